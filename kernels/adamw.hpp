@@ -1,0 +1,41 @@
+// AdamW update over a flat parameter buffer (all parameters are one contiguous
+// allocation, so the optimizer is one kernel). n parameters; p, g, m, v: [n].
+//   m = b1 m + (1-b1) g ;  v = b2 v + (1-b2) g^2
+//   p -= lr ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd p )      t = step >= 1
+// p, m, v are updated in place; g is read only.
+#pragma once
+
+#include <cmath>
+
+#include "compat.hpp"
+#include "types.hpp"
+
+namespace minilst::kernels {
+
+struct AdamWHyper {
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+template <class T>
+void adamw_update(const Vec<T>& p, const Vec<const T>& g, const Vec<T>& m, const Vec<T>& v,
+                  long step, const AdamWHyper& hp) {
+  using A = accum_t<T>;
+  const A b1 = hp.beta1, b2 = hp.beta2, lr = hp.lr, eps = hp.eps, wd = hp.weight_decay;
+  const A c1 = A(1) / A(1 - std::pow(hp.beta1, double(step)));
+  const A c2 = A(1) / A(1 - std::pow(hp.beta2, double(step)));
+  Kokkos::parallel_for("adamw_update", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, p.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        const A gi = g(i);
+        const A mi = b1 * A(m(i)) + (A(1) - b1) * gi;
+        const A vi = b2 * A(v(i)) + (A(1) - b2) * gi * gi;
+        m(i) = T(mi);
+        v(i) = T(vi);
+        p(i) = T(A(p(i)) - lr * ((mi * c1) / (compat::sqrt(vi * c2) + eps) + wd * A(p(i))));
+      });
+}
+
+}  // namespace minilst::kernels

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages miniLST builds, runs and tests with.
+# Idempotent and non-interactive: installs only what is missing, and does
+# nothing when everything is present. This is the one list of packages.
+set -euo pipefail
+
+packages=(
+  build-essential cmake git pkg-config
+  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev   # Kokkos 3.4 + Kokkos Kernels
+  libopenblas-dev                                         # BLAS behind KokkosBlas::gemm
+  libopenmpi-dev openmpi-bin                              # MPI
+  libhdf5-dev                                             # metrics and tensor dump files
+  libgtest-dev libyaml-cpp-dev libcli11-dev               # tests, deck, command line
+  python3-torch python3-h5py python3-numpy                # PyTorch reference test
+  python3-matplotlib python3-pandas                       # analysis/
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,172 @@
+#include "app/driver.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "io/metrics.hpp"
+#include "io/provenance.hpp"
+#include "io/tensor_dump.hpp"
+#include "model/flops.hpp"
+#include "model/trainer.hpp"
+
+namespace minilst {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string metrics_path(const std::string& configured) {
+  if (configured != "auto") return configured;
+  const char* job = std::getenv("SLURM_JOB_ID");
+  return "minilst_" + utc_time(true) + "_" + (job ? std::string(job) : std::to_string(getpid())) + ".h5";
+}
+
+template <class T>
+std::vector<double> to_host_doubles(const Vec<T>& v) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<double>(host.data(), host.data() + host.extent(0));
+}
+
+// This rank's micro-batches of a step (rank-major numbering of the token streams).
+std::vector<Batch> batches_of(const Deck& deck, long step, int rank) {
+  std::vector<Batch> out;
+  for (int m = 0; m < deck.run.grad_accum; ++m)
+    out.push_back(synthetic_batch(deck.model.vocab, deck.run.seq_len, deck.run.seed, step,
+                                  rank * deck.run.grad_accum + m));
+  return out;
+}
+
+void print_summary(const RunSummary& s, const std::string& path) {
+  std::printf("\n== summary (mean per measured step; min .. max over ranks) ==\n");
+  for (const auto& phase : metric_phases()) {
+    const auto& v = s.phase_avg_per_rank.at(phase);
+    const double avg = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+    if (avg == 0.0) continue;
+    std::printf("  %-10s %10.4f s   (%.4f .. %.4f)\n", phase.c_str(), avg, *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
+  }
+  std::printf("  memory high-water, MiB (max over ranks):\n");
+  for (const auto& [cat, v] : s.memory) {
+    const double mx = double(*std::max_element(v.begin(), v.end())) / kMiB;
+    std::printf("    %-13s %10.2f\n", cat.c_str(), mx);
+  }
+  std::printf("  figure of merit: %.1f tokens/s per rank\n", s.fom);
+  if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
+}
+
+template <class T>
+int run_typed(const Deck& deck, const RunContext& ctx) {
+  const bool root = ctx.rank == 0;
+  const auto& cfg = deck.model;
+  const std::int64_t S = deck.run.seq_len;
+
+  TrainOptions train;
+  train.seed = deck.run.seed;
+  train.init_std = deck.run.init_std;
+  train.norm_init_noise = deck.run.norm_init_noise;
+  train.adamw.lr = deck.run.learning_rate;
+  train.adamw.weight_decay = deck.run.weight_decay;
+
+  std::vector<std::int64_t> positions(S);
+  std::iota(positions.begin(), positions.end(), 0);
+  PhaseTimers timers;
+  Trainer<T> trainer(cfg, deck.options, train, positions, &timers);
+  if (root)
+    std::printf("model: %zu parameters, %s, memory.policy=%s, %d rank(s)\n", parameter_count(cfg),
+                deck.run.precision.c_str(), to_string(deck.options.policy).c_str(), ctx.nranks);
+
+  RunMetrics metrics;
+  const double sequences = double(deck.run.grad_accum) * ctx.nranks;
+  metrics.tokens_per_step = sequences * double(S);
+  metrics.flops_per_step = sequences * model_flops_per_sequence(cfg, double(S));
+  metrics.warmup_steps = deck.run.warmup_steps;
+  metrics.config_yaml = deck.resolved_yaml;
+
+  for (long step = 0; step < deck.run.steps; ++step) {
+    timers.clear();
+    Kokkos::Timer wall;
+    double dump_seconds = 0;
+    const auto batches = batches_of(deck, step, ctx.rank);
+    double loss = trainer.compute_gradients(batches, 1.0 / ctx.nranks);
+    if (ctx.nranks > 1) {  // data parallel: sum the already 1/nranks-scaled gradients
+      ScopedPhase phase(&timers, "comm");
+      const auto g = trainer.grads().flat();
+      MPI_Allreduce(MPI_IN_PLACE, g.data(), int(g.extent(0)), std::is_same_v<T, double> ? MPI_DOUBLE : MPI_FLOAT,
+                    MPI_SUM, ctx.comm);
+      MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);
+      loss /= ctx.nranks;
+    }
+    const double gnorm = trainer.grad_norm();
+    if (step == 0 && !deck.output.dump.empty()) {
+      Kokkos::Timer dump_timer;
+      if (root) {
+        std::vector<Batch> all;  // every rank's sequences: rank 0 regenerates them from the seed
+        for (int r = 0; r < ctx.nranks; ++r)
+          for (auto& b : batches_of(deck, step, r)) all.push_back(std::move(b));
+        write_tensor_dump(deck.output.dump, cfg, S, deck.resolved_yaml, all, loss,
+                          to_host_doubles(trainer.params().flat()), to_host_doubles(trainer.grads().flat()));
+        std::printf("tensor dump: %s\n", deck.output.dump.c_str());
+      }
+      dump_seconds = dump_timer.seconds();
+    }
+    trainer.apply_optimizer();
+    compat::fence("end of step");
+    timers.add("step", wall.seconds() - dump_seconds);
+
+    metrics.steps.push_back({loss, gnorm, timers.all()});
+    if (root) {
+      const double t = timers.get("step");
+      std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB%s\n",
+                  step + 1, deck.run.steps, loss, gnorm, t, metrics.tokens_per_step / t,
+                  double(MemoryTracker::instance().device_high_water()) / kMiB,
+                  step < deck.run.warmup_steps ? "  (warm-up)" : "");
+      std::fflush(stdout);
+    }
+  }
+
+  const auto& tracker = MemoryTracker::instance();
+  for (int c = 0; c < kNumMemCategories; ++c)
+    metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
+  metrics.memory["device_total"] = tracker.device_high_water();
+  metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);
+  metrics.attributes["precision"] = deck.run.precision;
+  metrics.attributes["memory_policy"] = to_string(deck.options.policy);
+  metrics.attributes["comm_backend"] = "mpi";
+  metrics.attributes["attention"] = "local";
+  metrics.numbers["data_parallel"] = ctx.nranks;
+  metrics.numbers["seq_len"] = double(S);
+  metrics.numbers["grad_accum"] = deck.run.grad_accum;
+  metrics.numbers["parameters"] = double(parameter_count(cfg));
+
+  const std::string path = root ? metrics_path(deck.output.metrics) : "";
+  const auto summary = gather_and_write_metrics(ctx.comm, metrics, path);
+  if (!root) return 0;  // the verdict is rank 0's, shared by run_deck
+  print_summary(summary, path);
+  const double final_loss = metrics.steps.back().loss;
+  std::printf("RESULT: %s FOM=%.1f tokens/s/rank steps=%d final_loss=%.6f ranks=%d metrics=%s\n",
+              summary.valid ? "VALID" : "INVALID", summary.fom, deck.run.steps, final_loss, ctx.nranks,
+              path.c_str());
+  std::fflush(stdout);
+  return summary.valid ? 0 : 3;
+}
+
+}  // namespace
+
+int run_deck(const Deck& deck, const RunContext& ctx) {
+  if (ctx.rank == 0) {
+    std::printf("%s\ndeck: %s\nresolved configuration:\n%s\n", version_string().c_str(), deck.path.c_str(),
+                deck.resolved_yaml.c_str());
+    std::fflush(stdout);
+  }
+  for (const auto& [k, v] : std::map<std::string, std::string>{{"deck", deck.path}, {"precision", deck.run.precision}})
+    compat::declare_metadata(k, v);
+  int code = deck.run.precision == "double" ? run_typed<double>(deck, ctx) : run_typed<float>(deck, ctx);
+  MPI_Bcast(&code, 1, MPI_INT, 0, ctx.comm);  // every rank exits with rank 0's verdict
+  return code;
+}
+
+}  // namespace minilst

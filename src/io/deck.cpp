@@ -1,0 +1,244 @@
+#include "io/deck.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+namespace minilst {
+
+namespace {
+
+enum class Kind { Int, Float, Choice, Path };
+
+struct KeySpec {
+  std::string section, key, default_value;
+  Kind kind;
+  double min = 0;                    // Int/Float: inclusive lower bound
+  std::vector<std::string> choices;  // Choice
+  std::string help;
+  std::string name() const { return section + "." + key; }
+};
+
+// The one table of deck keys.
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> keys = {
+      {"model", "hidden", "256", Kind::Int, 1, {}, "hidden size d; divisible by model.heads"},
+      {"model", "layers", "4", Kind::Int, 1, {}, "decoder layers L"},
+      {"model", "heads", "8", Kind::Int, 1, {}, "query heads H; head dim h = hidden/heads must be even (RoPE)"},
+      {"model", "kv_heads", "4", Kind::Int, 1, {}, "key/value heads G; divides model.heads (G=H: MHA, G=1: MQA)"},
+      {"model", "intermediate", "688", Kind::Int, 1, {}, "MLP intermediate size I"},
+      {"model", "vocab", "4096", Kind::Int, 2, {}, "vocabulary size V"},
+      {"model", "rope_theta", "10000", Kind::Float, 1e-300, {}, "RoPE base theta (> 0)"},
+      {"model", "norm_eps", "1e-5", Kind::Float, 0, {}, "RMSNorm epsilon (>= 0)"},
+      {"run", "seq_len", "512", Kind::Int, 2, {}, "sequence length S (tokens per micro-step)"},
+      {"run", "steps", "10", Kind::Int, 1, {}, "training steps"},
+      {"run", "warmup_steps", "1", Kind::Int, 0, {}, "first steps left out of the timing statistics; < run.steps"},
+      {"run", "grad_accum", "1", Kind::Int, 1, {}, "micro-steps per optimizer step"},
+      {"run", "precision", "float", Kind::Choice, 0, {"float", "double"}, "scalar type"},
+      {"run", "seed", "1234", Kind::Int, 0, {}, "seed of the parameters and the synthetic data"},
+      {"run", "learning_rate", "3e-4", Kind::Float, 0, {}, "AdamW learning rate (>= 0)"},
+      {"run", "weight_decay", "0.1", Kind::Float, 0, {}, "AdamW decoupled weight decay (>= 0)"},
+      {"run", "init_std", "0.02", Kind::Float, 0, {}, "std of the normal init of weight matrices"},
+      {"run", "norm_init_noise", "0", Kind::Float, 0, {}, "norm weights start at 1 + normal(0, this) (0: ones)"},
+      {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint"}, "activations kept for backward"},
+      {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>_<jobid|pid>.h5"},
+      {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
+  };
+  return keys;
+}
+
+// Sections whose keys arrive with later capabilities.
+const std::map<std::string, std::string> kReservedSections = {
+    {"parallel", "sequence parallelism (Ulysses, ring)"}, {"mst", "mini-sequence MLP / LM head"}};
+
+const KeySpec* find_key(const std::string& section, const std::string& key) {
+  for (const auto& k : schema())
+    if (k.section == section && k.key == key) return &k;
+  return nullptr;
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const auto& k : schema())
+    if (k.section == section) out += (out.empty() ? "" : ", ") + k.key;
+  return out;
+}
+
+[[noreturn]] void unknown_key(const std::string& section, const std::string& key) {
+  if (kReservedSections.count(section))
+    throw DeckError("deck: unknown key '" + section + "." + key + "': section '" + section +
+                    "' is reserved for " + kReservedSections.at(section) + " and has no keys in this version");
+  bool section_known = false;
+  for (const auto& k : schema()) section_known |= k.section == section;
+  if (!section_known)
+    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, memory, output)");
+  throw DeckError("deck: unknown key '" + section + "." + key + "' (keys of '" + section +
+                  "': " + known_keys(section) + ")");
+}
+
+// Typed value of one key, validated against its spec.
+struct Value {
+  std::string text;
+  long long i = 0;
+  double f = 0;
+};
+
+Value convert(const KeySpec& spec, const std::string& text) {
+  Value v{text};
+  const std::string where = "deck: " + spec.name() + " = '" + text + "': ";
+  std::size_t used = 0;
+  switch (spec.kind) {
+    case Kind::Int:
+      try { v.i = std::stoll(text, &used); } catch (...) { used = 0; }
+      if (used == 0 || used != text.size()) throw DeckError(where + "expected an integer");
+      if (v.i < spec.min)
+        throw DeckError(where + "must be >= " + std::to_string(static_cast<long long>(spec.min)));
+      break;
+    case Kind::Float:
+      try { v.f = std::stod(text, &used); } catch (...) { used = 0; }
+      if (used == 0 || used != text.size() || !std::isfinite(v.f))
+        throw DeckError(where + "expected a finite number");
+      if (v.f < spec.min) {
+        std::ostringstream msg;
+        msg << where << "must be " << (spec.min > 0 ? "> 0" : ">= " + std::to_string(spec.min));
+        throw DeckError(msg.str());
+      }
+      break;
+    case Kind::Choice: {
+      bool ok = false;
+      std::string list;
+      for (const auto& c : spec.choices) {
+        ok |= c == text;
+        list += (list.empty() ? "" : "|") + c;
+      }
+      if (!ok) throw DeckError(where + "allowed values: " + list);
+      break;
+    }
+    case Kind::Path: break;
+  }
+  return v;
+}
+
+void check(bool ok, const std::string& message) {
+  if (!ok) throw DeckError("deck: " + message);
+}
+
+}  // namespace
+
+std::string to_string(MemoryPolicy p) { return p == MemoryPolicy::full ? "full" : "checkpoint"; }
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  if (!std::filesystem::is_regular_file(path)) throw DeckError("deck: file '" + path + "' not found");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw DeckError("deck: '" + path + "' is not valid YAML: " + e.what());
+  }
+  if (root && !root.IsNull() && !root.IsMap()) throw DeckError("deck: '" + path + "' must be a map of sections");
+
+  std::map<std::string, std::string> given;  // "section.key" -> text
+  for (const auto& section : root) {
+    const auto sname = section.first.as<std::string>();
+    if (!kReservedSections.count(sname) && known_keys(sname).empty()) unknown_key(sname, "");
+    if (section.second.IsNull()) continue;  // an empty section: all defaults
+    if (!section.second.IsMap()) throw DeckError("deck: section '" + sname + "' must be a map of keys");
+    for (const auto& kv : section.second) {
+      const auto key = kv.first.as<std::string>();
+      if (!find_key(sname, key)) unknown_key(sname, key);
+      if (!kv.second.IsScalar()) throw DeckError("deck: " + sname + "." + key + " must be a single value");
+      given[sname + "." + key] = kv.second.as<std::string>();
+    }
+  }
+  for (const auto& o : overrides) {
+    const auto eq = o.find('='), dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      throw DeckError("--set '" + o + "': expected section.key=value");
+    const auto section = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1);
+    if (!find_key(section, key)) unknown_key(section, key);
+    given[section + "." + key] = o.substr(eq + 1);
+  }
+
+  std::map<std::string, Value> v;
+  for (const auto& spec : schema()) {
+    const auto it = given.find(spec.name());
+    v[spec.name()] = convert(spec, it == given.end() ? spec.default_value : it->second);
+  }
+
+  Deck d;
+  d.path = path;
+  auto& m = d.model;
+  m.hidden = int(v["model.hidden"].i);
+  m.layers = int(v["model.layers"].i);
+  m.heads = int(v["model.heads"].i);
+  m.kv_heads = int(v["model.kv_heads"].i);
+  m.intermediate = int(v["model.intermediate"].i);
+  m.vocab = int(v["model.vocab"].i);
+  m.rope_theta = v["model.rope_theta"].f;
+  m.norm_eps = v["model.norm_eps"].f;
+  auto& r = d.run;
+  r.seq_len = v["run.seq_len"].i;
+  r.steps = int(v["run.steps"].i);
+  r.warmup_steps = int(v["run.warmup_steps"].i);
+  r.grad_accum = int(v["run.grad_accum"].i);
+  r.precision = v["run.precision"].text;
+  r.seed = std::uint64_t(v["run.seed"].i);
+  r.learning_rate = v["run.learning_rate"].f;
+  r.weight_decay = v["run.weight_decay"].f;
+  r.init_std = v["run.init_std"].f;
+  r.norm_init_noise = v["run.norm_init_noise"].f;
+  d.options.policy = v["memory.policy"].text == "full" ? MemoryPolicy::full : MemoryPolicy::checkpoint;
+  d.output.metrics = v["output.metrics"].text;
+  d.output.dump = v["output.dump"].text;
+
+  // Rules that relate keys.
+  const auto n = [](long long x) { return std::to_string(x); };
+  check(m.hidden % m.heads == 0, "model.hidden (" + n(m.hidden) + ") is not divisible by model.heads (" +
+                                     n(m.heads) + ")");
+  check(m.head_dim() % 2 == 0, "head dim model.hidden/model.heads = " + n(m.head_dim()) +
+                                   " must be even (RoPE rotates pairs)");
+  check(m.heads % m.kv_heads == 0, "model.heads (" + n(m.heads) + ") is not divisible by model.kv_heads (" +
+                                       n(m.kv_heads) + ")");
+  check(r.warmup_steps < r.steps, "run.warmup_steps (" + n(r.warmup_steps) + ") must be < run.steps (" +
+                                      n(r.steps) + "), or no step is measured");
+  check(d.output.metrics != "", "output.metrics must name a file (or be 'auto')");
+
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::string section;
+  for (const auto& spec : schema()) {
+    if (spec.section != section) {
+      if (!section.empty()) out << YAML::EndMap;
+      section = spec.section;
+      out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    }
+    out << YAML::Key << spec.key << YAML::Value << v[spec.name()].text;
+  }
+  out << YAML::EndMap << YAML::EndMap;
+  d.resolved_yaml = out.c_str();
+  return d;
+}
+
+std::string deck_key_reference() {
+  std::ostringstream s;
+  for (const auto& k : schema()) {
+    std::string rule;
+    if (k.kind == Kind::Choice) {
+      for (const auto& c : k.choices) rule += (rule.empty() ? "" : "|") + c;
+    } else if (k.kind == Kind::Int) {
+      rule = "integer >= " + std::to_string(static_cast<long long>(k.min));
+    } else if (k.kind == Kind::Float) {
+      rule = "number";
+    } else {
+      rule = "path";
+    }
+    s << "  " << k.name() << std::string(k.name().size() < 22 ? 22 - k.name().size() : 1, ' ') << "default "
+      << (k.default_value.empty() ? "\"\"" : k.default_value) << "  (" << rule << ")  " << k.help << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace minilst

@@ -1,0 +1,51 @@
+// The input deck: a YAML file with sections model, run, memory, output (and
+// parallel, mst reserved for later), overridden by `--set section.key=value`.
+// Every key has a default and a validation rule (one table in deck.cpp, also
+// printed by `minilst keys`); an unknown key or a bad value is a DeckError whose
+// message names the key and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace minilst {
+
+struct DeckError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RunConfig {
+  std::int64_t seq_len = 0;
+  int steps = 0, warmup_steps = 0, grad_accum = 1;
+  std::string precision;  // float | double
+  std::uint64_t seed = 0;
+  double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
+};
+
+struct OutputConfig {
+  std::string metrics;  // HDF5 metrics file path ("auto": minilst_<UTC time>_<job or pid>.h5)
+  std::string dump;     // tensor dump path ("" = none)
+};
+
+struct Deck {
+  ModelConfig model;
+  RunConfig run;
+  ModelOptions options;  // memory.policy (and later mst.*)
+  OutputConfig output;
+  std::string path;           // the deck file
+  std::string resolved_yaml;  // every key with its resolved value
+};
+
+// Reads, overrides and validates. Throws DeckError.
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides);
+
+// The key reference: one line per key with default and rule.
+std::string deck_key_reference();
+
+std::string to_string(MemoryPolicy p);
+
+}  // namespace minilst

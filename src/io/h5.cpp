@@ -1,0 +1,123 @@
+#include "io/h5.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+namespace minilst::h5 {
+
+Handle::Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
+  if (id < 0) throw std::runtime_error("HDF5: cannot " + what);
+}
+Handle::~Handle() {
+  if (id_ >= 0 && close_) close_(id_);
+}
+Handle::Handle(Handle&& o) noexcept { *this = std::move(o); }
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = std::exchange(o.id_, -1);
+    close_ = o.close_;
+  }
+  return *this;
+}
+
+Handle create_file(const std::string& path) {
+  return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                "create file '" + path + "'");
+}
+
+Handle open_file_readonly(const std::string& path) {
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open file '" + path + "'");
+}
+
+Handle group(hid_t file, const std::string& path) {
+  std::string partial;
+  std::size_t start = 1;
+  while (start <= path.size()) {
+    const auto slash = path.find('/', start);
+    partial = path.substr(0, slash);
+    if (partial.size() > 1 && H5Lexists(file, partial.c_str(), H5P_DEFAULT) <= 0) {
+      Handle g(H5Gcreate2(file, partial.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+               "create group '" + partial + "'");
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return Handle(H5Gopen2(file, path.c_str(), H5P_DEFAULT), H5Gclose, "open group '" + path + "'");
+}
+
+namespace {
+void attr_raw(hid_t obj, const std::string& name, hid_t type, const void* value) {
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "make scalar dataspace");
+  Handle a(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+           "create attribute '" + name + "'");
+  if (H5Awrite(a.id(), type, value) < 0) throw std::runtime_error("HDF5: cannot write attribute '" + name + "'");
+}
+
+// Splits "a/b/c" into the group "a/b" (created) and the leaf "c".
+std::pair<Handle, std::string> parent_of(hid_t loc, const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0)
+    return {Handle(H5Oopen(loc, ".", H5P_DEFAULT), H5Oclose, "open location"), path.substr(slash == 0 ? 1 : 0)};
+  const std::string dir = path.substr(0, slash);
+  return {group(loc, dir[0] == '/' ? dir : "/" + dir), path.substr(slash + 1)};
+}
+
+void write_raw(hid_t loc, const std::string& path, hid_t type, const void* data,
+               const std::vector<hsize_t>& shape, const std::string& units) {
+  auto [parent, leaf] = parent_of(loc, path);
+  Handle space(shape.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(shape.size()), shape.data(), nullptr),
+               H5Sclose, "make dataspace for '" + path + "'");
+  Handle ds(H5Dcreate2(parent.id(), leaf.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose, "create dataset '" + path + "'");
+  if (H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw std::runtime_error("HDF5: cannot write dataset '" + path + "'");
+  attr(ds.id(), "units", units);
+}
+}  // namespace
+
+void attr(hid_t obj, const std::string& name, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
+  H5Tset_size(type.id(), value.empty() ? 1 : value.size());
+  H5Tset_strpad(type.id(), H5T_STR_NULLPAD);
+  H5Tset_cset(type.id(), H5T_CSET_UTF8);
+  const char zero = 0;
+  attr_raw(obj, name, type.id(), value.empty() ? &zero : value.data());
+}
+void attr(hid_t obj, const std::string& name, double value) { attr_raw(obj, name, H5T_NATIVE_DOUBLE, &value); }
+void attr(hid_t obj, const std::string& name, std::int64_t value) { attr_raw(obj, name, H5T_NATIVE_INT64, &value); }
+
+void write(hid_t loc, const std::string& path, const std::vector<double>& data, const std::vector<hsize_t>& shape,
+           const std::string& units) {
+  write_raw(loc, path, H5T_NATIVE_DOUBLE, data.data(), shape, units);
+}
+void write(hid_t loc, const std::string& path, const std::vector<float>& data, const std::vector<hsize_t>& shape,
+           const std::string& units) {
+  write_raw(loc, path, H5T_NATIVE_FLOAT, data.data(), shape, units);
+}
+void write(hid_t loc, const std::string& path, const std::vector<std::int64_t>& data,
+           const std::vector<hsize_t>& shape, const std::string& units) {
+  write_raw(loc, path, H5T_NATIVE_INT64, data.data(), shape, units);
+}
+
+std::vector<double> read_doubles(hid_t loc, const std::string& path) {
+  Handle ds(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), H5Dclose, "open dataset '" + path + "'");
+  Handle space(H5Dget_space(ds.id()), H5Sclose, "get dataspace of '" + path + "'");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  std::vector<double> out(std::size_t(n > 0 ? n : 0));
+  if (H5Dread(ds.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw std::runtime_error("HDF5: cannot read dataset '" + path + "'");
+  return out;
+}
+
+std::string read_string_attr(hid_t obj, const std::string& name) {
+  Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute '" + name + "'");
+  Handle type(H5Aget_type(a.id()), H5Tclose, "get type of attribute '" + name + "'");
+  std::string out(H5Tget_size(type.id()), '\0');
+  if (H5Aread(a.id(), type.id(), out.data()) < 0) throw std::runtime_error("HDF5: cannot read attribute " + name);
+  while (!out.empty() && out.back() == '\0') out.pop_back();
+  return out;
+}
+
+}  // namespace minilst::h5

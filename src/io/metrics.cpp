@@ -1,0 +1,129 @@
+#include "io/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <stdexcept>
+
+#include "io/h5.hpp"
+#include "memory/tracker.hpp"
+
+namespace minilst {
+
+const std::vector<std::string>& metric_phases() {
+  static const std::vector<std::string> phases = {"step", "forward", "backward", "attention", "mlp",
+                                                  "lm_head", "recompute", "comm", "optimizer"};
+  return phases;
+}
+
+namespace {
+std::vector<std::string> memory_keys() {
+  std::vector<std::string> keys;
+  for (int c = 0; c < kNumMemCategories; ++c) keys.push_back(category_name(MemCategory(c)));
+  keys.push_back("device_total");
+  return keys;
+}
+}  // namespace
+
+RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path) {
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &nranks);
+  const auto& phases = metric_phases();
+  const int nsteps = int(local.steps.size()), nph = int(phases.size());
+
+  // Per rank: seconds [steps x phases], memory [categories].
+  std::vector<double> mine(std::size_t(nsteps) * nph);
+  for (int s = 0; s < nsteps; ++s)
+    for (int p = 0; p < nph; ++p) {
+      const auto it = local.steps[s].seconds.find(phases[p]);
+      mine[std::size_t(s) * nph + p] = it == local.steps[s].seconds.end() ? 0.0 : it->second;
+    }
+  const auto mkeys = memory_keys();
+  std::vector<std::uint64_t> mem_mine;
+  for (const auto& k : mkeys) {
+    const auto it = local.memory.find(k);
+    mem_mine.push_back(it == local.memory.end() ? 0 : it->second);
+  }
+  std::vector<double> all(rank == 0 ? mine.size() * nranks : 0);
+  std::vector<std::uint64_t> mem_all(rank == 0 ? mem_mine.size() * nranks : 0);
+  MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, comm);
+  MPI_Gather(mem_mine.data(), int(mem_mine.size()), MPI_UINT64_T, mem_all.data(), int(mem_mine.size()),
+             MPI_UINT64_T, 0, comm);
+
+  RunSummary summary;
+  if (rank != 0) return summary;
+
+  auto seconds = [&](int r, int s, int p) { return all[(std::size_t(r) * nsteps + s) * nph + p]; };
+  const int first = std::min(local.warmup_steps, nsteps);
+  const int measured = nsteps - first;
+
+  std::vector<double> loss, tokens_per_s(nsteps), tflops(nsteps);
+  bool valid = measured > 0;
+  for (const auto& st : local.steps) {
+    loss.push_back(st.loss);
+    valid = valid && std::isfinite(st.loss) && std::isfinite(st.grad_norm);
+  }
+  for (int s = 0; s < nsteps; ++s) {
+    double slowest = 0;
+    for (int r = 0; r < nranks; ++r) slowest = std::max(slowest, seconds(r, s, 0));
+    tokens_per_s[s] = slowest > 0 ? local.tokens_per_step / slowest : 0.0;
+    tflops[s] = slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0;
+  }
+  double fom = 0;
+  for (int s = first; s < nsteps; ++s) fom += tokens_per_s[s] / nranks;
+  summary.fom = measured > 0 ? fom / measured : 0.0;
+  summary.valid = valid;
+  for (int p = 0; p < nph; ++p) {
+    auto& avg = summary.phase_avg_per_rank[phases[p]];
+    for (int r = 0; r < nranks; ++r) {
+      double sum = 0;
+      for (int s = first; s < nsteps; ++s) sum += seconds(r, s, p);
+      avg.push_back(measured > 0 ? sum / measured : 0.0);
+    }
+  }
+  for (std::size_t k = 0; k < mkeys.size(); ++k)
+    for (int r = 0; r < nranks; ++r) summary.memory[mkeys[k]].push_back(mem_all[r * mkeys.size() + k]);
+  if (path.empty()) return summary;
+
+  const std::string partial = path + ".partial";
+  {
+    auto file = h5::create_file(partial);
+    const hid_t f = file.id();
+    h5::attr(f, "schema", std::string("minilst-metrics"));
+    h5::attr(f, "schema_version", std::int64_t(1));
+    h5::attr(f, "valid", std::string(valid ? "PASSED" : "FAILED"));
+    h5::attr(f, "fom", summary.fom);
+    h5::attr(f, "fom_unit", std::string("tokens/s per rank"));
+    h5::attr(f, "config", local.config_yaml);
+    h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
+    for (const auto& [k, v] : local.attributes) h5::attr(f, k, v);
+    for (const auto& [k, v] : local.numbers) h5::attr(f, k, v);
+
+    h5::write(f, "loss", loss, {hsize_t(nsteps)}, "1");
+    h5::write(f, "throughput/tokens_per_s", tokens_per_s, {hsize_t(nsteps)}, "tokens/s");
+    h5::write(f, "throughput/model_tflops", tflops, {hsize_t(nsteps)}, "TFLOP/s");
+    for (int p = 0; p < nph; ++p) {
+      std::vector<double> t(std::size_t(nsteps) * nranks);  // [steps, ranks]
+      for (int s = 0; s < nsteps; ++s)
+        for (int r = 0; r < nranks; ++r) t[std::size_t(s) * nranks + r] = seconds(r, s, p);
+      const std::string name = "timings/" + phases[p];
+      h5::write(f, name, t, {hsize_t(nsteps), hsize_t(nranks)}, "s");
+      const auto& avg = summary.phase_avg_per_rank[phases[p]];
+      auto ds = h5::Handle(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose, "open " + name);
+      h5::attr(ds.id(), "Min time/rank", *std::min_element(avg.begin(), avg.end()));
+      h5::attr(ds.id(), "Max time/rank", *std::max_element(avg.begin(), avg.end()));
+      h5::attr(ds.id(), "Avg time/rank", std::accumulate(avg.begin(), avg.end(), 0.0) / nranks);
+    }
+    for (const auto& k : mkeys) {
+      const auto& v = summary.memory[k];
+      h5::write(f, "memory/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename '" + partial + "' to '" + path + "'");
+  return summary;
+}
+
+}  // namespace minilst

@@ -1,0 +1,47 @@
+// The metrics file (DESIGN.md 4.2), written by rank 0 after gathering every
+// rank's records, to a temporary name renamed when complete.
+//   /loss [steps]                      /timings/<phase> [steps, ranks] s
+//   /memory/<category> [ranks] B       /throughput/{tokens_per_s, model_tflops} [steps]
+//   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace minilst {
+
+// The phases every rank reports (0 where a phase did not run).
+const std::vector<std::string>& metric_phases();
+
+struct StepMetrics {
+  double loss = 0;
+  double grad_norm = 0;
+  std::map<std::string, double> seconds;  // phase -> seconds (this rank)
+};
+
+struct RunMetrics {
+  std::vector<StepMetrics> steps;                  // this rank, every step
+  std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
+  std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
+  std::map<std::string, double> numbers;           // root numeric attributes
+  std::string config_yaml;
+  int warmup_steps = 0;
+  double tokens_per_step = 0;   // global tokens of one optimizer step
+  double flops_per_step = 0;    // model FLOPs of one optimizer step
+};
+
+struct RunSummary {  // what rank 0 prints
+  bool valid = false;
+  double fom = 0;  // tokens/s per rank, mean over measured steps
+  std::map<std::string, std::vector<double>> phase_avg_per_rank;  // phase -> [ranks] mean s/step
+  std::map<std::string, std::vector<std::uint64_t>> memory;       // category -> [ranks]
+};
+
+// Collective over comm. Rank 0 writes `path` (if non-empty) and returns the summary.
+RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path);
+
+}  // namespace minilst

@@ -1,0 +1,24 @@
+// Where and how a run happened, as string attributes for the metrics file:
+// LLNL Adiak's standard keys (user, launchdate, executable, cmdline, hostname,
+// clustername, jobsize, numhosts, hostlist, mpi_library_version, ...), the build
+// (git_commit, git_dirty, compiler, cmake_build_type, kokkos_version,
+// kokkos_devices, blas) and the Slurm job variables when present.
+// Collective over comm (host names are gathered).
+#pragma once
+
+#include <mpi.h>
+
+#include <map>
+#include <string>
+
+namespace minilst {
+
+std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, char** argv);
+
+// "minilst <version> (git <commit>[-dirty])"
+std::string version_string();
+
+// UTC time as 20261122T104400Z (file names) or 2026-11-22T10:44:00Z (metadata).
+std::string utc_time(bool compact);
+
+}  // namespace minilst

@@ -1,0 +1,21 @@
+// The tensor dump (DESIGN.md 4.3), for verification against an independent
+// reference: tokens, labels, the step's loss, and every parameter and its
+// gradient (first step, before the optimizer update), in global token order.
+//   /tokens, /labels [S] (micro-step 0)   /micro_tokens, /micro_labels [A, S]
+//   /loss scalar   /params/<name>, /grads/<name> (float64)   root: model shape + config
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/data.hpp"
+#include "model/parameters.hpp"
+
+namespace minilst {
+
+// params, grads: host copies of the flat buffers (converted to double).
+void write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
+                       const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
+                       const std::vector<double>& params, const std::vector<double>& grads);
+
+}  // namespace minilst

@@ -1,0 +1,61 @@
+// How a layer's core attention is made whole. The layer hands over its local
+// q, k, v (after RoPE) and gets o back; it does not know whether the other
+// tokens live on this rank (LocalAttention), arrive by all-to-all (Ulysses) or
+// travel around a ring. What the backward needs beyond q, k, v, o (the
+// log-sum-exp rows) is returned by forward and kept by the layer's saved state.
+//   S local tokens, H query heads, G kv heads, h head dim.
+#pragma once
+
+#include <string>
+
+#include "kernels/attention.hpp"
+#include "memory/tracker.hpp"
+
+namespace minilst {
+
+template <class T>
+class AttentionStrategy {
+ public:
+  using A = accum_t<T>;
+  virtual ~AttentionStrategy() = default;
+  virtual std::string name() const = 0;
+  // o: [S, H*h] (=). Returns the strategy's saved statistics, counted in `category`.
+  virtual Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
+                                  const Mat<const T>& v, MemCategory category) = 0;
+  // dq: [S, H*h], dk, dv: [S, G*h] (=).
+  virtual void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
+                        const Mat<const T>& o, const Mat<const A>& saved, const Mat<const T>& q,
+                        const Mat<const T>& k, const Mat<const T>& v) = 0;
+};
+
+// All tokens of the sequence are on this rank: the flash kernel, nothing else.
+template <class T>
+class LocalAttention final : public AttentionStrategy<T> {
+ public:
+  using A = accum_t<T>;
+  LocalAttention(Vec<const std::int64_t> positions, int head_dim) : pos_(positions), head_dim_(head_dim) {}
+  std::string name() const override { return "local"; }
+
+  Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
+                          const Mat<const T>& v, MemCategory category) override {
+    Tracked<Mat<A>> lse("lse", category, q.extent(0), q.extent(1) / head_dim_);  // [S, H]
+    kernels::attention_forward<T>(o, lse.view(), q, k, v, pos_, pos_, head_dim_);
+    return lse;
+  }
+
+  void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
+                const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q,
+                const Mat<const T>& k, const Mat<const T>& v) override {
+    Tracked<Mat<A>> delta("attn_delta", MemCategory::workspace, lse.extent(0), lse.extent(1));
+    Kokkos::deep_copy(dq, T(0));
+    Kokkos::deep_copy(dk, T(0));
+    Kokkos::deep_copy(dv, T(0));
+    kernels::attention_backward<T>(dq, dk, dv, delta.view(), d_o, o, lse, q, k, v, pos_, pos_, head_dim_);
+  }
+
+ private:
+  Vec<const std::int64_t> pos_;  // [S] global positions of the local tokens
+  int head_dim_;
+};
+
+}  // namespace minilst

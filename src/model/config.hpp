@@ -1,0 +1,41 @@
+// Model shape and the per-run options the model code needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace minilst {
+
+struct ModelConfig {
+  int hidden = 256;         // d
+  int layers = 4;           // L
+  int heads = 8;            // H
+  int kv_heads = 4;         // G (H % G == 0)
+  int intermediate = 688;   // I
+  int vocab = 4096;         // V
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  int head_dim() const { return hidden / heads; }  // h
+};
+
+enum class MemoryPolicy { full, checkpoint };
+
+struct ModelOptions {
+  MemoryPolicy policy = MemoryPolicy::full;
+  int mlp_chunks = 1;       // mini-sequences of the MLP block (>= 1)
+  int lm_head_chunks = 1;   // mini-sequences of the LM head + loss (>= 1)
+};
+
+// Token range [begin, end) of chunk c when n tokens are cut into m chunks whose
+// sizes differ by at most one; m larger than n gives n one-token chunks.
+struct Range {
+  std::int64_t begin, end;
+  std::int64_t size() const { return end - begin; }
+};
+inline int effective_chunks(std::int64_t n, int m) { return int(n < m ? (n > 0 ? n : 1) : m); }
+inline Range chunk_range(std::int64_t n, int m, int c) {
+  m = effective_chunks(n, m);
+  return {n * c / m, n * (c + 1) / m};
+}
+
+}  // namespace minilst

@@ -1,0 +1,44 @@
+// The decoder model: embedding, L decoder layers, final norm, LM head + loss.
+// One call runs a micro-step's forward, loss and backward; the loss gradient is
+// known in the forward (fused cross-entropy), so the LM head's backward runs
+// chunk by chunk right after its forward and the [S, V] logits never exist.
+//
+// Activation policy (what the layers keep for their backward):
+//   full        every layer's SavedLayer (q, k, v, o, lse, y) and input x
+//   checkpoint  only every layer's input x; the attention block is recomputed
+//               from x right before the layer's backward
+#pragma once
+
+#include <vector>
+
+#include "model/decoder_layer.hpp"
+
+namespace minilst {
+
+template <class T>
+class Model {
+ public:
+  // positions: [S] global positions of the local tokens, also used by `attention`.
+  Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
+        Vec<const std::int64_t> positions, PhaseTimers* timers)
+      : cfg_(cfg), opts_(opts), layer_(cfg, opts, attention, positions, timers), timers_(timers) {}
+
+  // tokens, labels: [S]. Gradients accumulate (+=) into grads, scaled so that
+  // grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
+  // gradient. Returns the sum over local valid labels of the token losses.
+  double forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
+                          const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
+                          double grad_scale) const;
+
+ private:
+  // dx := d(loss)/d(x_L) through final norm, LM head and cross-entropy (chunked).
+  double head_forward_backward(const Mat<T>& dx, const Mat<const T>& x, const Vec<const std::int64_t>& labels,
+                               const ParamSet<T>& params, const ParamSet<T>& grads, double grad_scale) const;
+
+  ModelConfig cfg_;
+  ModelOptions opts_;
+  DecoderLayer<T> layer_;
+  PhaseTimers* timers_;
+};
+
+}  // namespace minilst

@@ -1,0 +1,67 @@
+#include "model/trainer.hpp"
+
+#include <cmath>
+
+namespace minilst {
+
+namespace {
+// Host vector -> tracked device vector.
+Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, const std::string& label) {
+  Tracked<Vec<std::int64_t>> dev(label, MemCategory::workspace, host.size());
+  Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> src(host.data(), host.size());
+  Kokkos::deep_copy(dev.view(), src);
+  return dev;
+}
+}  // namespace
+
+template <class T>
+Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
+                    const std::vector<std::int64_t>& positions, PhaseTimers* timers)
+    : cfg_(cfg), train_(train), timers_(timers),
+      params_(cfg, "params", MemCategory::weights),
+      grads_(cfg, "grads", MemCategory::gradients),
+      adam_m_(cfg, "adam_m", MemCategory::optimizer),
+      adam_v_(cfg, "adam_v", MemCategory::optimizer),
+      positions_(to_device(positions, "positions")) {
+  init_parameters(params_, train.seed, train.init_std, train.norm_init_noise);
+  attention_ = std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim());
+  model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, positions_.view(), timers);
+}
+
+template <class T>
+double Trainer<T>::compute_gradients(const std::vector<Batch>& micro_batches, double scale) {
+  grads_.zero();
+  const double n_micro = double(micro_batches.size());
+  double loss = 0;
+  for (const auto& batch : micro_batches) {
+    const auto tokens = to_device(batch.tokens, "tokens");
+    const auto labels = to_device(batch.labels, "labels");
+    // A batch with no valid label contributes zero loss and zero gradient (never NaN).
+    const double inv_valid = batch.n_valid > 0 ? 1.0 / double(batch.n_valid) : 0.0;
+    const double loss_sum = model_->forward_backward(params_, grads_, tokens.view(), labels.view(),
+                                                     inv_valid / n_micro * scale);
+    loss += loss_sum * inv_valid / n_micro;
+  }
+  return loss;
+}
+
+template <class T>
+void Trainer<T>::apply_optimizer() {
+  ScopedPhase phase(timers_, "optimizer");
+  kernels::adamw_update<T>(params_.flat(), grads_.flat(), adam_m_.flat(), adam_v_.flat(), ++optimizer_steps_,
+                           train_.adamw);
+}
+
+template <class T>
+double Trainer<T>::grad_norm() const {
+  const auto g = grads_.flat();
+  double sum = 0;
+  Kokkos::parallel_reduce("grad_norm", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, g.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) { acc += double(g(i)) * double(g(i)); }, sum);
+  return std::sqrt(sum);
+}
+
+template class Trainer<float>;
+template class Trainer<double>;
+
+}  // namespace minilst
