@@ -77,13 +77,17 @@ void write_raw(hid_t loc, const std::string& path, hid_t type, const void* data,
 }
 }  // namespace
 
-void attr(hid_t obj, const std::string& name, const std::string& value) {
+// Strings are variable-length UTF-8: h5py and pandas read them as str.
+Handle string_type() {
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
-  H5Tset_size(type.id(), value.empty() ? 1 : value.size());
-  H5Tset_strpad(type.id(), H5T_STR_NULLPAD);
+  H5Tset_size(type.id(), H5T_VARIABLE);
   H5Tset_cset(type.id(), H5T_CSET_UTF8);
-  const char zero = 0;
-  attr_raw(obj, name, type.id(), value.empty() ? &zero : value.data());
+  return type;
+}
+
+void attr(hid_t obj, const std::string& name, const std::string& value) {
+  const char* data = value.c_str();
+  attr_raw(obj, name, string_type().id(), &data);
 }
 void attr(hid_t obj, const std::string& name, double value) { attr_raw(obj, name, H5T_NATIVE_DOUBLE, &value); }
 void attr(hid_t obj, const std::string& name, std::int64_t value) { attr_raw(obj, name, H5T_NATIVE_INT64, &value); }
@@ -113,10 +117,11 @@ std::vector<double> read_doubles(hid_t loc, const std::string& path) {
 
 std::string read_string_attr(hid_t obj, const std::string& name) {
   Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute '" + name + "'");
-  Handle type(H5Aget_type(a.id()), H5Tclose, "get type of attribute '" + name + "'");
-  std::string out(H5Tget_size(type.id()), '\0');
-  if (H5Aread(a.id(), type.id(), out.data()) < 0) throw std::runtime_error("HDF5: cannot read attribute " + name);
-  while (!out.empty() && out.back() == '\0') out.pop_back();
+  char* data = nullptr;
+  if (H5Aread(a.id(), string_type().id(), &data) < 0 || !data)
+    throw std::runtime_error("HDF5: cannot read string attribute '" + name + "'");
+  std::string out(data);
+  H5free_memory(data);
   return out;
 }
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Bad input must fail fast: a message naming the key or constraint, exit code 2,
+# and no metrics or dump file left behind. Also under 2 MPI ranks: every rank
+# exits non-zero and nothing hangs.
+# Environment (set by ctest): MINILST, MINILST_SOURCE, MPIEXEC.
+set -uo pipefail
+: "${MINILST:?}" "${MINILST_SOURCE:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+deck="$MINILST_SOURCE/inputs/tiny.yaml"
+failures=0
+
+# expect REGEX CMD...: CMD exits with 2, prints REGEX, writes no .h5 file.
+expect() {
+  local regex=$1; shift
+  rm -f ./*.h5 ./*.partial
+  local out rc
+  out=$(timeout 120 "$@" 2>&1); rc=$?
+  local files; files=$(ls ./*.h5 ./*.partial 2>/dev/null)
+  if [[ $rc -ne 2 ]] || ! grep -Eq -- "$regex" <<<"$out" || [[ -n $files ]]; then
+    echo "FAIL: $* -> exit $rc, files [$files], output:"; echo "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok:   $(grep -E -m1 -- "$regex" <<<"$out")"
+  fi
+}
+run() { expect "$1" "$MINILST" run "${@:2}"; }
+set_() { local regex=$1; shift; local args=(); for kv in "$@"; do args+=(--set "$kv"); done
+         run "$regex" "$deck" --set output.metrics=m.h5 --set output.dump=d.h5 "${args[@]}"; }
+
+set_ "unknown key 'model.hiden'.*keys of 'model': hidden, layers"      model.hiden=8
+set_ "model.hidden \(40\) is not divisible by model.heads \(6\)"      model.heads=6
+set_ "model.heads \(4\) is not divisible by model.kv_heads \(3\)"    model.kv_heads=3
+set_ "run.seq_len = '1': must be >= 2"                                 run.seq_len=1
+set_ "model.hidden = '-8': must be >= 1"                               model.hidden=-8
+set_ "model.layers = '-1': must be >= 1"                               model.layers=-1
+set_ "model.vocab = '0': must be >= 2"                                 model.vocab=0
+set_ "model.layers = '2.5': expected an integer"                       model.layers=2.5
+set_ "run.precision = 'half': allowed values: float\|double"           run.precision=half
+set_ "memory.policy = 'offload': allowed values: full\|checkpoint"     memory.policy=offload
+set_ "run.learning_rate = 'fast': expected a finite number"            run.learning_rate=fast
+set_ "run.warmup_steps \(2\) must be < run.steps \(2\)"                run.warmup_steps=2
+set_ "head dim model.hidden/model.heads = 5 must be even"               model.hidden=40 model.heads=8 model.kv_heads=8
+set_ "unknown key 'parallel.ulysses': section 'parallel' is reserved"  parallel.ulysses=2
+set_ "unknown section 'modle'"                                          modle.hidden=8
+set_ "--set 'nodot': expected section.key=value"                        nodot
+run  "file '.*/missing.yaml' not found"                                 "$tmp/missing.yaml"
+printf 'model:\n  hidden: [1, 2\n' > broken.yaml
+run  "is not valid YAML"                                                broken.yaml
+printf 'model:\n  hidden: 64\n  heads: 4\n  dropout: 0.1\n' > extra.yaml
+run  "unknown key 'model.dropout'"                                      extra.yaml
+expect "run: DECK is required|deck is required"                         "$MINILST" run
+
+if [[ -n ${MPIEXEC:-} ]]; then  # every rank exits non-zero, no hang
+  expect "model.heads \(4\) is not divisible by model.kv_heads \(3\)" \
+    "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set model.kv_heads=3 --set output.metrics=m.h5
+fi
+
+echo "bad decks: $failures failure(s)"
+exit $((failures > 0))

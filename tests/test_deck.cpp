@@ -1,0 +1,105 @@
+// The input deck: defaults, overrides, the resolved YAML, and that every bad
+// value is refused with a message naming the key and what is allowed.
+// (tests/app/bad_decks.sh checks the same through the minilst binary.)
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "io/deck.hpp"
+
+using namespace minilst;
+
+namespace {
+
+std::string write_deck(const std::string& text) {
+  static int n = 0;
+  const auto path = (std::filesystem::temp_directory_path() /
+                     ("minilst_test_deck_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".yaml"))
+                        .string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The message of the DeckError that loading raises ("" if none).
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_deck(write_deck(text), overrides);
+  } catch (const DeckError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Deck, EmptyDeckGivesDefaults) {
+  const auto d = load_deck(write_deck("{}\n"), {});
+  EXPECT_EQ(d.model.hidden % d.model.heads, 0);
+  EXPECT_EQ(d.run.precision, "float");
+  EXPECT_EQ(d.options.policy, MemoryPolicy::full);
+  EXPECT_EQ(d.output.metrics, "auto");
+  EXPECT_EQ(d.output.dump, "");
+}
+
+TEST(Deck, ValuesAndOverrides) {
+  const auto d = load_deck(write_deck("model:\n  hidden: 64\n  heads: 4\n  kv_heads: 1\nrun:\n  seq_len: 99\n"),
+                           {"run.seq_len=123", "memory.policy=checkpoint", "run.precision=double"});
+  EXPECT_EQ(d.model.hidden, 64);
+  EXPECT_EQ(d.model.kv_heads, 1);
+  EXPECT_EQ(d.run.seq_len, 123) << "--set wins over the file";
+  EXPECT_EQ(d.options.policy, MemoryPolicy::checkpoint);
+  EXPECT_EQ(d.run.precision, "double");
+}
+
+TEST(Deck, ResolvedYamlHoldsEveryKeyAndReloads) {
+  const auto d = load_deck(write_deck("model:\n  layers: 3\n"), {"run.steps=5"});
+  const auto y = YAML::Load(d.resolved_yaml);
+  EXPECT_EQ(y["model"]["layers"].as<int>(), 3);
+  EXPECT_EQ(y["run"]["steps"].as<int>(), 5);
+  for (const char* s : {"model", "run", "memory", "output"}) EXPECT_TRUE(y[s].IsMap()) << s;
+  const auto again = load_deck(write_deck(d.resolved_yaml), {});
+  EXPECT_EQ(again.resolved_yaml, d.resolved_yaml) << "the resolved deck is a valid deck of the same run";
+}
+
+TEST(Deck, EmptySectionMeansDefaults) {
+  EXPECT_EQ(error_of("memory:\nrun:\n  steps: 3\n"), "");
+}
+
+TEST(Deck, ErrorsNameTheKeyAndTheRule) {
+  EXPECT_NE(error_of("model:\n  hiden: 8\n").find("unknown key 'model.hiden'"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  hidden: 40\n  heads: 6\n").find("model.hidden (40) is not divisible by model.heads (6)"),
+            std::string::npos);
+  EXPECT_NE(error_of("model:\n  heads: 8\n  kv_heads: 3\n").find("model.heads (8) is not divisible by model.kv_heads (3)"),
+            std::string::npos);
+  EXPECT_NE(error_of("run:\n  seq_len: 1\n").find("run.seq_len = '1': must be >= 2"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  hidden: -4\n").find("model.hidden = '-4': must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  intermediate: 1e3\n").find("expected an integer"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  rope_theta: 0\n").find("model.rope_theta = '0': must be > 0"), std::string::npos);
+  EXPECT_NE(error_of("run:\n  precision: bf16\n").find("allowed values: float|double"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  hidden: [1, 2]\n").find("model.hidden must be a single value"), std::string::npos);
+  EXPECT_NE(error_of("mst:\n  mlp_chunks: 4\n").find("section 'mst' is reserved"), std::string::npos);
+  EXPECT_NE(error_of("- a\n- b\n").find("must be a map of sections"), std::string::npos);
+  EXPECT_NE(error_of("{}\n", {"run.nope=1"}).find("unknown key 'run.nope'"), std::string::npos);
+  EXPECT_NE(error_of("{}\n", {"run.steps"}).find("expected section.key=value"), std::string::npos);
+}
+
+TEST(Deck, MissingFileIsAnError) {
+  try {
+    load_deck("/nonexistent/deck.yaml", {});
+    FAIL() << "no error";
+  } catch (const DeckError& e) {
+    EXPECT_NE(std::string(e.what()).find("'/nonexistent/deck.yaml' not found"), std::string::npos);
+  }
+}
+
+TEST(Deck, KeyReferenceListsEveryKey) {
+  const auto ref = deck_key_reference();
+  for (const char* k : {"model.hidden", "model.kv_heads", "run.seq_len", "run.grad_accum", "memory.policy",
+                        "output.metrics", "output.dump"})
+    EXPECT_NE(ref.find(k), std::string::npos) << k;
+}

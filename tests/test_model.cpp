@@ -1,0 +1,196 @@
+// Whole-model properties, in double:
+//  - the model's gradient against central finite differences of its loss;
+//  - memory.policy full and checkpoint give the same loss and gradients (1e-12);
+//  - chunked MLP / LM head give the unchunked loss and gradients (1e-12);
+//  - gradient accumulation is the mean of the micro-batch gradients;
+//  - activation high-water per policy equals the analytic model;
+//  - data: labels are the next tokens, the last one ignored; all-ignored is 0, not NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "model/trainer.hpp"
+
+using namespace minilst;
+
+namespace {
+
+ModelConfig tiny_config(int layers = 2) {
+  ModelConfig c;
+  c.hidden = 24;
+  c.layers = layers;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.intermediate = 36;
+  c.vocab = 29;
+  return c;
+}
+
+TrainOptions train_options() {
+  TrainOptions t;
+  t.seed = 7;
+  t.norm_init_noise = 0.1;
+  t.init_std = 0.2;  // large enough that every part of the model matters
+  return t;
+}
+
+std::vector<std::int64_t> iota(std::int64_t n) {
+  std::vector<std::int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  return p;
+}
+
+std::vector<double> host(const Vec<double>& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return {h.data(), h.data() + h.extent(0)};
+}
+
+double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct Result {
+  double loss;
+  std::vector<double> grads;
+};
+
+Result gradients(const ModelConfig& cfg, const ModelOptions& opts, const std::vector<Batch>& batches) {
+  Trainer<double> t(cfg, opts, train_options(), iota(batches[0].tokens.size()), nullptr);
+  const double loss = t.compute_gradients(batches);
+  return {loss, host(t.grads().flat())};
+}
+
+const std::int64_t kSeq = 19;
+
+std::vector<Batch> one_batch() { return {synthetic_batch(29, kSeq, 3, 0, 0)}; }
+
+}  // namespace
+
+TEST(Model, GradientMatchesFiniteDifferences) {
+  const auto cfg = tiny_config();
+  const auto batches = one_batch();
+  Trainer<double> t(cfg, {}, train_options(), iota(kSeq), nullptr);
+  t.compute_gradients(batches);
+  const auto grad = host(t.grads().flat());
+  auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.params().flat());
+  const auto set = [&](std::size_t i, double v) {
+    p(i) = v;
+    Kokkos::deep_copy(t.params().flat(), p);
+  };
+  // A few entries of every tensor.
+  std::vector<double> analytic, numeric;
+  for (const auto& slot : t.params().slots()) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::size_t i = slot.offset + (k * 7919) % slot.size();
+      const double p0 = p(i), eps = 1e-5;
+      set(i, p0 + eps);
+      const double up = t.compute_gradients(batches);
+      set(i, p0 - eps);
+      const double down = t.compute_gradients(batches);
+      set(i, p0);
+      analytic.push_back(grad[i]);
+      numeric.push_back((up - down) / (2 * eps));
+    }
+  }
+  const double err = rel_err(analytic, numeric);
+  std::printf("model gradient vs finite differences: rel err %.2e over %zu entries\n", err, analytic.size());
+  EXPECT_LT(err, 1e-6);
+}
+
+TEST(Model, CheckpointGivesFullGradients) {
+  const auto cfg = tiny_config(3);
+  ModelOptions full, ckpt;
+  ckpt.policy = MemoryPolicy::checkpoint;
+  const auto a = gradients(cfg, full, one_batch());
+  const auto b = gradients(cfg, ckpt, one_batch());
+  EXPECT_NEAR(a.loss, b.loss, 1e-12 * std::abs(a.loss));
+  EXPECT_LT(rel_err(b.grads, a.grads), 1e-12);
+}
+
+TEST(Model, ChunkedMlpAndLmHeadGiveUnchunkedGradients) {
+  const auto cfg = tiny_config();
+  const auto ref = gradients(cfg, {}, one_batch());
+  for (int m : {2, 3, 7, int(kSeq), int(kSeq) + 5}) {  // divisors or not, more chunks than tokens
+    ModelOptions o;
+    o.mlp_chunks = m;
+    o.lm_head_chunks = m + 1;
+    const auto r = gradients(cfg, o, one_batch());
+    EXPECT_NEAR(r.loss, ref.loss, 1e-12 * std::abs(ref.loss)) << "chunks " << m;
+    EXPECT_LT(rel_err(r.grads, ref.grads), 1e-12) << "chunks " << m;
+  }
+}
+
+TEST(Model, GradientAccumulationIsTheMeanOfMicroBatches) {
+  const auto cfg = tiny_config();
+  const auto b0 = synthetic_batch(29, kSeq, 3, 0, 0), b1 = synthetic_batch(29, kSeq, 3, 0, 1);
+  ASSERT_NE(b0.tokens, b1.tokens);
+  const auto r0 = gradients(cfg, {}, {b0}), r1 = gradients(cfg, {}, {b1});
+  const auto both = gradients(cfg, {}, {b0, b1});
+  std::vector<double> mean(r0.grads.size());
+  for (std::size_t i = 0; i < mean.size(); ++i) mean[i] = 0.5 * (r0.grads[i] + r1.grads[i]);
+  EXPECT_NEAR(both.loss, 0.5 * (r0.loss + r1.loss), 1e-13);
+  EXPECT_LT(rel_err(both.grads, mean), 1e-13);
+}
+
+TEST(Model, ActivationHighWaterMatchesAnalyticModel) {
+  const auto cfg = tiny_config(4);
+  const std::size_t S = kSeq, d = cfg.hidden, h = cfg.head_dim();
+  const std::size_t x_all = (cfg.layers + 1) * S * d;  // every layer's input + the final norm's
+  const std::size_t per_layer = S * (2 * cfg.heads * h + 2 * cfg.kv_heads * h + cfg.heads + d);  // q,o,k,v,lse,y
+  std::size_t high[2];
+  for (int p = 0; p < 2; ++p) {
+    ModelOptions o;
+    o.policy = p == 0 ? MemoryPolicy::full : MemoryPolicy::checkpoint;
+    Trainer<double> t(cfg, o, train_options(), iota(S), nullptr);
+    auto& tracker = MemoryTracker::instance();
+    tracker.reset_high_water();
+    t.compute_gradients(one_batch());
+    high[p] = tracker.high_water(MemCategory::activations);
+    EXPECT_EQ(tracker.current(MemCategory::activations), 0u) << "activations freed after the step";
+  }
+  EXPECT_EQ(high[0], sizeof(double) * (x_all + cfg.layers * per_layer));
+  EXPECT_EQ(high[1], sizeof(double) * (x_all + per_layer));
+  EXPECT_LT(high[1], high[0]);
+}
+
+TEST(Model, TrainingLowersTheLoss) {
+  const auto cfg = tiny_config();
+  auto train = train_options();
+  train.adamw.lr = 1e-2;
+  train.init_std = 0.02;
+  Trainer<double> t(cfg, {}, train, iota(kSeq), nullptr);
+  const auto batches = one_batch();
+  const double first = t.compute_gradients(batches);
+  double last = first;
+  for (int s = 0; s < 30; ++s) {
+    t.apply_optimizer();
+    last = t.compute_gradients(batches);
+  }
+  EXPECT_LT(last, 0.5 * first) << "30 AdamW steps on one batch should at least halve its loss";
+}
+
+TEST(Data, LabelsAreTheNextTokensAndTheLastIsIgnored) {
+  const auto b = synthetic_batch(50, 64, 11, 2, 1);
+  ASSERT_EQ(b.tokens.size(), 64u);
+  for (int i = 0; i + 1 < 64; ++i) EXPECT_EQ(b.labels[i], b.tokens[i + 1]);
+  EXPECT_EQ(b.labels[63], kIgnoreLabel);
+  EXPECT_EQ(b.n_valid, 63);
+  for (auto t : b.tokens) EXPECT_TRUE(t >= 0 && t < 50);
+  EXPECT_EQ(b.tokens, synthetic_batch(50, 64, 11, 2, 1).tokens) << "reproducible from the seed";
+  EXPECT_NE(b.tokens, synthetic_batch(50, 64, 11, 3, 1).tokens) << "a new sequence each step";
+}
+
+TEST(Data, AllIgnoredLabelsGiveZeroLossAndGradientNotNaN) {
+  auto b = synthetic_batch(29, kSeq, 3, 0, 0);
+  b.labels.assign(kSeq, kIgnoreLabel);
+  b.n_valid = 0;
+  const auto r = gradients(tiny_config(), {}, {b});
+  EXPECT_EQ(r.loss, 0.0);
+  for (double g : r.grads) ASSERT_EQ(g, 0.0);
+}
