@@ -34,9 +34,23 @@ using ScratchVec = Kokkos::View<A*, ExecSpace::scratch_memory_space, Kokkos::Mem
 
 template <class A, class XV, class YV>
 KOKKOS_INLINE_FUNCTION A dot_rows(const XV& x, int i, int xoff, const YV& y, int j, int yoff, int h) {
+  const auto* xr = &x(i, xoff);  // rows are contiguous (LayoutRight)
+  const auto* yr = &y(j, yoff);
   A s = 0;
-  for (int c = 0; c < h; ++c) s += A(x(i, xoff + c)) * A(y(j, yoff + c));
+#ifdef MINILST_HOST_SIMD  // -fopenmp-simd: vectorize the reduction, no OpenMP runtime
+#pragma omp simd reduction(+ : s)
+#endif
+  for (int c = 0; c < h; ++c) s += A(xr[c]) * A(yr[c]);
   return s;
+}
+
+// y[c] += a x[c], c < h  (x: a contiguous row of a LayoutRight matrix)
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION void axpy_row(A a, const T* x, A* y, int h) {
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+  for (int c = 0; c < h; ++c) y[c] += a * A(x[c]);
 }
 
 inline int tiles(int n) { return (n + kAttnTileRows - 1) / kAttnTileRows; }
@@ -84,7 +98,7 @@ void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<co
           if (s(t) == neg_inf) continue;
           const A p = compat::exp(s(t) - m_new);
           l += p;
-          for (int c = 0; c < h; ++c) acc(c) += p * A(v(j0 + t, ko + c));
+          axpy_row(p, &v(j0 + t, ko), acc.data(), h);
         }
         m = m_new;
       }
@@ -131,7 +145,7 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
         if (k_pos(j) > pi) continue;
         const A p = compat::exp(scale * dot_rows<A>(q, i, qo, k, j, ko, h) - lse_i);
         const A ds = p * (dot_rows<A>(d_o, i, qo, v, j, ko, h) - delta(i, n));
-        for (int c = 0; c < h; ++c) acc(c) += ds * A(k(j, ko + c));
+        axpy_row(ds, &k(j, ko), acc.data(), h);
       }
       for (int c = 0; c < h; ++c) dq(i, qo + c) += T(scale * acc(c));
     });
@@ -156,10 +170,8 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
           if (q_pos(i) < pj || lse_i == neg_inf) continue;
           const A p = compat::exp(scale * dot_rows<A>(q, i, qo, k, j, ko, h) - lse_i);
           const A ds = p * (dot_rows<A>(d_o, i, qo, v, j, ko, h) - delta(i, n));
-          for (int c = 0; c < h; ++c) {
-            dv_acc(c) += p * A(d_o(i, qo + c));
-            dk_acc(c) += ds * A(q(i, qo + c));
-          }
+          axpy_row(p, &d_o(i, qo), dv_acc.data(), h);
+          axpy_row(ds, &q(i, qo), dk_acc.data(), h);
         }
       }
       for (int c = 0; c < h; ++c) {

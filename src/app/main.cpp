@@ -17,6 +17,8 @@
 
 namespace {
 
+// Parses the command line and the deck before Kokkos starts (so --help is ours
+// alone), then runs. --kokkos-* flags are left for Kokkos::initialize.
 int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   CLI::App app{"miniLST: the training step of a Llama-style decoder for long sequences, on Kokkos + MPI.\n"
                "Writes timing, memory and loss metrics to HDF5. See README.md."};
@@ -24,13 +26,16 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   app.require_subcommand(1);
   std::string deck_path;
   std::vector<std::string> overrides;
-  auto* run = app.add_subcommand("run", "run the training steps a deck describes");
+  auto* run = app.add_subcommand("run", "run the training steps a deck describes (--kokkos-* flags go to Kokkos)");
   run->add_option("deck", deck_path, "YAML input deck (see inputs/)")->required();
   run->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+  run->allow_extras();
   auto* keys = app.add_subcommand("keys", "list every deck key with its default and rule");
 
   try {
     app.parse(argc, argv);
+    for (const auto& extra : run->remaining())
+      if (extra.rfind("--kokkos-", 0) != 0) throw CLI::ExtrasError("run", {extra});
   } catch (const CLI::ParseError& e) {
     if (ctx.rank == 0) app.exit(e);
     return e.get_exit_code() == 0 ? 0 : 2;
@@ -46,7 +51,18 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   }
-  return minilst::run_deck(deck, ctx);
+
+  Kokkos::initialize(argc, argv);
+  int code = 1;
+  try {
+    code = minilst::run_deck(deck, ctx);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error (rank %d): %s\n", ctx.rank, e.what());
+    std::fflush(stderr);
+    if (ctx.nranks > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  Kokkos::finalize();  // before MPI_Finalize: Kokkos Tools may still use MPI
+  return code;
 }
 
 }  // namespace
@@ -56,21 +72,10 @@ int main(int argc, char** argv) {
   minilst::RunContext ctx;
   MPI_Comm_rank(MPI_COMM_WORLD, &ctx.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ctx.nranks);
-  std::vector<char*> original(argv, argv + argc);  // provenance keeps the full command line
+  std::vector<char*> original(argv, argv + argc);  // provenance keeps what Kokkos strips
   ctx.argc = argc;
   ctx.argv = original.data();
-
-  Kokkos::initialize(argc, argv);  // removes the --kokkos-* flags from argv
-  int code = 0;
-  try {
-    code = parse_and_run(argc, argv, ctx);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error (rank %d): %s\n", ctx.rank, e.what());
-    std::fflush(stderr);
-    if (ctx.nranks > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-    code = 1;
-  }
-  Kokkos::finalize();  // before MPI_Finalize: Kokkos Tools may still use MPI
+  const int code = parse_and_run(argc, argv, ctx);
   MPI_Finalize();
   return code;
 }

@@ -3,14 +3,17 @@
 # dump, then checks the loss and every gradient against the independent PyTorch
 # float64 implementation (torch_reference.py), to 1e-8 relative.
 # Extra arguments are passed to minilst (e.g. --set memory.policy=checkpoint).
-# Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
+# Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON; NP > 1 runs on
+# NP MPI ranks through MPIEXEC.
 set -euo pipefail
 : "${MINILST:?path of the minilst binary}" "${MINILST_SOURCE:?source tree}"
 PYTHON=${PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-"$MINILST" run "$MINILST_SOURCE/inputs/tiny.yaml" --set output.dump="$tmp/dump.h5" \
+launcher=()
+if [[ ${NP:-1} -gt 1 ]]; then launcher=("${MPIEXEC:-mpiexec}" -n "$NP" --oversubscribe); fi
+"${launcher[@]}" "$MINILST" run "$MINILST_SOURCE/inputs/tiny.yaml" --set output.dump="$tmp/dump.h5" \
   --set output.metrics="$tmp/metrics.h5" "$@" > "$tmp/run.log" || { cat "$tmp/run.log"; exit 1; }
 grep '^RESULT:' "$tmp/run.log"
 "$PYTHON" "$MINILST_SOURCE/tests/reference/torch_reference.py" "$tmp/dump.h5" --tol 1e-8
