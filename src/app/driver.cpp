@@ -137,10 +137,10 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.attributes["memory_policy"] = to_string(deck.options.policy);
   metrics.attributes["comm_backend"] = "mpi";
   metrics.attributes["attention"] = "local";
-  metrics.numbers["data_parallel"] = ctx.nranks;
-  metrics.numbers["seq_len"] = double(S);
-  metrics.numbers["grad_accum"] = deck.run.grad_accum;
-  metrics.numbers["parameters"] = double(parameter_count(cfg));
+  metrics.integers["data_parallel"] = ctx.nranks;
+  metrics.integers["seq_len"] = S;
+  metrics.integers["grad_accum"] = deck.run.grad_accum;
+  metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
 
   const std::string path = root ? metrics_path(deck.output.metrics) : "";
   const auto summary = gather_and_write_metrics(ctx.comm, metrics, path);

@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -79,6 +81,21 @@ std::string known_keys(const std::string& section) {
                   "': " + known_keys(section) + ")");
 }
 
+// Shortest text that reads back as x, in a form YAML 1.1 readers (PyYAML) take
+// for a float: a '.' in the mantissa, a signed exponent ("3.0e-04", "10000.0").
+std::string yaml_float(double x) {
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  std::string t = buf;
+  const auto e = t.find('e');
+  std::string mantissa = t.substr(0, e), exponent = e == std::string::npos ? "" : t.substr(e);
+  if (mantissa.find('.') == std::string::npos) mantissa += ".0";
+  return mantissa + exponent;
+}
+
 // Typed value of one key, validated against its spec.
 struct Value {
   std::string text;
@@ -101,6 +118,7 @@ Value convert(const KeySpec& spec, const std::string& text) {
       try { v.f = std::stod(text, &used); } catch (...) { used = 0; }
       if (used == 0 || used != text.size() || !std::isfinite(v.f))
         throw DeckError(where + "expected a finite number");
+      v.text = yaml_float(v.f);
       if (v.f < spec.min) {
         std::ostringstream msg;
         msg << where << "must be " << (spec.min > 0 ? "> 0" : ">= " + std::to_string(spec.min));

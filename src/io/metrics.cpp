@@ -71,9 +71,9 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     tokens_per_s[s] = slowest > 0 ? local.tokens_per_step / slowest : 0.0;
     tflops[s] = slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0;
   }
-  double fom = 0;
-  for (int s = first; s < nsteps; ++s) fom += tokens_per_s[s] / nranks;
-  summary.fom = measured > 0 ? fom / measured : 0.0;
+  double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
+  for (int s = first; s < nsteps; ++s) measured_seconds += tokens_per_s[s] > 0 ? local.tokens_per_step / tokens_per_s[s] : 0;
+  summary.fom = measured_seconds > 0 ? local.tokens_per_step * measured / measured_seconds / nranks : 0.0;
   summary.valid = valid;
   for (int p = 0; p < nph; ++p) {
     auto& avg = summary.phase_avg_per_rank[phases[p]];
@@ -99,11 +99,12 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     h5::attr(f, "config", local.config_yaml);
     h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
     for (const auto& [k, v] : local.attributes) h5::attr(f, k, v);
-    for (const auto& [k, v] : local.numbers) h5::attr(f, k, v);
+    for (const auto& [k, v] : local.integers) h5::attr(f, k, v);
+    h5::attr(f, "tokens_per_step", local.tokens_per_step);
 
     h5::write(f, "loss", loss, {hsize_t(nsteps)}, "1");
-    h5::write(f, "throughput/tokens_per_s", tokens_per_s, {hsize_t(nsteps)}, "tokens/s");
-    h5::write(f, "throughput/model_tflops", tflops, {hsize_t(nsteps)}, "TFLOP/s");
+    h5::write(f, "throughput/tokens_per_s", tokens_per_s, {hsize_t(nsteps)}, "tokens/s (all ranks)");
+    h5::write(f, "throughput/model_tflops", tflops, {hsize_t(nsteps)}, "TFLOP/s (all ranks)");
     for (int p = 0; p < nph; ++p) {
       std::vector<double> t(std::size_t(nsteps) * nranks);  // [steps, ranks]
       for (int s = 0; s < nsteps; ++s)

@@ -27,7 +27,7 @@ struct RunMetrics {
   std::vector<StepMetrics> steps;                  // this rank, every step
   std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
   std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
-  std::map<std::string, double> numbers;           // root numeric attributes
+  std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
   std::string config_yaml;
   int warmup_steps = 0;
   double tokens_per_step = 0;   // global tokens of one optimizer step
@@ -36,7 +36,7 @@ struct RunMetrics {
 
 struct RunSummary {  // what rank 0 prints
   bool valid = false;
-  double fom = 0;  // tokens/s per rank, mean over measured steps
+  double fom = 0;  // tokens/s per rank: tokens of a step / ranks / mean measured step time (slowest rank)
   std::map<std::string, std::vector<double>> phase_avg_per_rank;  // phase -> [ranks] mean s/step
   std::map<std::string, std::vector<std::uint64_t>> memory;       // category -> [ranks]
 };
