@@ -844,7 +844,9 @@ TEST(Attention, RingOverTwoKeyBlocksMatchesFullAttention) {
   AttnProblem<double> P(s, rng);
   const int Dq = s.Hq * s.h, split = 6;
   auto [o, lse] = P.forward();
-  auto block = [&](auto view, int b) { return b == 0 ? minilst::rows(view, 0, split) : minilst::rows(view, split, s.Sk); };
+  auto block = [&](auto view, int b) {
+    return b == 0 ? minilst::rows(view, 0, split) : minilst::rows(view, split, s.Sk);
+  };
   auto kp_block = [&](int b) {
     return Kokkos::subview(P.kp, b == 0 ? std::make_pair(0, split) : std::make_pair(split, s.Sk));
   };
@@ -950,9 +952,10 @@ TEST(CrossEntropy, LossMatchesDirectAndGradientMatchesFiniteDifferences) {
   note("cross entropy scaled loss vs direct (abs)", el);
   EXPECT_LE(el, 1e-14);
   const Host dlogits = to_host(work);
-  for (int i = 0; i < C; ++i)
-    if (kLabels[i] == minilst::kIgnoreLabel)
-      for (int c = 0; c < V; ++c) EXPECT_EQ(dlogits[i * V + c], 0.0) << "ignored row " << i;
+  for (int i = 0; i < C; ++i) {
+    if (kLabels[i] != minilst::kIgnoreLabel) continue;
+    for (int c = 0; c < V; ++c) EXPECT_EQ(dlogits[i * V + c], 0.0) << "ignored row " << i;
+  }
   // FD of the kernel's own scaled loss (it overwrites its input, so run it on a scratch copy).
   auto loss = [&] {
     Kokkos::deep_copy(work, logits);
