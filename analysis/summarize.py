@@ -45,15 +45,14 @@ def header(run):
     a, c = run.attrs, run.cfg
     m = run.measured
     git = str(a.get("git_commit", "?"))[:8] + (" (dirty)" if str(a.get("git_dirty")).lower() == "true" else "")
-    tokens = float(a.get("seq_len", c("run", "seq_len", np.nan)) or np.nan) * float(a.get("grad_accum", 1) or 1)
     tput = run.throughput.get("model_tflops")
     tflops = float(np.mean(tput[m])) if tput is not None and m.any() else np.nan
     model = run.config.get("model") or {}
     params = a.get("parameters")
     lines = [
         f"== {run.path}   {a.get('valid', '?')}   (schema v{a.get('schema_version', '?')})",
-        f"   fom {fmt(a.get('fom'), '.1f')} {a.get('fom_unit', '')}   "
-        f"[per-rank tokens / mean slowest-rank step time: {fmt(tokens / mm.step_time(run), '.1f')}]",
+        f"   fom {fmt(a.get('fom'), '.1f')} {a.get('fom_unit', '')} "
+        f"(tokens per rank / mean slowest-rank step time)",
         f"   {run.ranks} rank(s) on {a.get('hostname', '?')} (cluster {a.get('clustername', '?')}) | "
         f"git {git} | {a.get('compiler', '?')} {a.get('cmake_build_type', '')} | "
         f"Kokkos {a.get('kokkos_version', '?')} {a.get('kokkos_devices', '')} | {a.get('launchdate', '')}",
@@ -103,11 +102,11 @@ def notes(run):
            and not np.isclose(st.at[p, "avg"], st.at[p, "file_avg"], rtol=1e-6)]
     if bad:
         out.append(f"'Avg time/rank' attribute disagrees with the data for: {', '.join(bad)}")
-    tps = run.throughput.get("tokens_per_s")
-    if tps is not None and m.any() and "fom" in run.attrs:
-        fom = float(np.mean(tps[m])) / run.ranks
+    if m.any() and "fom" in run.attrs and "tokens_per_step" in run.attrs:
+        # fom = tokens of a step / ranks / mean over measured steps of the slowest rank's step time
+        fom = float(run.attrs["tokens_per_step"]) / run.ranks / mm.step_time(run)
         if not np.isclose(fom, run.attrs["fom"], rtol=1e-6):
-            out.append(f"fom {run.attrs['fom']:.1f} != mean(tokens_per_s)/ranks {fom:.1f}")
+            out.append(f"fom {run.attrs['fom']:.1f} != tokens_per_step/ranks/mean step time {fom:.1f}")
     if "step" in st.index and all(p in st.index for p in mm.TOP_LEVEL):
         rest = st.at["step", "avg"] - st.loc[list(mm.TOP_LEVEL), "avg"].sum()
         if abs(rest) > 0.02 * st.at["step", "avg"]:
