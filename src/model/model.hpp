@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/decoder_layer.hpp"
+#include "model/lm_head.hpp"
 
 namespace minilst {
 
@@ -21,7 +22,8 @@ class Model {
   // positions: [S] global positions of the local tokens, also used by `attention`.
   Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
         Vec<const std::int64_t> positions, PhaseTimers* timers)
-      : cfg_(cfg), opts_(opts), layer_(cfg, opts, attention, positions, timers), timers_(timers) {}
+      : cfg_(cfg), opts_(opts), layer_(cfg, opts, attention, positions, timers),
+        head_(cfg, opts.lm_head_chunks, timers), timers_(timers) {}
 
   // tokens, labels: [S]. Gradients accumulate (+=) into grads, scaled so that
   // grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
@@ -31,13 +33,10 @@ class Model {
                           double grad_scale) const;
 
  private:
-  // dx := d(loss)/d(x_L) through final norm, LM head and cross-entropy (chunked).
-  double head_forward_backward(const Mat<T>& dx, const Mat<const T>& x, const Vec<const std::int64_t>& labels,
-                               const ParamSet<T>& params, const ParamSet<T>& grads, double grad_scale) const;
-
   ModelConfig cfg_;
   ModelOptions opts_;
   DecoderLayer<T> layer_;
+  LmHeadLoss<T> head_;
   PhaseTimers* timers_;
 };
 
