@@ -56,12 +56,20 @@ TEST(Deck, ValuesAndOverrides) {
   EXPECT_EQ(d.run.precision, "double");
 }
 
+TEST(Deck, ChunkCountsAreIntegersOrAuto) {
+  const auto d = load_deck(write_deck("mst:\n  mlp_chunks: 7\n"), {"mst.chunk_budget_mib=0.5"});
+  EXPECT_FALSE(d.mst.mlp.automatic);
+  EXPECT_EQ(d.mst.mlp.count, 7);
+  EXPECT_TRUE(d.mst.lm_head.automatic) << "auto is the default";
+  EXPECT_EQ(d.mst.budget_mib, 0.5);
+}
+
 TEST(Deck, ResolvedYamlHoldsEveryKeyAndReloads) {
   const auto d = load_deck(write_deck("model:\n  layers: 3\n"), {"run.steps=5"});
   const auto y = YAML::Load(d.resolved_yaml);
   EXPECT_EQ(y["model"]["layers"].as<int>(), 3);
   EXPECT_EQ(y["run"]["steps"].as<int>(), 5);
-  for (const char* s : {"model", "run", "memory", "output"}) EXPECT_TRUE(y[s].IsMap()) << s;
+  for (const char* s : {"model", "run", "mst", "memory", "output"}) EXPECT_TRUE(y[s].IsMap()) << s;
   const auto again = load_deck(write_deck(d.resolved_yaml), {});
   EXPECT_EQ(again.resolved_yaml, d.resolved_yaml) << "the resolved deck is a valid deck of the same run";
 }
@@ -82,7 +90,12 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NE(error_of("model:\n  rope_theta: 0\n").find("model.rope_theta = '0': must be > 0"), std::string::npos);
   EXPECT_NE(error_of("run:\n  precision: bf16\n").find("allowed values: float|double"), std::string::npos);
   EXPECT_NE(error_of("model:\n  hidden: [1, 2]\n").find("model.hidden must be a single value"), std::string::npos);
-  EXPECT_NE(error_of("mst:\n  mlp_chunks: 4\n").find("section 'mst' is reserved"), std::string::npos);
+  EXPECT_NE(error_of("parallel:\n  ring: 4\n").find("section 'parallel' is reserved"), std::string::npos);
+  EXPECT_NE(error_of("mst:\n  mlp_chunks: 0\n").find("mst.mlp_chunks = '0': expected an integer >= 1 or 'auto'"),
+            std::string::npos);
+  EXPECT_NE(error_of("mst:\n  lm_head_chunks: many\n").find("expected an integer >= 1 or 'auto'"), std::string::npos);
+  EXPECT_NE(error_of("mst:\n  chunk_budget_mib: 0\n").find("mst.chunk_budget_mib = '0': must be > 0"),
+            std::string::npos);
   EXPECT_NE(error_of("- a\n- b\n").find("must be a map of sections"), std::string::npos);
   EXPECT_NE(error_of("{}\n", {"run.nope=1"}).find("unknown key 'run.nope'"), std::string::npos);
   EXPECT_NE(error_of("{}\n", {"run.steps"}).find("expected section.key=value"), std::string::npos);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/memory_model.hpp"
 #include "model/trainer.hpp"
 
 using namespace minilst;
@@ -67,6 +68,8 @@ Result gradients(const ModelConfig& cfg, const ModelOptions& opts, const std::ve
 }
 
 const std::int64_t kSeq = 19;
+
+std::string to_string_policy(MemoryPolicy p) { return p == MemoryPolicy::full ? "full" : "checkpoint"; }
 
 std::vector<Batch> one_batch() { return {synthetic_batch(29, kSeq, 3, 0, 0)}; }
 
@@ -193,4 +196,38 @@ TEST(Data, AllIgnoredLabelsGiveZeroLossAndGradientNotNaN) {
   const auto r = gradients(tiny_config(), {}, {b});
   EXPECT_EQ(r.loss, 0.0);
   for (double g : r.grads) ASSERT_EQ(g, 0.0);
+}
+
+// The analytic memory model (memory_model.hpp) against the tracker, byte for
+// byte, for both policies and several chunkings, on shapes where a different
+// buffer sets the peak (the LM head's logits, the MLP, the attention backward).
+TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
+  struct Shape { int d, H, G, I, V, L; std::int64_t S; };
+  for (const Shape sh : {Shape{24, 4, 2, 36, 29, 2, 19}, Shape{16, 2, 1, 16, 500, 3, 33},
+                         Shape{16, 4, 4, 200, 20, 2, 40}, Shape{32, 8, 2, 24, 30, 4, 64}}) {
+    ModelConfig cfg;
+    cfg.hidden = sh.d; cfg.heads = sh.H; cfg.kv_heads = sh.G; cfg.intermediate = sh.I; cfg.vocab = sh.V;
+    cfg.layers = sh.L;
+    for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint})
+      for (int m : {1, 3, 1000}) {
+        ModelOptions o;
+        o.policy = policy;
+        o.mlp_chunks = m;
+        o.lm_head_chunks = m == 3 ? 5 : m;
+        auto& tracker = MemoryTracker::instance();
+        ASSERT_EQ(tracker.device_current(), 0u) << "nothing left from earlier tests";
+        tracker.reset_high_water();
+        {
+          Trainer<double> t(cfg, o, train_options(), iota(sh.S), nullptr);
+          t.compute_gradients({synthetic_batch(sh.V, sh.S, 1, 0, 0)});
+        }
+        const auto model = predict_memory(cfg, o, sh.S, sizeof(double), sizeof(double));
+        const std::string where = "V=" + std::to_string(sh.V) + " I=" + std::to_string(sh.I) + " policy " +
+                                  to_string_policy(policy) + " chunks " + std::to_string(m);
+        for (auto c : {MemCategory::weights, MemCategory::gradients, MemCategory::optimizer,
+                       MemCategory::activations, MemCategory::workspace})
+          EXPECT_EQ(tracker.high_water(c), model.at(category_name(c))) << category_name(c) << ", " << where;
+        EXPECT_EQ(tracker.device_high_water(), model.at("device_total")) << "device_total, " << where;
+      }
+  }
 }

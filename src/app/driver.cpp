@@ -10,7 +10,9 @@
 #include "io/metrics.hpp"
 #include "io/provenance.hpp"
 #include "io/tensor_dump.hpp"
+#include "model/chunking.hpp"
 #include "model/flops.hpp"
+#include "model/memory_model.hpp"
 #include "model/trainer.hpp"
 
 namespace minilst {
@@ -18,6 +20,19 @@ namespace minilst {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+
+// The chunk counts of the MLP and the LM head: the deck's, or the smallest that
+// fits mst.chunk_budget_mib (auto).
+ModelOptions resolve_chunks(const Deck& deck, const ModelConfig& cfg, std::int64_t S, std::size_t scalar_bytes) {
+  ModelOptions o = deck.options;
+  const double budget = deck.mst.budget_mib * kMiB;
+  const auto pick = [&](const ChunkSetting& set, std::size_t per_token) {
+    return set.automatic ? chunks_for_budget(S, double(per_token * scalar_bytes), budget) : set.count;
+  };
+  o.mlp_chunks = pick(deck.mst.mlp, MlpBlock<float>::workspace_per_token(cfg));
+  o.lm_head_chunks = pick(deck.mst.lm_head, LmHeadLoss<float>::workspace_per_token(cfg));
+  return o;
+}
 
 std::string metrics_path(const std::string& configured) {
   if (configured != "auto") return configured;
@@ -49,10 +64,13 @@ void print_summary(const RunSummary& s, const std::string& path) {
     std::printf("  %-10s %10.4f s   (%.4f .. %.4f)\n", phase.c_str(), avg, *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()));
   }
-  std::printf("  memory high-water, MiB (max over ranks):\n");
+  std::printf("  memory high-water, MiB (max over ranks)   measured      model\n");
+  const auto max_mib = [](const std::vector<std::uint64_t>& v) { return double(*std::max_element(v.begin(), v.end())) / kMiB; };
   for (const auto& [cat, v] : s.memory) {
-    const double mx = double(*std::max_element(v.begin(), v.end())) / kMiB;
-    std::printf("    %-13s %10.2f\n", cat.c_str(), mx);
+    const auto model = s.memory_model.find(cat);
+    std::printf("    %-13s %27.2f", cat.c_str(), max_mib(v));
+    if (model != s.memory_model.end()) std::printf(" %10.2f", max_mib(model->second));
+    std::printf("\n");
   }
   std::printf("  figure of merit: %.1f tokens/s per rank\n", s.fom);
   if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
@@ -73,11 +91,21 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
 
   std::vector<std::int64_t> positions(S);
   std::iota(positions.begin(), positions.end(), 0);
+  const ModelOptions opts = resolve_chunks(deck, cfg, S, sizeof(T));
   PhaseTimers timers;
-  Trainer<T> trainer(cfg, deck.options, train, positions, &timers);
-  if (root)
+  Trainer<T> trainer(cfg, opts, train, positions, &timers);
+  if (root) {
     std::printf("model: %zu parameters, %s, memory.policy=%s, %d rank(s)\n", parameter_count(cfg),
-                deck.run.precision.c_str(), to_string(deck.options.policy).c_str(), ctx.nranks);
+                deck.run.precision.c_str(), to_string(opts.policy).c_str(), ctx.nranks);
+    const auto describe = [&](const char* name, const ChunkSetting& set, int m, std::size_t per_token) {
+      const std::int64_t chunk = (S + effective_chunks(S, m) - 1) / effective_chunks(S, m);
+      std::printf("mst: %s = %d (%s), chunks of <= %lld tokens, %.2f MiB of intermediates each\n", name, m,
+                  set.automatic ? "auto" : "deck", static_cast<long long>(chunk),
+                  double(chunk) * double(per_token * sizeof(T)) / kMiB);
+    };
+    describe("mlp_chunks", deck.mst.mlp, opts.mlp_chunks, MlpBlock<T>::workspace_per_token(cfg));
+    describe("lm_head_chunks", deck.mst.lm_head, opts.lm_head_chunks, LmHeadLoss<T>::workspace_per_token(cfg));
+  }
 
   RunMetrics metrics;
   const double sequences = double(deck.run.grad_accum) * ctx.nranks;
@@ -132,15 +160,20 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   for (int c = 0; c < kNumMemCategories; ++c)
     metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
   metrics.memory["device_total"] = tracker.device_high_water();
+  metrics.memory_model = predict_memory(cfg, opts, S, sizeof(T), sizeof(accum_t<T>));
   metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);
   metrics.attributes["precision"] = deck.run.precision;
-  metrics.attributes["memory_policy"] = to_string(deck.options.policy);
+  metrics.attributes["memory_policy"] = to_string(opts.policy);
   metrics.attributes["comm_backend"] = "mpi";
   metrics.attributes["attention"] = "local";
   metrics.integers["data_parallel"] = ctx.nranks;
   metrics.integers["seq_len"] = S;
   metrics.integers["grad_accum"] = deck.run.grad_accum;
   metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
+  metrics.integers["mlp_chunks"] = effective_chunks(S, opts.mlp_chunks);
+  metrics.integers["lm_head_chunks"] = effective_chunks(S, opts.lm_head_chunks);
+  metrics.attributes["mlp_chunks_mode"] = deck.mst.mlp.automatic ? "auto" : "deck";
+  metrics.attributes["lm_head_chunks_mode"] = deck.mst.lm_head.automatic ? "auto" : "deck";
 
   const std::string path = root ? metrics_path(deck.output.metrics) : "";
   const auto summary = gather_and_write_metrics(ctx.comm, metrics, path);

@@ -13,7 +13,7 @@ namespace minilst {
 
 namespace {
 
-enum class Kind { Int, Float, Choice, Path };
+enum class Kind { Int, Float, Choice, Path, ChunkCount };  // ChunkCount: integer >= 1 or "auto"
 
 struct KeySpec {
   std::string section, key, default_value;
@@ -45,6 +45,10 @@ const std::vector<KeySpec>& schema() {
       {"run", "weight_decay", "0.1", Kind::Float, 0, {}, "AdamW decoupled weight decay (>= 0)"},
       {"run", "init_std", "0.02", Kind::Float, 0, {}, "std of the normal init of weight matrices"},
       {"run", "norm_init_noise", "0", Kind::Float, 0, {}, "norm weights start at 1 + normal(0, this) (0: ones)"},
+      {"mst", "mlp_chunks", "auto", Kind::ChunkCount, 1, {}, "MLP mini-sequences M (1 = unchunked) or auto"},
+      {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto"},
+      {"mst", "chunk_budget_mib", "256", Kind::Float, 1e-300, {},
+       "auto: smallest M whose chunk intermediates fit this many MiB (> 0)"},
       {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint"}, "activations kept for backward"},
       {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>_<jobid|pid>.h5"},
       {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
@@ -53,8 +57,7 @@ const std::vector<KeySpec>& schema() {
 }
 
 // Sections whose keys arrive with later capabilities.
-const std::map<std::string, std::string> kReservedSections = {
-    {"parallel", "sequence parallelism (Ulysses, ring)"}, {"mst", "mini-sequence MLP / LM head"}};
+const std::map<std::string, std::string> kReservedSections = {{"parallel", "sequence parallelism (Ulysses, ring)"}};
 
 const KeySpec* find_key(const std::string& section, const std::string& key) {
   for (const auto& k : schema())
@@ -76,7 +79,7 @@ std::string known_keys(const std::string& section) {
   bool section_known = false;
   for (const auto& k : schema()) section_known |= k.section == section;
   if (!section_known)
-    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, memory, output)");
+    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, mst, memory, output)");
   throw DeckError("deck: unknown key '" + section + "." + key + "' (keys of '" + section +
                   "': " + known_keys(section) + ")");
 }
@@ -135,6 +138,12 @@ Value convert(const KeySpec& spec, const std::string& text) {
       if (!ok) throw DeckError(where + "allowed values: " + list);
       break;
     }
+    case Kind::ChunkCount:
+      if (text == "auto") break;
+      try { v.i = std::stoll(text, &used); } catch (...) { used = 0; }
+      if (used == 0 || used != text.size() || v.i < 1)
+        throw DeckError(where + "expected an integer >= 1 or 'auto'");
+      break;
     case Kind::Path: break;
   }
   return v;
@@ -209,6 +218,12 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.init_std = v["run.init_std"].f;
   r.norm_init_noise = v["run.norm_init_noise"].f;
   d.options.policy = v["memory.policy"].text == "full" ? MemoryPolicy::full : MemoryPolicy::checkpoint;
+  const auto chunks = [&](const std::string& key) {
+    return ChunkSetting{v[key].text == "auto", v[key].text == "auto" ? 0 : int(v[key].i)};
+  };
+  d.mst.mlp = chunks("mst.mlp_chunks");
+  d.mst.lm_head = chunks("mst.lm_head_chunks");
+  d.mst.budget_mib = v["mst.chunk_budget_mib"].f;
   d.output.metrics = v["output.metrics"].text;
   d.output.dump = v["output.dump"].text;
 
@@ -246,6 +261,8 @@ std::string deck_key_reference() {
     std::string rule;
     if (k.kind == Kind::Choice) {
       for (const auto& c : k.choices) rule += (rule.empty() ? "" : "|") + c;
+    } else if (k.kind == Kind::ChunkCount) {
+      rule = "integer >= 1 | auto";
     } else if (k.kind == Kind::Int) {
       rule = "integer >= " + std::to_string(static_cast<long long>(k.min));
     } else if (k.kind == Kind::Float) {

@@ -1,5 +1,5 @@
-// The input deck: a YAML file with sections model, run, memory, output (and
-// parallel, mst reserved for later), overridden by `--set section.key=value`.
+// The input deck: a YAML file with sections model, run, mst, memory, output (and
+// parallel reserved for later), overridden by `--set section.key=value`.
 // Every key has a default and a validation rule (one table in deck.cpp, also
 // printed by `minilst keys`); an unknown key or a bad value is a DeckError whose
 // message names the key and what is allowed.
@@ -26,6 +26,16 @@ struct RunConfig {
   double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
 };
 
+struct ChunkSetting {
+  bool automatic = true;  // choose from mst.chunk_budget_mib
+  int count = 1;          // when not automatic
+};
+
+struct MstConfig {  // mini-sequence MLP and LM head
+  ChunkSetting mlp, lm_head;
+  double budget_mib = 256;
+};
+
 struct OutputConfig {
   std::string metrics;  // HDF5 metrics file path ("auto": minilst_<UTC time>_<job or pid>.h5)
   std::string dump;     // tensor dump path ("" = none)
@@ -34,7 +44,8 @@ struct OutputConfig {
 struct Deck {
   ModelConfig model;
   RunConfig run;
-  ModelOptions options;  // memory.policy (and later mst.*)
+  MstConfig mst;
+  ModelOptions options;  // memory.policy; the chunk counts are resolved by resolve_chunks
   OutputConfig output;
   std::string path;           // the deck file
   std::string resolved_yaml;  // every key with its resolved value

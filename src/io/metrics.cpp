@@ -41,11 +41,12 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
       mine[std::size_t(s) * nph + p] = it == local.steps[s].seconds.end() ? 0.0 : it->second;
     }
   const auto mkeys = memory_keys();
-  std::vector<std::uint64_t> mem_mine;
-  for (const auto& k : mkeys) {
-    const auto it = local.memory.find(k);
-    mem_mine.push_back(it == local.memory.end() ? 0 : it->second);
-  }
+  std::vector<std::uint64_t> mem_mine;  // measured, then predicted, per key
+  for (const auto* source : {&local.memory, &local.memory_model})
+    for (const auto& k : mkeys) {
+      const auto it = source->find(k);
+      mem_mine.push_back(it == source->end() ? 0 : it->second);
+    }
   std::vector<double> all(rank == 0 ? mine.size() * nranks : 0);
   std::vector<std::uint64_t> mem_all(rank == 0 ? mem_mine.size() * nranks : 0);
   MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, comm);
@@ -83,8 +84,12 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
       avg.push_back(measured > 0 ? sum / measured : 0.0);
     }
   }
-  for (std::size_t k = 0; k < mkeys.size(); ++k)
-    for (int r = 0; r < nranks; ++r) summary.memory[mkeys[k]].push_back(mem_all[r * mkeys.size() + k]);
+  const std::size_t nk = mkeys.size();
+  for (std::size_t k = 0; k < nk; ++k)
+    for (int r = 0; r < nranks; ++r) {
+      summary.memory[mkeys[k]].push_back(mem_all[r * 2 * nk + k]);
+      if (local.memory_model.count(mkeys[k])) summary.memory_model[mkeys[k]].push_back(mem_all[r * 2 * nk + nk + k]);
+    }
   if (path.empty()) return summary;
 
   const std::string partial = path + ".partial";
@@ -121,6 +126,8 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
       const auto& v = summary.memory[k];
       h5::write(f, "memory/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
     }
+    for (const auto& [k, v] : summary.memory_model)
+      h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
   }
   if (std::rename(partial.c_str(), path.c_str()) != 0)
     throw std::runtime_error("cannot rename '" + partial + "' to '" + path + "'");

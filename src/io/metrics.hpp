@@ -1,7 +1,8 @@
 // The metrics file (DESIGN.md 4.2), written by rank 0 after gathering every
 // rank's records, to a temporary name renamed when complete.
 //   /loss [steps]                      /timings/<phase> [steps, ranks] s
-//   /memory/<category> [ranks] B       /throughput/{tokens_per_s, model_tflops} [steps]
+//   /memory/<category> [ranks] B       /memory/model/<category> [ranks] B (analytic)
+//   /throughput/{tokens_per_s, model_tflops} [steps]
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
 #pragma once
 
@@ -26,6 +27,7 @@ struct StepMetrics {
 struct RunMetrics {
   std::vector<StepMetrics> steps;                  // this rank, every step
   std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
+  std::map<std::string, std::uint64_t> memory_model;  // category -> analytic prediction (this rank)
   std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
   std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
   std::string config_yaml;
@@ -39,6 +41,7 @@ struct RunSummary {  // what rank 0 prints
   double fom = 0;  // tokens/s per rank: tokens of a step / ranks / mean measured step time (slowest rank)
   std::map<std::string, std::vector<double>> phase_avg_per_rank;  // phase -> [ranks] mean s/step
   std::map<std::string, std::vector<std::uint64_t>> memory;       // category -> [ranks]
+  std::map<std::string, std::vector<std::uint64_t>> memory_model; // category -> [ranks], predicted
 };
 
 // Collective over comm. Rank 0 writes `path` (if non-empty) and returns the summary.

@@ -61,6 +61,9 @@ def read(path):
     device = [c for c in CATEGORIES if c != "host_offload"]
     check(max(mem[c] for c in device) <= mem["device_total"] <= sum(mem[c] for c in device),
           f"{path}: max(category) <= device_total <= sum(categories)")
+    for c in ["weights", "gradients", "optimizer", "activations", "workspace", "device_total"]:
+        check(int(f["memory"]["model"][c][0]) == mem[c],
+              f"{path}: /memory/model/{c} (analytic) == measured {mem[c]} B")
     return f, cfg, mem
 
 

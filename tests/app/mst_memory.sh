@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Mini-sequences shrink memory: V=16384, d=64, S=4096 (float, 2 layers), once
+# unchunked (mst.*_chunks=1) and once with 16 MLP and LM-head chunks. Checks
+# (mst_memory.py): the chunked device_total high-water is at most a quarter of
+# the unchunked one, the measured workspace is within 10% of the analytic
+# prediction stored in /memory/model/workspace, and both runs agree on the loss.
+# Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
+set -euo pipefail
+: "${MINILST:?}" "${MINILST_SOURCE:?}"
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+deck=(run "$MINILST_SOURCE/inputs/tiny.yaml" --set model.vocab=16384 --set model.hidden=64 --set model.heads=4
+      --set model.kv_heads=2 --set model.intermediate=172 --set run.seq_len=4096 --set run.precision=float
+      --set run.steps=1 --set run.warmup_steps=0)
+for m in 1 16; do
+  "$MINILST" "${deck[@]}" --set mst.mlp_chunks=$m --set mst.lm_head_chunks=$m --set output.metrics=m$m.h5 > m$m.log
+  grep -E "^mst:|^RESULT" m$m.log
+done
+"$PYTHON" - <<'PY'
+import h5py, sys
+one, many = h5py.File("m1.h5", "r"), h5py.File("m16.h5", "r")
+mib = lambda f, k: f[k][0] / 2**20
+failures = 0
+def check(ok, what):
+    global failures
+    print(("ok:   " if ok else "FAIL: ") + what)
+    failures += not ok
+check(int(many.attrs["mlp_chunks"]) == 16 and int(many.attrs["lm_head_chunks"]) == 16, "16 chunks recorded")
+r = many["memory/device_total"][0] / one["memory/device_total"][0]
+check(r <= 0.25, f"device_total {mib(many, 'memory/device_total'):.1f} MiB chunked vs "
+                 f"{mib(one, 'memory/device_total'):.1f} MiB unchunked: ratio {r:.3f} <= 0.25")
+for f, name in ((one, "unchunked"), (many, "16 chunks")):
+    w, m = f["memory/workspace"][0], f["memory/model/workspace"][0]
+    check(abs(w - m) <= 0.10 * m, f"{name}: workspace {w / 2**20:.2f} MiB measured vs {m / 2**20:.2f} MiB model")
+check(one["memory/workspace"][0] > 8 * many["memory/workspace"][0], "workspace falls with M")
+check(abs(one["loss"][0] - many["loss"][0]) <= 1e-5 * abs(one["loss"][0]), "same loss (float)")
+sys.exit(1 if failures else 0)
+PY
