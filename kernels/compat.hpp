@@ -16,6 +16,7 @@ using Kokkos::cos;
 using Kokkos::sin;
 using Kokkos::pow;
 using Kokkos::fabs;
+using Kokkos::log1p;
 #else
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::log;
@@ -24,6 +25,7 @@ using Kokkos::Experimental::cos;
 using Kokkos::Experimental::sin;
 using Kokkos::Experimental::pow;
 using Kokkos::Experimental::fabs;
+using Kokkos::Experimental::log1p;
 #endif
 
 // Labelled fence: Kokkos::fence(std::string) exists from 3.5.

@@ -90,7 +90,16 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NE(error_of("model:\n  rope_theta: 0\n").find("model.rope_theta = '0': must be > 0"), std::string::npos);
   EXPECT_NE(error_of("run:\n  precision: bf16\n").find("allowed values: float|double"), std::string::npos);
   EXPECT_NE(error_of("model:\n  hidden: [1, 2]\n").find("model.hidden must be a single value"), std::string::npos);
-  EXPECT_NE(error_of("parallel:\n  ring: 4\n").find("section 'parallel' is reserved"), std::string::npos);
+  EXPECT_NE(error_of("parallel:\n  ulysses: 3\n").find("model.heads (8) is not divisible by the Ulysses degree parallel.ulysses (3)"),
+            std::string::npos);
+  EXPECT_NE(error_of("model:\n  heads: 8\n  kv_heads: 2\nparallel:\n  ulysses: 8\n").find(""), std::string::npos);
+  EXPECT_EQ(error_of("model:\n  heads: 8\n  kv_heads: 2\nparallel:\n  ulysses: 8\n"), "") << "kv heads replicated";
+  EXPECT_NE(error_of("model:\n  heads: 12\n  hidden: 96\n  kv_heads: 4\nparallel:\n  ulysses: 6\n")
+                .find("model.kv_heads (4) and parallel.ulysses (6)"),
+            std::string::npos);
+  EXPECT_NE(error_of("run:\n  seq_len: 7\nparallel:\n  ring: 4\n").find("run.seq_len (7) must be at least 8"),
+            std::string::npos);
+  EXPECT_NE(error_of("parallel:\n  ring_layout: striped\n").find("allowed values: zigzag|contiguous"), std::string::npos);
   EXPECT_NE(error_of("mst:\n  mlp_chunks: 0\n").find("mst.mlp_chunks = '0': expected an integer >= 1 or 'auto'"),
             std::string::npos);
   EXPECT_NE(error_of("mst:\n  lm_head_chunks: many\n").find("expected an integer >= 1 or 'auto'"), std::string::npos);

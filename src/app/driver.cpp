@@ -14,6 +14,7 @@
 #include "model/flops.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
+#include "parallel/parallel_setup.hpp"
 
 namespace minilst {
 
@@ -46,12 +47,12 @@ std::vector<double> to_host_doubles(const Vec<T>& v) {
   return std::vector<double>(host.data(), host.data() + host.extent(0));
 }
 
-// This rank's micro-batches of a step (rank-major numbering of the token streams).
-std::vector<Batch> batches_of(const Deck& deck, long step, int rank) {
+// The global sequences of a data-parallel replica's micro-steps (replica-major numbering).
+std::vector<Batch> batches_of(const Deck& deck, long step, int replica) {
   std::vector<Batch> out;
   for (int m = 0; m < deck.run.grad_accum; ++m)
     out.push_back(synthetic_batch(deck.model.vocab, deck.run.seq_len, deck.run.seed, step,
-                                  rank * deck.run.grad_accum + m));
+                                  replica * deck.run.grad_accum + m));
   return out;
 }
 
@@ -89,15 +90,22 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   train.adamw.lr = deck.run.learning_rate;
   train.adamw.weight_decay = deck.run.weight_decay;
 
-  std::vector<std::int64_t> positions(S);
-  std::iota(positions.begin(), positions.end(), 0);
-  const ModelOptions opts = resolve_chunks(deck, cfg, S, sizeof(T));
+  ParallelSetup par(ctx.comm, deck.parallel, S);
+  const auto& positions = par.local_positions();
+  const std::int64_t S_local = std::int64_t(positions.size());  // chunking cuts the local tokens
+  const ModelOptions opts = resolve_chunks(deck, cfg, S_local, sizeof(T));
   PhaseTimers timers;
-  Trainer<T> trainer(cfg, opts, train, positions, &timers);
+  Trainer<T> trainer(cfg, opts, train, positions, &timers, par.attention_factory<T>(cfg, &timers));
+  const int D = par.dp_size(), P = deck.parallel.sequence_parallel();
   if (root) {
-    std::printf("model: %zu parameters, %s, memory.policy=%s, %d rank(s)\n", parameter_count(cfg),
-                deck.run.precision.c_str(), to_string(opts.policy).c_str(), ctx.nranks);
+    std::printf("model: %zu parameters, %s, memory.policy=%s\n", parameter_count(cfg), deck.run.precision.c_str(),
+                to_string(opts.policy).c_str());
+    std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d): %s, "
+                "rank 0 holds %lld of %lld tokens\n",
+                ctx.nranks, D, P, deck.parallel.ulysses, deck.parallel.ring, par.strategy_name().c_str(),
+                static_cast<long long>(S_local), static_cast<long long>(S));
     const auto describe = [&](const char* name, const ChunkSetting& set, int m, std::size_t per_token) {
+      const std::int64_t S = S_local;
       const std::int64_t chunk = (S + effective_chunks(S, m) - 1) / effective_chunks(S, m);
       std::printf("mst: %s = %d (%s), chunks of <= %lld tokens, %.2f MiB of intermediates each\n", name, m,
                   set.automatic ? "auto" : "deck", static_cast<long long>(chunk),
@@ -108,7 +116,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   }
 
   RunMetrics metrics;
-  const double sequences = double(deck.run.grad_accum) * ctx.nranks;
+  const double sequences = double(deck.run.grad_accum) * D;
   metrics.tokens_per_step = sequences * double(S);
   metrics.flops_per_step = sequences * model_flops_per_sequence(cfg, double(S));
   metrics.warmup_steps = deck.run.warmup_steps;
@@ -118,23 +126,24 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     timers.clear();
     Kokkos::Timer wall;
     double dump_seconds = 0;
-    const auto batches = batches_of(deck, step, ctx.rank);
-    double loss = trainer.compute_gradients(batches, 1.0 / ctx.nranks);
-    if (ctx.nranks > 1) {  // data parallel: sum the already 1/nranks-scaled gradients
+    std::vector<Batch> local;
+    for (const auto& b : batches_of(deck, step, par.dp_index())) local.push_back(par.shard(b));
+    double loss = trainer.compute_gradients(local, 1.0 / D);
+    if (ctx.nranks > 1) {  // every rank shares the weights: sum the partial, 1/D-scaled gradients
       ScopedPhase phase(&timers, "comm");
       const auto g = trainer.grads().flat();
-      MPI_Allreduce(MPI_IN_PLACE, g.data(), int(g.extent(0)), std::is_same_v<T, double> ? MPI_DOUBLE : MPI_FLOAT,
-                    MPI_SUM, ctx.comm);
-      MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);
-      loss /= ctx.nranks;
+      compat::fence("gradients ready");
+      par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<T>(), "allreduce");
+      par.world().allreduce_sum(&loss, 1, DType::f64, "allreduce");
+      loss /= D;
     }
     const double gnorm = trainer.grad_norm();
     if (step == 0 && !deck.output.dump.empty()) {
       Kokkos::Timer dump_timer;
       if (root) {
         std::vector<Batch> all;  // every rank's sequences: rank 0 regenerates them from the seed
-        for (int r = 0; r < ctx.nranks; ++r)
-          for (auto& b : batches_of(deck, step, r)) all.push_back(std::move(b));
+        for (int d = 0; d < D; ++d)
+          for (auto& b : batches_of(deck, step, d)) all.push_back(std::move(b));
         write_tensor_dump(deck.output.dump, cfg, S, deck.resolved_yaml, all, loss,
                           to_host_doubles(trainer.params().flat()), to_host_doubles(trainer.grads().flat()));
         std::printf("tensor dump: %s\n", deck.output.dump.c_str());
@@ -145,7 +154,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     compat::fence("end of step");
     timers.add("step", wall.seconds() - dump_seconds);
 
-    metrics.steps.push_back({loss, gnorm, timers.all()});
+    metrics.steps.push_back({loss, gnorm, timers.all(), par.take_comm_bytes()});
     if (root) {
       const double t = timers.get("step");
       std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB%s\n",
@@ -160,13 +169,21 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   for (int c = 0; c < kNumMemCategories; ++c)
     metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
   metrics.memory["device_total"] = tracker.device_high_water();
-  metrics.memory_model = predict_memory(cfg, opts, S, sizeof(T), sizeof(accum_t<T>));
+  if (P == 1)  // the analytic model covers local attention (no sequence-parallel buffers yet)
+    metrics.memory_model = predict_memory(cfg, opts, S, sizeof(T), sizeof(accum_t<T>));
   metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);
   metrics.attributes["precision"] = deck.run.precision;
   metrics.attributes["memory_policy"] = to_string(opts.policy);
   metrics.attributes["comm_backend"] = "mpi";
-  metrics.attributes["attention"] = "local";
-  metrics.integers["data_parallel"] = ctx.nranks;
+  metrics.attributes["attention"] = par.strategy_name();
+  metrics.attributes["ring_layout"] = to_string(deck.parallel.layout);
+  metrics.attributes["ring_variant"] = to_string(deck.parallel.variant);
+  metrics.attributes["ring_overlap"] = deck.parallel.overlap ? "true" : "false";
+  metrics.attributes["cuda_aware_mpi"] = cuda_aware_mpi() ? "true" : "false";
+  metrics.integers["data_parallel"] = D;
+  metrics.integers["sequence_parallel"] = P;
+  metrics.integers["ulysses"] = deck.parallel.ulysses;
+  metrics.integers["ring"] = deck.parallel.ring;
   metrics.integers["seq_len"] = S;
   metrics.integers["grad_accum"] = deck.run.grad_accum;
   metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
@@ -190,6 +207,12 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
 }  // namespace
 
 int run_deck(const Deck& deck, const RunContext& ctx) {
+  // The one parallel rule that needs the world size; the same verdict on every rank.
+  const auto error = check_parallel(deck.model, deck.parallel, deck.run.seq_len, ctx.nranks);
+  if (!error.empty()) {
+    if (ctx.rank == 0) std::fprintf(stderr, "error: deck: %s\n", error.c_str());
+    return 2;
+  }
   if (ctx.rank == 0) {
     std::printf("%s\ndeck: %s\nresolved configuration:\n%s\n", version_string().c_str(), deck.path.c_str(),
                 deck.resolved_yaml.c_str());

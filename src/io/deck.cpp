@@ -45,6 +45,11 @@ const std::vector<KeySpec>& schema() {
       {"run", "weight_decay", "0.1", Kind::Float, 0, {}, "AdamW decoupled weight decay (>= 0)"},
       {"run", "init_std", "0.02", Kind::Float, 0, {}, "std of the normal init of weight matrices"},
       {"run", "norm_init_noise", "0", Kind::Float, 0, {}, "norm weights start at 1 + normal(0, this) (0: ones)"},
+      {"parallel", "ulysses", "1", Kind::Int, 1, {}, "Ulysses degree U: divides model.heads; kv heads a multiple or divisor"},
+      {"parallel", "ring", "1", Kind::Int, 1, {}, "ring degree R; world = D x U x R (D data parallel)"},
+      {"parallel", "ring_layout", "zigzag", Kind::Choice, 0, {"zigzag", "contiguous"}, "tokens of ring members"},
+      {"parallel", "ring_variant", "flash", Kind::Choice, 0, {"flash", "rsa"}, "ring attention algorithm"},
+      {"parallel", "ring_overlap", "true", Kind::Choice, 0, {"true", "false"}, "overlap ring transfers with compute"},
       {"mst", "mlp_chunks", "auto", Kind::ChunkCount, 1, {}, "MLP mini-sequences M (1 = unchunked) or auto"},
       {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto"},
       {"mst", "chunk_budget_mib", "256", Kind::Float, 1e-300, {},
@@ -55,9 +60,6 @@ const std::vector<KeySpec>& schema() {
   };
   return keys;
 }
-
-// Sections whose keys arrive with later capabilities.
-const std::map<std::string, std::string> kReservedSections = {{"parallel", "sequence parallelism (Ulysses, ring)"}};
 
 const KeySpec* find_key(const std::string& section, const std::string& key) {
   for (const auto& k : schema())
@@ -73,13 +75,10 @@ std::string known_keys(const std::string& section) {
 }
 
 [[noreturn]] void unknown_key(const std::string& section, const std::string& key) {
-  if (kReservedSections.count(section))
-    throw DeckError("deck: unknown key '" + section + "." + key + "': section '" + section +
-                    "' is reserved for " + kReservedSections.at(section) + " and has no keys in this version");
   bool section_known = false;
   for (const auto& k : schema()) section_known |= k.section == section;
   if (!section_known)
-    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, mst, memory, output)");
+    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, parallel, mst, memory, output)");
   throw DeckError("deck: unknown key '" + section + "." + key + "' (keys of '" + section +
                   "': " + known_keys(section) + ")");
 }
@@ -170,7 +169,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   std::map<std::string, std::string> given;  // "section.key" -> text
   for (const auto& section : root) {
     const auto sname = section.first.as<std::string>();
-    if (!kReservedSections.count(sname) && known_keys(sname).empty()) unknown_key(sname, "");
+    if (known_keys(sname).empty()) unknown_key(sname, "");
     if (section.second.IsNull()) continue;  // an empty section: all defaults
     if (!section.second.IsMap()) throw DeckError("deck: section '" + sname + "' must be a map of keys");
     for (const auto& kv : section.second) {
@@ -224,6 +223,11 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   d.mst.mlp = chunks("mst.mlp_chunks");
   d.mst.lm_head = chunks("mst.lm_head_chunks");
   d.mst.budget_mib = v["mst.chunk_budget_mib"].f;
+  d.parallel.ulysses = int(v["parallel.ulysses"].i);
+  d.parallel.ring = int(v["parallel.ring"].i);
+  d.parallel.layout = v["parallel.ring_layout"].text == "zigzag" ? RingLayout::zigzag : RingLayout::contiguous;
+  d.parallel.variant = v["parallel.ring_variant"].text == "flash" ? RingVariant::flash : RingVariant::rsa;
+  d.parallel.overlap = v["parallel.ring_overlap"].text == "true";
   d.output.metrics = v["output.metrics"].text;
   d.output.dump = v["output.dump"].text;
 
@@ -238,6 +242,9 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   check(r.warmup_steps < r.steps, "run.warmup_steps (" + n(r.warmup_steps) + ") must be < run.steps (" +
                                       n(r.steps) + "), or no step is measured");
   check(d.output.metrics != "", "output.metrics must name a file (or be 'auto')");
+  // The parallel rules that need no world size (that one is checked at start).
+  const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());
+  check(parallel_error.empty(), parallel_error);
 
   YAML::Emitter out;
   out << YAML::BeginMap;

@@ -1,5 +1,4 @@
-// The input deck: a YAML file with sections model, run, mst, memory, output (and
-// parallel reserved for later), overridden by `--set section.key=value`.
+// The input deck: a YAML file with sections model, run, parallel, mst, memory, output, overridden by `--set section.key=value`.
 // Every key has a default and a validation rule (one table in deck.cpp, also
 // printed by `minilst keys`); an unknown key or a bad value is a DeckError whose
 // message names the key and what is allowed.
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "parallel/parallel_config.hpp"
 
 namespace minilst {
 
@@ -45,6 +45,7 @@ struct Deck {
   ModelConfig model;
   RunConfig run;
   MstConfig mst;
+  ParallelConfig parallel;
   ModelOptions options;  // memory.policy; the chunk counts are resolved by resolve_chunks
   OutputConfig output;
   std::string path;           // the deck file

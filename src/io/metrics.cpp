@@ -12,9 +12,15 @@
 namespace minilst {
 
 const std::vector<std::string>& metric_phases() {
-  static const std::vector<std::string> phases = {"step", "forward", "backward", "attention", "mlp",
-                                                  "lm_head", "recompute", "comm", "optimizer"};
+  static const std::vector<std::string> phases = {"step",      "forward", "backward", "attention", "mlp",
+                                                  "lm_head",   "recompute", "comm",   "alltoall",  "ring_wait",
+                                                  "optimizer"};
   return phases;
+}
+
+const std::vector<std::string>& metric_comm_ops() {
+  static const std::vector<std::string> ops = {"alltoall", "ring", "allreduce"};
+  return ops;
 }
 
 namespace {
@@ -50,6 +56,16 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
   std::vector<double> all(rank == 0 ? mine.size() * nranks : 0);
   std::vector<std::uint64_t> mem_all(rank == 0 ? mem_mine.size() * nranks : 0);
   MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, comm);
+  const auto& ops = metric_comm_ops();
+  const int nops = int(ops.size());
+  std::vector<std::uint64_t> bytes_mine(std::size_t(nsteps) * nops), bytes_all(rank == 0 ? bytes_mine.size() * nranks : 0);
+  for (int s = 0; s < nsteps; ++s)
+    for (int o = 0; o < nops; ++o) {
+      const auto it = local.steps[s].comm_bytes.find(ops[o]);
+      bytes_mine[std::size_t(s) * nops + o] = it == local.steps[s].comm_bytes.end() ? 0 : it->second;
+    }
+  MPI_Gather(bytes_mine.data(), int(bytes_mine.size()), MPI_UINT64_T, bytes_all.data(), int(bytes_mine.size()),
+             MPI_UINT64_T, 0, comm);
   MPI_Gather(mem_mine.data(), int(mem_mine.size()), MPI_UINT64_T, mem_all.data(), int(mem_mine.size()),
              MPI_UINT64_T, 0, comm);
 
@@ -125,6 +141,13 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     for (const auto& k : mkeys) {
       const auto& v = summary.memory[k];
       h5::write(f, "memory/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
+    }
+    for (int o = 0; o < nops; ++o) {
+      std::vector<std::int64_t> b(std::size_t(nsteps) * nranks);  // [steps, ranks]
+      for (int s = 0; s < nsteps; ++s)
+        for (int r = 0; r < nranks; ++r)
+          b[std::size_t(s) * nranks + r] = std::int64_t(bytes_all[(std::size_t(r) * nsteps + s) * nops + o]);
+      h5::write(f, "comm/" + ops[o] + "/bytes", b, {hsize_t(nsteps), hsize_t(nranks)}, "B");
     }
     for (const auto& [k, v] : summary.memory_model)
       h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");

@@ -2,7 +2,7 @@
 // rank's records, to a temporary name renamed when complete.
 //   /loss [steps]                      /timings/<phase> [steps, ranks] s
 //   /memory/<category> [ranks] B       /memory/model/<category> [ranks] B (analytic)
-//   /throughput/{tokens_per_s, model_tflops} [steps]
+//   /throughput/{tokens_per_s, model_tflops} [steps]   /comm/<op>/bytes [steps, ranks]
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
 #pragma once
 
@@ -17,11 +17,14 @@ namespace minilst {
 
 // The phases every rank reports (0 where a phase did not run).
 const std::vector<std::string>& metric_phases();
+// The communication operations every rank reports (/comm/<op>/bytes).
+const std::vector<std::string>& metric_comm_ops();
 
 struct StepMetrics {
   double loss = 0;
   double grad_norm = 0;
   std::map<std::string, double> seconds;  // phase -> seconds (this rank)
+  std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes sent to other ranks
 };
 
 struct RunMetrics {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "kernels/attention.hpp"
 #include "memory/tracker.hpp"
@@ -34,6 +35,13 @@ class LocalAttention final : public AttentionStrategy<T> {
  public:
   using A = accum_t<T>;
   LocalAttention(Vec<const std::int64_t> positions, int head_dim) : pos_(positions), head_dim_(head_dim) {}
+  // Owns a device copy of the positions (e.g. a Ulysses group's tokens).
+  LocalAttention(const std::vector<std::int64_t>& positions, int head_dim)
+      : owned_("attn_positions", MemCategory::workspace, positions.size()), head_dim_(head_dim) {
+    Kokkos::deep_copy(owned_.view(), Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                         positions.data(), positions.size()));
+    pos_ = owned_.view();
+  }
   std::string name() const override { return "local"; }
 
   Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
@@ -54,7 +62,8 @@ class LocalAttention final : public AttentionStrategy<T> {
   }
 
  private:
-  Vec<const std::int64_t> pos_;  // [S] global positions of the local tokens
+  Tracked<Vec<std::int64_t>> owned_;
+  Vec<const std::int64_t> pos_;  // [S] global positions of the tokens attended over
   int head_dim_;
 };
 

@@ -16,7 +16,8 @@ Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, cons
 
 template <class T>
 Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
-                    const std::vector<std::int64_t>& positions, PhaseTimers* timers)
+                    const std::vector<std::int64_t>& positions, PhaseTimers* timers,
+                    const AttentionFactory<T>& make_attention)
     : cfg_(cfg), train_(train), timers_(timers),
       params_(cfg, "params", MemCategory::weights),
       grads_(cfg, "grads", MemCategory::gradients),
@@ -24,7 +25,8 @@ Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const Trai
       adam_v_(cfg, "adam_v", MemCategory::optimizer),
       positions_(to_device(positions, "positions")) {
   init_parameters(params_, train.seed, train.init_std, train.norm_init_noise);
-  attention_ = std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim());
+  attention_ = make_attention ? make_attention(positions_.view())
+                             : std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim());
   model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, positions_.view(), timers);
 }
 

@@ -4,6 +4,7 @@
 // gradients and the optimizer moments, each one flat tracked allocation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,12 +21,18 @@ struct TrainOptions {
   kernels::AdamWHyper adamw;
 };
 
+// Builds the attention strategy from the device positions of the local tokens
+// (default: LocalAttention, all tokens on this rank).
+template <class T>
+using AttentionFactory = std::function<std::unique_ptr<AttentionStrategy<T>>(Vec<const std::int64_t> positions)>;
+
 template <class T>
 class Trainer {
  public:
   // positions: [S_local] global positions of the tokens this rank holds.
   Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
-          const std::vector<std::int64_t>& positions, PhaseTimers* timers);
+          const std::vector<std::int64_t>& positions, PhaseTimers* timers,
+          const AttentionFactory<T>& make_attention = nullptr);
 
   // Zeroes the gradients, runs every micro-batch; returns the mean micro-batch
   // loss. Gradients are those of that mean, times `scale` (1/data-parallel ranks).

@@ -42,7 +42,11 @@ set_ "memory.policy = 'offload': allowed values: full\|checkpoint"     memory.po
 set_ "run.learning_rate = 'fast': expected a finite number"            run.learning_rate=fast
 set_ "run.warmup_steps \(2\) must be < run.steps \(2\)"                run.warmup_steps=2
 set_ "head dim model.hidden/model.heads = 5 must be even"               model.hidden=40 model.heads=8 model.kv_heads=8
-set_ "unknown key 'parallel.ulysses': section 'parallel' is reserved"  parallel.ulysses=2
+set_ "model.heads \(4\) is not divisible by the Ulysses degree parallel.ulysses \(3\)"  parallel.ulysses=3
+set_ "model.kv_heads \(3\) and parallel.ulysses \(2\): the kv heads must be a multiple" \
+     model.hidden=48 model.heads=6 model.kv_heads=3 parallel.ulysses=2
+set_ "unknown key 'parallel.degree'"                                   parallel.degree=2
+set_ "parallel.ring_variant = 'fast': allowed values: flash\|rsa"      parallel.ring_variant=fast
 set_ "unknown section 'modle'"                                          modle.hidden=8
 set_ "--set 'nodot': expected section.key=value"                        nodot
 run  "file '.*/missing.yaml' not found"                                 "$tmp/missing.yaml"
@@ -55,6 +59,8 @@ expect "run: DECK is required|deck is required"                         "$MINILS
 if [[ -n ${MPIEXEC:-} ]]; then  # every rank exits non-zero, no hang
   expect "model.heads \(4\) is not divisible by model.kv_heads \(3\)" \
     "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set model.kv_heads=3 --set output.metrics=m.h5
+  expect "the world size \(3 ranks\) is not a multiple of parallel.ulysses x parallel.ring \(1 x 2 = 2\)" \
+    "$MPIEXEC" -n 3 --oversubscribe "$MINILST" run "$deck" --set parallel.ring=2 --set output.metrics=m.h5
 fi
 
 echo "bad decks: $failures failure(s)"

@@ -1,0 +1,67 @@
+// The operations the parallel strategies need, behind one interface: the
+// strategies never see MPI or NCCL. Buffers are raw pointers to memory the
+// backend can read (host memory for MPI here; device memory for NCCL and
+// CUDA-aware MPI); callers fence their execution space before a call.
+// Every call counts the bytes this rank sends to *other* ranks, per operation
+// name, so the metrics can show (and tests can check) communication volume.
+// No Kokkos here: the NCCL backend compiles against the CUDA toolkit alone.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace minilst {
+
+enum class DType { f32, f64, i64 };
+std::size_t dtype_bytes(DType t);
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
+
+// A pending non-blocking transfer; complete it with Communicator::wait.
+class Request {
+ public:
+  virtual ~Request() = default;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi", "nccl"
+
+  // Personalised all-to-all: to peer p send counts[p] elements from send + sdispls[p],
+  // receive rcounts[p] elements at recv + rdispls[p] (elements, not bytes).
+  virtual void alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                         const std::vector<std::int64_t>& sdispls, void* recv,
+                         const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                         DType type, const std::string& op) = 0;
+  // In-place sum over all ranks.
+  virtual void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) = 0;
+  // Non-blocking point to point (ring hops).
+  virtual RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag,
+                           const std::string& op) = 0;
+  virtual RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) = 0;
+  virtual void wait(RequestPtr& request) = 0;  // completes and clears it (null: no-op)
+  virtual void barrier() = 0;
+  // Ranks with the same color form a new communicator, ordered by key.
+  virtual std::unique_ptr<Communicator> split(int color, int key) const = 0;
+
+  // Bytes sent to other ranks per operation name since the last reset.
+  const std::map<std::string, std::uint64_t>& bytes_sent() const { return bytes_; }
+  void reset_bytes() { bytes_.clear(); }
+
+ protected:
+  void count(const std::string& op, std::uint64_t bytes) { bytes_[op] += bytes; }
+
+ private:
+  std::map<std::string, std::uint64_t> bytes_;
+};
+
+}  // namespace minilst

@@ -1,0 +1,106 @@
+#include "parallel/mpi_communicator.hpp"
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+#include <limits>
+#include <stdexcept>
+
+namespace minilst {
+
+std::size_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 8; }
+
+namespace {
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i64: return MPI_INT64_T;
+  }
+  return MPI_BYTE;
+}
+
+int checked_count(std::int64_t n) {
+  if (n < 0 || n > std::numeric_limits<int>::max())
+    throw std::runtime_error("MPI message of " + std::to_string(n) + " elements exceeds the int count limit");
+  return int(n);
+}
+
+class MpiRequest final : public Request {
+ public:
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool own) : comm_(comm), own_(own) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (own_) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                const std::vector<std::int64_t>& sdispls, void* recv,
+                                const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                                DType type, const std::string& op) {
+  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+  std::uint64_t sent = 0;
+  for (int p = 0; p < size_; ++p) {
+    sc[p] = checked_count(scounts[p]);
+    sd[p] = checked_count(sdispls[p]);
+    rc[p] = checked_count(rcounts[p]);
+    rd[p] = checked_count(rdispls[p]);
+    if (p != rank_) sent += std::uint64_t(scounts[p]) * dtype_bytes(type);
+  }
+  MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(), rd.data(), mpi_type(type), comm_);
+  count(op, sent);
+}
+
+void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const std::string& op) {
+  if (size_ == 1) return;
+  MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(std::int64_t(n)), mpi_type(type), MPI_SUM, comm_);
+  count(op, n * dtype_bytes(type));  // the payload each rank contributes
+}
+
+RequestPtr MpiCommunicator::isend(const void* buf, std::size_t n, DType type, int peer, int tag,
+                                  const std::string& op) {
+  auto r = std::make_unique<MpiRequest>();
+  MPI_Isend(buf, checked_count(std::int64_t(n)), mpi_type(type), peer, tag, comm_, &r->request);
+  if (peer != rank_) count(op, n * dtype_bytes(type));
+  return r;
+}
+
+RequestPtr MpiCommunicator::irecv(void* buf, std::size_t n, DType type, int peer, int tag) {
+  auto r = std::make_unique<MpiRequest>();
+  MPI_Irecv(buf, checked_count(std::int64_t(n)), mpi_type(type), peer, tag, comm_, &r->request);
+  return r;
+}
+
+void MpiCommunicator::wait(RequestPtr& request) {
+  if (!request) return;
+  auto* r = dynamic_cast<MpiRequest*>(request.get());
+  if (!r) throw std::logic_error("MpiCommunicator::wait: not an MPI request");
+  MPI_Wait(&r->request, MPI_STATUS_IGNORE);
+  request.reset();
+}
+
+void MpiCommunicator::barrier() { MPI_Barrier(comm_); }
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) const {
+  MPI_Comm sub;
+  MPI_Comm_split(comm_, color, key, &sub);
+  return std::make_unique<MpiCommunicator>(sub, true);
+}
+
+bool cuda_aware_mpi() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
+
+}  // namespace minilst

@@ -1,0 +1,39 @@
+// Which global token positions each rank of a sequence-parallel group holds.
+// The group has P = U x R ranks: Ulysses groups of U consecutive ranks, and a
+// ring across the R groups (sp rank s = r U + u). Ring member r owns a part of
+// the sequence, split among its Ulysses group:
+//   contiguous  the sequence cut in R pieces; member r owns piece r
+//   zigzag      the sequence cut in 2R chunks; member r owns chunks r and 2R-1-r
+//               (causal load balance: every ring member gets early and late tokens)
+// and each member's token list is cut contiguously U ways. Cuts are balanced
+// (sizes differ by at most one token), so S needs no divisibility: the kernels
+// take explicit positions and every layout is exact.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/parallel_config.hpp"
+
+namespace minilst {
+
+class SequenceLayout {
+ public:
+  SequenceLayout(std::int64_t seq_len, int ulysses, int ring, RingLayout layout);
+
+  int ulysses() const { return U_; }
+  int ring() const { return R_; }
+  int size() const { return U_ * R_; }
+  // Global positions held by sp rank s = r*U + u, in local order.
+  const std::vector<std::int64_t>& positions(int sp_rank) const { return positions_.at(sp_rank); }
+  // The tokens of ring member r's Ulysses group, in member order (what a rank
+  // of that group holds after the Ulysses all-to-all).
+  std::vector<std::int64_t> group_positions(int ring_rank) const;
+
+ private:
+  int U_, R_;
+  std::vector<std::vector<std::int64_t>> positions_;  // [P][S_local]
+};
+
+}  // namespace minilst
