@@ -14,6 +14,7 @@
 #include "model/flops.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
+#include "parallel/comm_model.hpp"
 #include "parallel/parallel_setup.hpp"
 
 namespace minilst {
@@ -169,6 +170,8 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   for (int c = 0; c < kNumMemCategories; ++c)
     metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
   metrics.memory["device_total"] = tracker.device_high_water();
+  metrics.comm_model = predict_comm_bytes(cfg, opts, deck.parallel, par.layout(), par.sp_rank(), ctx.nranks,
+                                          deck.run.grad_accum, sizeof(T));
   if (P == 1)  // the analytic model covers local attention (no sequence-parallel buffers yet)
     metrics.memory_model = predict_memory(cfg, opts, S, sizeof(T), sizeof(accum_t<T>));
   metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);

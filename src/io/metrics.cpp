@@ -58,12 +58,16 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
   MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, comm);
   const auto& ops = metric_comm_ops();
   const int nops = int(ops.size());
-  std::vector<std::uint64_t> bytes_mine(std::size_t(nsteps) * nops), bytes_all(rank == 0 ? bytes_mine.size() * nranks : 0);
-  for (int s = 0; s < nsteps; ++s)
-    for (int o = 0; o < nops; ++o) {
+  // [steps + 1, ops]: the measured bytes of every step, then the analytic bytes per step
+  std::vector<std::uint64_t> bytes_mine(std::size_t(nsteps + 1) * nops), bytes_all(rank == 0 ? bytes_mine.size() * nranks : 0);
+  for (int o = 0; o < nops; ++o) {
+    for (int s = 0; s < nsteps; ++s) {
       const auto it = local.steps[s].comm_bytes.find(ops[o]);
       bytes_mine[std::size_t(s) * nops + o] = it == local.steps[s].comm_bytes.end() ? 0 : it->second;
     }
+    const auto it = local.comm_model.find(ops[o]);
+    bytes_mine[std::size_t(nsteps) * nops + o] = it == local.comm_model.end() ? 0 : it->second;
+  }
   MPI_Gather(bytes_mine.data(), int(bytes_mine.size()), MPI_UINT64_T, bytes_all.data(), int(bytes_mine.size()),
              MPI_UINT64_T, 0, comm);
   MPI_Gather(mem_mine.data(), int(mem_mine.size()), MPI_UINT64_T, mem_all.data(), int(mem_mine.size()),
@@ -144,10 +148,13 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     }
     for (int o = 0; o < nops; ++o) {
       std::vector<std::int64_t> b(std::size_t(nsteps) * nranks);  // [steps, ranks]
+      const auto at = [&](int r, int s) { return std::int64_t(bytes_all[(std::size_t(r) * (nsteps + 1) + s) * nops + o]); };
       for (int s = 0; s < nsteps; ++s)
-        for (int r = 0; r < nranks; ++r)
-          b[std::size_t(s) * nranks + r] = std::int64_t(bytes_all[(std::size_t(r) * nsteps + s) * nops + o]);
+        for (int r = 0; r < nranks; ++r) b[std::size_t(s) * nranks + r] = at(r, s);
       h5::write(f, "comm/" + ops[o] + "/bytes", b, {hsize_t(nsteps), hsize_t(nranks)}, "B");
+      std::vector<std::int64_t> model(nranks);
+      for (int r = 0; r < nranks; ++r) model[r] = at(r, nsteps);
+      h5::write(f, "comm/" + ops[o] + "/model_bytes", model, {hsize_t(nranks)}, "B per step");
     }
     for (const auto& [k, v] : summary.memory_model)
       h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");

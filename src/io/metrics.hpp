@@ -2,7 +2,8 @@
 // rank's records, to a temporary name renamed when complete.
 //   /loss [steps]                      /timings/<phase> [steps, ranks] s
 //   /memory/<category> [ranks] B       /memory/model/<category> [ranks] B (analytic)
-//   /throughput/{tokens_per_s, model_tflops} [steps]   /comm/<op>/bytes [steps, ranks]
+//   /throughput/{tokens_per_s, model_tflops} [steps]
+//   /comm/<op>/bytes [steps, ranks] B sent to other ranks   /comm/<op>/model_bytes [ranks] (analytic, per step)
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
 #pragma once
 
@@ -31,6 +32,7 @@ struct RunMetrics {
   std::vector<StepMetrics> steps;                  // this rank, every step
   std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
   std::map<std::string, std::uint64_t> memory_model;  // category -> analytic prediction (this rank)
+  std::map<std::string, std::uint64_t> comm_model;    // operation -> analytic bytes per step (this rank)
   std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
   std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
   std::string config_yaml;

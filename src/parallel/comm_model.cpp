@@ -1,0 +1,42 @@
+#include "parallel/comm_model.hpp"
+
+#include "model/parameters.hpp"
+
+namespace minilst {
+
+std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, const ModelOptions& o,
+                                                        const ParallelConfig& par, const SequenceLayout& layout,
+                                                        int s, int world, int A, std::size_t T) {
+  using u64 = std::uint64_t;
+  const u64 U = par.ulysses, R = par.ring, h = c.head_dim(), L = c.layers;
+  const u64 r = u64(s) / U, me_ring = r;
+  const u64 q = u64(c.heads) / U;
+  const u64 k = u64(c.kv_heads) % U == 0 ? u64(c.kv_heads) / U : 1;  // kv heads per member
+  const u64 S_l = layout.positions(s).size(), S_g = layout.group_positions(int(r)).size();
+  const u64 passes = o.policy == MemoryPolicy::checkpoint ? 2 : 1;  // forward attention runs twice
+
+  u64 a2a_fwd = 0, a2a_bwd = 0;
+  if (U > 1) {
+    const u64 scatter_q = S_l * (U - 1) * q * h * T, scatter_kv = S_l * (U - 1) * k * h * T;
+    const u64 gather_q = (S_g - S_l) * q * h * T, gather_kv = (S_g - S_l) * k * h * T;
+    a2a_fwd = scatter_q + 2 * scatter_kv + gather_q;
+    a2a_bwd = 3 * scatter_q + 2 * scatter_kv + gather_q + 2 * gather_kv;
+  }
+  u64 ring_fwd = 0, ring_bwd = 0;
+  if (R > 1) {
+    const u64 kv_heads_here = U > 1 ? k : u64(c.kv_heads);
+    for (u64 b = 0; b < R; ++b) {
+      const u64 block = 2 * layout.group_positions(int(b)).size() * kv_heads_here * h * T;  // K and V
+      if (b != (me_ring + 1) % R) ring_fwd += block;  // the last visitor is never passed on
+      ring_bwd += block;                             // every block's dK/dV travels
+    }
+    ring_bwd += ring_fwd;                            // K/V travel again in backward
+  }
+  std::map<std::string, std::uint64_t> bytes;
+  bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
+  bytes["ring"] = u64(A) * L * (passes * ring_fwd + ring_bwd);
+  bytes["allreduce"] = world > 1 ? u64(parameter_count(c)) * T + 8 : 0;
+  return bytes;
+}
+
+}  // namespace minilst

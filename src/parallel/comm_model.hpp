@@ -1,0 +1,30 @@
+// The analytic communication volume of one training step: bytes this rank sends
+// to other ranks, per operation, derived from the algorithms (not from the code
+// that sends), so the metrics can be checked against it.
+//   S_l this rank's tokens, S_g its Ulysses group's, n_b ring block b's tokens,
+//   q = H/U heads per member, k = kv heads per member (G/U, or 1 when replicated),
+//   T scalar bytes, per layer and micro-step:
+//   alltoall (Ulysses)  forward   (S_l (U-1)/U)-style scatters: S_l h T [(U-1) q + 2 (U-1) k] + gather o (S_g - S_l) q h T
+//                       backward  scatter dO, O, Q, K, V; gather dQ, dK, dV
+//   ring                forward   every block but the last visitor's: sum_{b != me+1} 2 n_b k h T
+//                       backward  the same for K/V, plus every block's dK/dV: sum_b 2 n_b k h T
+//   checkpoint: the recomputed forward attention sends its forward volume again.
+//   allreduce           the gradient (P T) and the loss (8 B), when the world has > 1 rank
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "model/config.hpp"
+#include "parallel/parallel_config.hpp"
+#include "parallel/sequence_layout.hpp"
+
+namespace minilst {
+
+std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& cfg, const ModelOptions& opts,
+                                                        const ParallelConfig& par, const SequenceLayout& layout,
+                                                        int sp_rank, int world_size, int grad_accum,
+                                                        std::size_t scalar_bytes);
+
+}  // namespace minilst
