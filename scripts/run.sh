@@ -3,7 +3,8 @@
 # missing, builds, runs a deck (default: inputs/default.yaml) in runs/, prints
 # the summary and the metrics file's path.
 #   scripts/run.sh [DECK] [--set section.key=value ...]
-#   NP=2 scripts/run.sh ...        run on 2 MPI ranks (mpiexec)
+#   NP=4 scripts/run.sh ...        the number of MPI ranks (default 2, as the default deck's ring needs)
+#   LAUNCH="srun -n" NP=8 ...      another launcher (default: mpiexec --oversubscribe -n)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
@@ -14,8 +15,8 @@ deck="$root/inputs/default.yaml"
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
 mkdir -p "$root/runs"
 cd "$root/runs"
-launcher=()
-if [[ ${NP:-1} -gt 1 ]]; then launcher=(mpiexec -n "$NP" --oversubscribe); fi
+read -r -a launcher <<< "${LAUNCH:-mpiexec --oversubscribe -n}"
+launcher+=("${NP:-2}")
 log=$(mktemp)
 set +e
 "${launcher[@]}" "$root/build/minilst" run "$deck" "$@" | tee "$log"

@@ -74,7 +74,9 @@ void print_summary(const RunSummary& s, const std::string& path) {
     if (model != s.memory_model.end()) std::printf(" %10.2f", max_mib(model->second));
     std::printf("\n");
   }
-  std::printf("  figure of merit: %.1f tokens/s per rank\n", s.fom);
+  std::printf("  communication, MiB sent per step (max over ranks):");
+  for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
+  std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
   if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
 }
 
@@ -210,6 +212,14 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
 }  // namespace
 
 int run_deck(const Deck& deck, const RunContext& ctx) {
+  // srun started several tasks but MPI sees one: the PMI wiring is wrong and every
+  // task would run alone (a silent singleton); refuse rather than mislead.
+  const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  if (ctx.nranks == 1 && step_tasks && std::atoi(step_tasks) > 1) {
+    std::fprintf(stderr, "error: srun started %s tasks but MPI sees 1 rank: check srun --mpi=pmix (or your site's "
+                 "PMI) so that the tasks form one MPI job\n", step_tasks);
+    return 2;
+  }
   // The one parallel rule that needs the world size; the same verdict on every rank.
   const auto error = check_parallel(deck.model, deck.parallel, deck.run.seq_len, ctx.nranks);
   if (!error.empty()) {

@@ -110,6 +110,12 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
       summary.memory[mkeys[k]].push_back(mem_all[r * 2 * nk + k]);
       if (local.memory_model.count(mkeys[k])) summary.memory_model[mkeys[k]].push_back(mem_all[r * 2 * nk + nk + k]);
     }
+  for (int o = 0; o < nops; ++o)
+    for (int r = 0; r < nranks; ++r) {
+      double sum = 0;
+      for (int s = first; s < nsteps; ++s) sum += double(bytes_all[(std::size_t(r) * (nsteps + 1) + s) * nops + o]);
+      summary.comm_bytes[ops[o]].push_back(measured > 0 ? sum / measured : 0.0);
+    }
   if (path.empty()) return summary;
 
   const std::string partial = path + ".partial";

@@ -47,6 +47,7 @@ struct RunSummary {  // what rank 0 prints
   std::map<std::string, std::vector<double>> phase_avg_per_rank;  // phase -> [ranks] mean s/step
   std::map<std::string, std::vector<std::uint64_t>> memory;       // category -> [ranks]
   std::map<std::string, std::vector<std::uint64_t>> memory_model; // category -> [ranks], predicted
+  std::map<std::string, std::vector<double>> comm_bytes;          // operation -> [ranks] mean B per measured step
 };
 
 // Collective over comm. Rank 0 writes `path` (if non-empty) and returns the summary.
