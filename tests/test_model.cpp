@@ -12,8 +12,11 @@
 
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
+#include "test_util.hpp"
 
 using namespace minilst;
+using minilst::test::host;
+using minilst::test::rel_err;
 
 namespace {
 
@@ -42,19 +45,7 @@ std::vector<std::int64_t> iota(std::int64_t n) {
   return p;
 }
 
-std::vector<double> host(const Vec<double>& v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return {h.data(), h.data() + h.extent(0)};
-}
 
-double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 struct Result {
   double loss;

@@ -15,8 +15,11 @@
 
 #include "parallel/comm_model.hpp"
 #include "parallel/parallel_setup.hpp"
+#include "test_util.hpp"
 
 using namespace minilst;
+using minilst::test::host;
+using minilst::test::rel_err;
 
 namespace {
 
@@ -59,10 +62,6 @@ TrainOptions train() {
   return t;
 }
 
-std::vector<double> host(const Vec<double>& v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return {h.data(), h.data() + h.extent(0)};
-}
 
 std::vector<Batch> sequences(const Case& c, int replica) {
   std::vector<Batch> out;
@@ -82,14 +81,6 @@ Result reference(const Case& c, int replicas) {
   return {loss, host(t.grads().flat())};
 }
 
-double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 void check_case(const Case& c) {
   const int world = world_size();

@@ -4,12 +4,7 @@
 # per-rank statistics are there, the two policies give the same losses, and
 # checkpoint's activation high-water is the lower one and matches the analytic
 # model. Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
-set -euo pipefail
-: "${MINILST:?}" "${MINILST_SOURCE:?}"
-PYTHON=${PYTHON:-/usr/bin/python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/common.sh"
 common=(--set model.layers=4 --set run.steps=3 --set run.warmup_steps=1)
 for policy in full checkpoint; do
   "$MINILST" run "$MINILST_SOURCE/inputs/tiny.yaml" "${common[@]}" --set memory.policy=$policy \

@@ -3,12 +3,7 @@
 # and gradients are averaged, so 2 ranks x grad_accum 1 is the same computation
 # as 1 rank x grad_accum 2. Their loss trajectories (3 AdamW steps) must agree
 # to 1e-12 in double. Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON, MPIEXEC.
-set -euo pipefail
-: "${MINILST:?}" "${MINILST_SOURCE:?}"
-PYTHON=${PYTHON:-/usr/bin/python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/common.sh"
 args=(run "$MINILST_SOURCE/inputs/tiny.yaml" --set run.steps=3 --set run.learning_rate=1e-2)
 "${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" "${args[@]}" --set output.metrics=np2.h5 > np2.log
 "$MINILST" "${args[@]}" --set run.grad_accum=2 --set output.metrics=np1.h5 > np1.log

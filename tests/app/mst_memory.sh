@@ -5,12 +5,7 @@
 # the unchunked one, the measured workspace is within 10% of the analytic
 # prediction stored in /memory/model/workspace, and both runs agree on the loss.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
-set -euo pipefail
-: "${MINILST:?}" "${MINILST_SOURCE:?}"
-PYTHON=${PYTHON:-/usr/bin/python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/common.sh"
 deck=(run "$MINILST_SOURCE/inputs/tiny.yaml" --set model.vocab=16384 --set model.hidden=64 --set model.heads=4
       --set model.kv_heads=2 --set model.intermediate=172 --set run.seq_len=4096 --set run.precision=float
       --set run.steps=1 --set run.warmup_steps=0)

@@ -5,12 +5,7 @@
 # Extra arguments are passed to minilst (e.g. --set memory.policy=checkpoint).
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON; NP > 1 runs on
 # NP MPI ranks through MPIEXEC.
-set -euo pipefail
-: "${MINILST:?path of the minilst binary}" "${MINILST_SOURCE:?source tree}"
-PYTHON=${PYTHON:-/usr/bin/python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/../app/common.sh"
 launcher=()
 if [[ ${NP:-1} -gt 1 ]]; then launcher=("${MPIEXEC:-mpiexec}" -n "$NP" --oversubscribe); fi
 "${launcher[@]}" "$MINILST" run "$MINILST_SOURCE/inputs/tiny.yaml" --set output.dump="$tmp/dump.h5" \

@@ -1,0 +1,27 @@
+// Helpers shared by the model-level tests.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/types.hpp"
+
+namespace minilst::test {
+
+// A host copy of a device vector.
+inline std::vector<double> host(const Vec<double>& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return {h.data(), h.data() + h.extent(0)};
+}
+
+// Norm-wise relative error ||a - b|| / ||b||.
+inline double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace minilst::test
