@@ -137,7 +137,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
       const auto g = trainer.grads().flat();
       compat::fence("gradients ready");
       par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<T>(), "allreduce");
-      par.world().allreduce_sum(&loss, 1, DType::f64, "allreduce");
+      MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);  // a host scalar: plain MPI
       loss /= D;
     }
     const double gnorm = trainer.grad_norm();
@@ -179,7 +179,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);
   metrics.attributes["precision"] = deck.run.precision;
   metrics.attributes["memory_policy"] = to_string(opts.policy);
-  metrics.attributes["comm_backend"] = "mpi";
+  metrics.attributes["comm_backend"] = par.world().backend();
   metrics.attributes["attention"] = par.strategy_name();
   metrics.attributes["ring_layout"] = to_string(deck.parallel.layout);
   metrics.attributes["ring_variant"] = to_string(deck.parallel.variant);

@@ -10,12 +10,46 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "app/driver.hpp"
 #include "io/provenance.hpp"
 
 namespace {
+
+// GPU builds: one device per rank, chosen by the node-local rank (unless the
+// command line chose), so every rank of a node sees all GPUs (--gpu-bind=none)
+// and NCCL can use peer-to-peer transfers between them.
+void initialize_kokkos(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  std::string device_flag;
+#ifdef KOKKOS_ENABLE_CUDA
+  bool chosen = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    chosen |= a.rfind("--kokkos-device-id", 0) == 0 || a.rfind("--kokkos-num-devices", 0) == 0 ||
+              a.rfind("--kokkos-map-device-id-by", 0) == 0;
+  }
+  int devices = 0;
+  if (!chosen && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int local_rank = 0;
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_free(&node);
+    device_flag = "--kokkos-device-id=" + std::to_string(local_rank % devices);
+    args.push_back(device_flag.data());
+  }
+#endif
+  int n = int(args.size());
+  args.push_back(nullptr);
+  Kokkos::initialize(n, args.data());
+}
 
 // Parses the command line and the deck before Kokkos starts (so --help is ours
 // alone), then runs. --kokkos-* flags are left for Kokkos::initialize.
@@ -52,7 +86,7 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     return 2;
   }
 
-  Kokkos::initialize(argc, argv);
+  initialize_kokkos(argc, argv);
   int code = 1;
   try {
     code = minilst::run_deck(deck, ctx);

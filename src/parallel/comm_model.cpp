@@ -35,7 +35,7 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   std::map<std::string, std::uint64_t> bytes;
   bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
   bytes["ring"] = u64(A) * L * (passes * ring_fwd + ring_bwd);
-  bytes["allreduce"] = world > 1 ? u64(parameter_count(c)) * T + 8 : 0;
+  bytes["allreduce"] = world > 1 ? u64(parameter_count(c)) * T : 0;
   return bytes;
 }
 

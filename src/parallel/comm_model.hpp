@@ -9,7 +9,7 @@
 //   ring                forward   every block but the last visitor's: sum_{b != me+1} 2 n_b k h T
 //                       backward  the same for K/V, plus every block's dK/dV: sum_b 2 n_b k h T
 //   checkpoint: the recomputed forward attention sends its forward volume again.
-//   allreduce           the gradient (P T) and the loss (8 B), when the world has > 1 rank
+//   allreduce           the gradient (P T), when the world has > 1 rank
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,25 @@
 #include "parallel/parallel_setup.hpp"
 
+#ifdef MINILST_HAVE_NCCL
+#include "parallel/nccl_communicator.hpp"
+#endif
+
 namespace minilst {
 
+namespace {
+// NCCL on the Kokkos CUDA instance's stream where Kokkos has CUDA and NCCL was
+// found; MPI otherwise. Sub-communicators are split from it, same backend.
+std::unique_ptr<Communicator> make_communicator(MPI_Comm comm) {
+#ifdef MINILST_HAVE_NCCL
+  return std::make_unique<NcclCommunicator>(comm, Kokkos::Cuda().cuda_stream());
+#else
+  return std::make_unique<MpiCommunicator>(comm);
+#endif
+}
+}  // namespace
+
 ParallelSetup::ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::int64_t seq_len)
-    : config_(config), world_(std::make_unique<MpiCommunicator>(world)),
+    : config_(config), world_(make_communicator(world)),
       layout_(seq_len, config.ulysses, config.ring, config.layout) {
   const int P = config.sequence_parallel(), w = world_->rank();
   dp_size_ = world_->size() / P;
