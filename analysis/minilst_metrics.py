@@ -3,6 +3,8 @@
     runs = [load(p) for p in paths]
     timings_frame(runs)   # tidy: file, phase, step, rank, seconds, measured
     summary_frame(runs)   # one row per file
+    comm_stats(run)       # per communication op: bytes per step per rank, measured vs analytic
+    parallel_layout(run)  # attention strategy and the U x R x D decomposition
 Unknown attributes, phases and memory categories are kept as they come.
 """
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Run:
     throughput: dict = field(default_factory=dict)    # name -> [steps]
     warmup: int = 0
     timing_attrs: dict = field(default_factory=dict)  # phase -> {"Avg time/rank": ..., ...}
+    comm: dict = field(default_factory=dict)          # op -> {"bytes": [steps, ranks], "model_bytes": [ranks]}
 
     @property
     def name(self) -> str:
@@ -108,6 +111,8 @@ def load(path: str) -> Run:
         loss = np.asarray(f["loss"][()]) if "loss" in f else np.zeros(0)
         run = Run(path, attrs, {}, loss, timings, _datasets(mem), model, _datasets(get("throughput")))
         run.timing_attrs = {k: {a: _decode(v) for a, v in get("timings")[k].attrs.items()} for k in timings}
+        comm = get("comm")
+        run.comm = {op: _datasets(g) for op, g in comm.items() if isinstance(g, h5py.Group)} if comm else {}
     try:
         run.config = yaml.load(attrs.get("config") or "", Loader=_Loader) or {}
     except yaml.YAMLError:
@@ -135,6 +140,42 @@ def step_time(run: Run) -> float:
     """Mean over measured steps of the slowest rank's step time (what throughput uses)."""
     t = run.timings.get("step")
     return float(t[run.measured].max(axis=1).mean()) if t is not None and run.measured.any() else np.nan
+
+
+def comm_stats(run: Run) -> pd.DataFrame:
+    """Per communication op (alltoall, ring, allreduce, ...): bytes sent to other ranks per step and rank.
+
+    bytes = mean over steps and ranks of /comm/<op>/bytes; model = mean over ranks of model_bytes;
+    matches = every step of every rank equals its rank's analytic bytes (NaN when no model).
+    Empty frame for files written before the /comm group existed."""
+    rows = {}
+    for op, d in run.comm.items():
+        b = np.asarray(d.get("bytes", np.zeros((0, 0))), dtype=float)
+        b = b.reshape(b.shape[0], -1) if b.ndim else b.reshape(1, 1)
+        m = np.asarray(d["model_bytes"], dtype=float).ravel() if "model_bytes" in d else None
+        match = bool(b.size and m is not None and b.shape[1] == m.size and np.array_equal(b, np.broadcast_to(m, b.shape)))
+        rows[op] = dict(bytes=b.mean() if b.size else np.nan, min_rank=b.mean(axis=0).min() if b.size else np.nan,
+                        max_rank=b.mean(axis=0).max() if b.size else np.nan,
+                        model=m.mean() if m is not None and m.size else np.nan,
+                        matches=match if m is not None else np.nan)
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["bytes", "min_rank", "max_rank", "model", "matches"])
+
+
+def parallel_layout(run: Run) -> dict:
+    """attention strategy and degrees: U (ulysses), R (ring), D (data parallel), plus ring settings.
+    Falls back to the deck's parallel section, and to U = R = 1 for files without them."""
+    a = run.attrs
+    par = run.config.get("parallel") or {}
+    U = int(float(a.get("ulysses", par.get("ulysses", 1)) or 1))
+    R = int(float(a.get("ring", par.get("ring", 1)) or 1))
+    D = a.get("data_parallel")
+    D = int(float(D)) if D is not None else max(run.ranks // max(U * R, 1), 1)
+    as_str = lambda v: str(v).lower() if isinstance(v, bool) else str(v)
+    return dict(attention=str(a.get("attention", "local" if U * R == 1 else "?")), U=U, R=R, D=D,
+                sequence_parallel=int(float(a.get("sequence_parallel", U * R))),
+                ring_layout=as_str(a.get("ring_layout", par.get("ring_layout", "zigzag"))),
+                ring_variant=as_str(a.get("ring_variant", par.get("ring_variant", "flash"))),
+                ring_overlap=as_str(a.get("ring_overlap", par.get("ring_overlap", "true"))))
 
 
 def timings_frame(runs) -> pd.DataFrame:
