@@ -108,8 +108,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
                 ctx.nranks, D, P, deck.parallel.ulysses, deck.parallel.ring, par.strategy_name().c_str(),
                 static_cast<long long>(S_local), static_cast<long long>(S));
     const auto describe = [&](const char* name, const ChunkSetting& set, int m, std::size_t per_token) {
-      const std::int64_t S = S_local;
-      const std::int64_t chunk = (S + effective_chunks(S, m) - 1) / effective_chunks(S, m);
+      const std::int64_t n = effective_chunks(S_local, m), chunk = (S_local + n - 1) / n;
       std::printf("mst: %s = %d (%s), chunks of <= %lld tokens, %.2f MiB of intermediates each\n", name, m,
                   set.automatic ? "auto" : "deck", static_cast<long long>(chunk),
                   double(chunk) * double(per_token * sizeof(T)) / kMiB);
