@@ -49,6 +49,9 @@ class Communicator {
                            const std::string& op) = 0;
   virtual RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) = 0;
   virtual void wait(RequestPtr& request) = 0;  // completes and clears it (null: no-op)
+  // Lets a pending transfer progress without blocking (MPI moves large messages
+  // only inside MPI calls unless it has a progress thread); true when complete.
+  virtual bool test(RequestPtr& request) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.
   virtual std::unique_ptr<Communicator> split(int color, int key) const = 0;

@@ -87,6 +87,15 @@ void MpiCommunicator::wait(RequestPtr& request) {
   request.reset();
 }
 
+bool MpiCommunicator::test(RequestPtr& request) {
+  if (!request) return true;
+  auto* r = dynamic_cast<MpiRequest*>(request.get());
+  if (!r) throw std::logic_error("MpiCommunicator::test: not an MPI request");
+  int done = 0;
+  MPI_Test(&r->request, &done, MPI_STATUS_IGNORE);
+  return done != 0;  // the request stays for wait(), which then returns at once
+}
+
 void MpiCommunicator::barrier() { MPI_Barrier(comm_); }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) const {

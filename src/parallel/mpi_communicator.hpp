@@ -28,6 +28,7 @@ class MpiCommunicator final : public Communicator {
   RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override;
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override;
   void wait(RequestPtr& request) override;
+  bool test(RequestPtr& request) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) const override;
 

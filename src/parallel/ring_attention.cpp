@@ -16,6 +16,20 @@ Mat<T> k_rows(const Vec<T>& buf, std::int64_t rows, std::int64_t Gh) { return Ma
 template <class T>
 Mat<T> v_rows(const Vec<T>& buf, std::int64_t rows, std::int64_t Gh) { return Mat<T>(buf.data() + rows * Gh, rows, Gh); }
 
+// The block's query rows in slices, with a progress call between slices: MPI
+// (without a progress thread) moves a large message only inside MPI calls, so
+// this is what lets a transfer advance while the block computes.
+template <class F>
+void in_slices(std::int64_t rows, F&& slice) {
+  const std::int64_t n = std::max<std::int64_t>(1, std::min<std::int64_t>(8, rows / 64));
+  for (std::int64_t s = 0; s < n; ++s) slice(rows * s / n, rows * (s + 1) / n);
+}
+
+template <class V>
+auto row_range(const V& v, std::int64_t b, std::int64_t e) {
+  return Kokkos::subview(v, Kokkos::make_pair(b, e));
+}
+
 template <class To, class From>
 void cast_copy(const Mat<To>& to, const Mat<From>& from) {
   Kokkos::parallel_for("cast_copy", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {to.extent(0), to.extent(1)}),
@@ -76,8 +90,14 @@ Tracked<Mat<accum_t<T>>> RingAttention<T>::forward(const Mat<T>& o, const Mat<co
     }
     if (visible(b)) {
       const Vec<T> blk = buf[cur].view();
-      kernels::attention_forward<T>(o_blk.view(), lse_blk.view(), q, k_rows(blk, rows_[b], Gh),
-                                    v_rows(blk, rows_[b], Gh), q_pos, pos_[b].view(), head_dim_);
+      in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {
+        kernels::attention_forward<T>(rows(o_blk.view(), i0, i1), rows(lse_blk.view(), i0, i1), rows(q, i0, i1),
+                                      k_rows(blk, rows_[b], Gh), v_rows(blk, rows_[b], Gh), row_range(q_pos, i0, i1),
+                                      pos_[b].view(), head_dim_);
+        compat::fence("ring: slice done");
+        ring_.test(recv);
+        ring_.test(send);
+      });
       kernels::attention_merge<T>(o_acc.view(), lse.view(), o_blk.view(), lse_blk.view(), head_dim_);
     }
     if (recv || send) {
@@ -206,9 +226,14 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
     Kokkos::deep_copy(Kokkos::subview(g, Kokkos::make_pair(std::int64_t(0), n)), T(0));
     if (visible(b)) {
       const Vec<T> blk = buf[cur].view();
-      kernels::attention_backward<T>(dq, k_rows(g, rows_[b], Gh), v_rows(g, rows_[b], Gh), delta.view(), d_o, o, lse,
-                                     q, k_rows(blk, rows_[b], Gh), v_rows(blk, rows_[b], Gh), q_pos, pos_[b].view(),
-                                     head_dim_);
+      in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {  // dq rows (=their own), dK/dV (+=)
+        kernels::attention_backward<T>(rows(dq, i0, i1), k_rows(g, rows_[b], Gh), v_rows(g, rows_[b], Gh),
+                                       rows(delta.view(), i0, i1), rows(d_o, i0, i1), rows(o, i0, i1),
+                                       rows(lse, i0, i1), rows(q, i0, i1), k_rows(blk, rows_[b], Gh),
+                                       v_rows(blk, rows_[b], Gh), row_range(q_pos, i0, i1), pos_[b].view(), head_dim_);
+        compat::fence("ring: slice done");
+        for (auto* r : {&recv, &send, &recv_acc, &send_acc}) ring_.test(*r);
+      });
     }
     {
       ScopedPhase wait(timers_, "ring_wait");

@@ -8,7 +8,8 @@
 //                  backward: with the final O and LSE (no rescaling); dQ stays,
 //                  each block's dK/dV accumulate in a buffer that travels with it
 //                  and arrives home after R hops; each hop's transfer overlaps the
-//                  next block's compute.
+//                  next block's compute. Blocks are computed in slices of query
+//                  rows with a progress call (Communicator::test) between slices.
 // rsa              the seed paper's two-phase Ring Self-Attention: a ring of K
 //                  blocks fills the [Sq, S] score matrix of every head, softmax,
 //                  then a ring of V blocks. It holds Hl x Sq x S scores (why the
