@@ -28,15 +28,29 @@ using Kokkos::Experimental::fabs;
 using Kokkos::Experimental::log1p;
 #endif
 
-// Labelled fence: Kokkos::fence(std::string) exists from 3.5.
+// Waits for the compute instance (the default execution space instance), and
+// only for it: a global Kokkos::fence() would also wait for the copy engine's
+// instance (src/memory/) and erase the overlap of transfers with compute.
+// Labelled instance fences exist from Kokkos 3.6.
 inline void fence(const std::string& label) {
-#if KOKKOS_VERSION >= 30500
-  Kokkos::fence(label);
+#if KOKKOS_VERSION >= 30600
+  Kokkos::DefaultExecutionSpace().fence(label);
 #else
   (void)label;
-  Kokkos::fence();
+  Kokkos::DefaultExecutionSpace().fence();
 #endif
 }
+
+// Host memory the device can copy to and from asynchronously: pinned memory on
+// CUDA builds (SharedHostPinnedSpace from Kokkos 4.0, CudaHostPinnedSpace before),
+// plain HostSpace on host builds.
+#if KOKKOS_VERSION >= 40000
+using HostPinnedSpace = Kokkos::SharedHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_CUDA)
+using HostPinnedSpace = Kokkos::CudaHostPinnedSpace;
+#else
+using HostPinnedSpace = Kokkos::HostSpace;
+#endif
 
 // Scoped profiling region (Kokkos::Profiling::ScopedRegion is 4.1+; push/pop are in 3.4).
 class ScopedRegion {

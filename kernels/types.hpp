@@ -28,6 +28,11 @@ template <class T> using accum_t = typename Accum<T>::type;
 
 constexpr std::int64_t kIgnoreLabel = -100;  // label excluded from the loss
 
+// The shape of a 2D tensor.
+struct Extent2 {
+  std::int64_t rows = 0, cols = 0;
+};
+
 // Row range [begin, end) of a matrix: a chunk of tokens, still LayoutRight.
 template <class View>
 auto rows(const View& m, std::size_t begin, std::size_t end) {

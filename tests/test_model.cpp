@@ -10,12 +10,14 @@
 #include <cmath>
 #include <numeric>
 
+#include "io/deck.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
 #include "test_util.hpp"
 
 using namespace minilst;
 using minilst::test::host;
+using minilst::test::iota;
 using minilst::test::rel_err;
 
 namespace {
@@ -39,14 +41,6 @@ TrainOptions train_options() {
   return t;
 }
 
-std::vector<std::int64_t> iota(std::int64_t n) {
-  std::vector<std::int64_t> p(n);
-  std::iota(p.begin(), p.end(), 0);
-  return p;
-}
-
-
-
 struct Result {
   double loss;
   std::vector<double> grads;
@@ -59,8 +53,6 @@ Result gradients(const ModelConfig& cfg, const ModelOptions& opts, const std::ve
 }
 
 const std::int64_t kSeq = 19;
-
-std::string to_string_policy(MemoryPolicy p) { return p == MemoryPolicy::full ? "full" : "checkpoint"; }
 
 std::vector<Batch> one_batch() { return {synthetic_batch(29, kSeq, 3, 0, 0)}; }
 
@@ -214,7 +206,7 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
         }
         const auto model = predict_memory(cfg, o, sh.S, sizeof(double), sizeof(double));
         const std::string where = "V=" + std::to_string(sh.V) + " I=" + std::to_string(sh.I) + " policy " +
-                                  to_string_policy(policy) + " chunks " + std::to_string(m);
+                                  to_string(policy) + " chunks " + std::to_string(m);
         for (auto c : {MemCategory::weights, MemCategory::gradients, MemCategory::optimizer,
                        MemCategory::activations, MemCategory::workspace})
           EXPECT_EQ(tracker.high_water(c), model.at(category_name(c))) << category_name(c) << ", " << where;

@@ -2,7 +2,8 @@
 // every strategy and layout that fits the world size (Ulysses with split and
 // replicated kv heads, ring flash and RSA, zigzag and contiguous, overlap on and
 // off, the 2D hybrid, the data-parallel remainder), with GQA/MQA/MHA, chunking,
-// checkpointing and sequence lengths that no degree divides, must reproduce the
+// every memory policy (offload kinds with 3 layers, so the device buffers wrap)
+// and sequence lengths that no degree divides, must reproduce the
 // single-rank loss and gradients to 1e-10 relative in double; the bytes each
 // rank sends must equal the analytic volume. Layout properties are checked too.
 #include <gtest/gtest.h>
@@ -32,7 +33,7 @@ int world_size() {
 struct Case {
   std::string name;
   ParallelConfig par;
-  int heads = 4, kv_heads = 2;
+  int heads = 4, kv_heads = 2, layers = 2;
   std::int64_t seq_len = 37;
   ModelOptions opts;
   int grad_accum = 1;
@@ -48,7 +49,7 @@ ModelConfig model_of(const Case& c) {
   m.hidden = 8 * c.heads;  // head dim 8
   m.heads = c.heads;
   m.kv_heads = c.kv_heads;
-  m.layers = 2;
+  m.layers = c.layers;
   m.intermediate = 20;
   m.vocab = 23;
   return m;
@@ -74,9 +75,7 @@ Result reference(const Case& c, int replicas) {
   std::vector<Batch> all;
   for (int d = 0; d < replicas; ++d)
     for (auto& b : sequences(c, d)) all.push_back(b);
-  std::vector<std::int64_t> pos(c.seq_len);
-  std::iota(pos.begin(), pos.end(), 0);
-  Trainer<double> t(model_of(c), c.opts, train(), pos, nullptr);
+  Trainer<double> t(model_of(c), ModelOptions{}, train(), minilst::test::iota(c.seq_len), nullptr);
   const double loss = t.compute_gradients(all);
   return {loss, host(t.grads().flat())};
 }
@@ -153,6 +152,17 @@ std::vector<Case> cases() {
     rn.par.overlap = false;
     rn.grad_accum = 2;
     out.push_back(rn);
+    auto ro = make("ring " + std::to_string(P) + " offload alpha 0.37, L=3, grad_accum 2", 1, P);
+    ro.opts.policy = MemoryPolicy::offload;
+    ro.opts.offload.alpha = 0.37;
+    ro.layers = 3;
+    ro.grad_accum = 2;
+    out.push_back(ro);
+    auto uo = make("ulysses " + std::to_string(P) + " checkpoint_offload, L=3, S=41", P, 1);
+    uo.opts.policy = MemoryPolicy::checkpoint_offload;
+    uo.layers = 3;
+    uo.seq_len = 41;
+    out.push_back(uo);
   }
   if (world_size() % 4 == 0) {
     out.push_back(make("hybrid 2x2 zigzag", 2, 2));
@@ -161,6 +171,18 @@ std::vector<Case> cases() {
     hc.opts.mlp_chunks = hc.opts.lm_head_chunks = 4;
     hc.opts.policy = MemoryPolicy::checkpoint;
     out.push_back(hc);
+    for (double alpha : {0.0, 0.37, 1.0}) {
+      auto ho = make("hybrid 2x2 offload alpha " + std::to_string(alpha).substr(0, 4) + ", L=3", 2, 2);
+      ho.opts.policy = MemoryPolicy::offload;
+      ho.opts.offload.alpha = alpha;
+      ho.layers = 3;
+      out.push_back(ho);
+    }
+    auto hk = make("hybrid 2x2 checkpoint_offload, L=3, MQA", 2, 2);
+    hk.opts.policy = MemoryPolicy::checkpoint_offload;
+    hk.layers = 3;
+    hk.kv_heads = 1;
+    out.push_back(hk);
     auto ku = make("ulysses 4 with 8 heads, 2 kv heads replicated", 4, 1);
     ku.heads = 8;
     out.push_back(ku);

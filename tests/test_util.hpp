@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "kernels/types.hpp"
@@ -12,6 +13,13 @@ namespace minilst::test {
 inline std::vector<double> host(const Vec<double>& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   return {h.data(), h.data() + h.extent(0)};
+}
+
+// Positions 0, 1, ..., n-1: all tokens of a sequence on one rank.
+inline std::vector<std::int64_t> iota(std::int64_t n) {
+  std::vector<std::int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  return p;
 }
 
 // Norm-wise relative error ||a - b|| / ||b||.

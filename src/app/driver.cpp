@@ -7,10 +7,11 @@
 #include <cstdio>
 #include <numeric>
 
+#include "app/plan.hpp"
 #include "io/metrics.hpp"
 #include "io/provenance.hpp"
 #include "io/tensor_dump.hpp"
-#include "model/chunking.hpp"
+#include "memory/offload_alpha.hpp"
 #include "model/flops.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
@@ -23,17 +24,74 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// The chunk counts of the MLP and the LM head: the deck's, or the smallest that
-// fits mst.chunk_budget_mib (auto).
-ModelOptions resolve_chunks(const Deck& deck, const ModelConfig& cfg, std::int64_t S, std::size_t scalar_bytes) {
-  ModelOptions o = deck.options;
-  const double budget = deck.mst.budget_mib * kMiB;
-  const auto pick = [&](const ChunkSetting& set, std::size_t per_token) {
-    return set.automatic ? chunks_for_budget(S, double(per_token * scalar_bytes), budget) : set.count;
+// Host memory for offloaded activations, per rank: the deck's, or (auto) 3/4 of
+// the node's physical memory shared by the ranks on the node. The smallest over
+// ranks, so every rank decides alike.
+double host_budget_bytes(const Deck& deck, MPI_Comm comm) {
+  double budget = deck.memory.host_budget_mib * kMiB;
+  if (deck.memory.host_budget_auto) {
+    MPI_Comm node;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int local_ranks = 1;
+    MPI_Comm_size(node, &local_ranks);
+    MPI_Comm_free(&node);
+    budget = 0.75 * double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / local_ranks;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &budget, 1, MPI_DOUBLE, MPI_MIN, comm);
+  return budget;
+}
+
+// What the offload policies decided before the first step and measured in it.
+struct OffloadRun {
+  bool on = false;               // checkpoint_offload or offload
+  bool alpha_auto = false;
+  double budget = 0;             // host bytes per rank
+  double alpha_host_max = 1;     // the budget's bound on alpha
+  double alpha_max_used = 0;     // the largest alpha of the run (sizes the host buffers)
+  double bandwidth = 0;          // measured in the first step, bytes/s
+  double layer_seconds = 0;      // measured in the first step
+};
+
+// Checks the host budget against the analytic footprint and, for offload with
+// alpha auto, starts at the largest alpha the budget allows. Returns an error
+// message (the same on every rank) or "".
+template <class T>
+std::string plan_offload(const Deck& deck, const ModelConfig& cfg, ModelOptions& opts, std::int64_t S_local,
+                         MPI_Comm comm, OffloadRun& run) {
+  run.on = uses_host_memory(opts.policy);
+  if (!run.on) return "";
+  long long S = S_local;  // the busiest rank decides
+  MPI_Allreduce(MPI_IN_PLACE, &S, 1, MPI_LONG_LONG, MPI_MAX, comm);
+  run.budget = host_budget_bytes(deck, comm);
+  run.alpha_auto = opts.policy == MemoryPolicy::offload && deck.memory.alpha_auto;
+  run.alpha_host_max = host_alpha_max(cfg, opts.policy, S, sizeof(T), sizeof(accum_t<T>), run.budget);
+  const auto mib = [](double b) {
+    char text[48];
+    std::snprintf(text, sizeof text, "%.2f MiB", b / kMiB);
+    return std::string(text);
   };
-  o.mlp_chunks = pick(deck.mst.mlp, MlpBlock<float>::workspace_per_token(cfg));
-  o.lm_head_chunks = pick(deck.mst.lm_head, LmHeadLoss<float>::workspace_per_token(cfg));
-  return o;
+  const auto needs = [&](double alpha) {
+    return mib(double(predict_host_offload(cfg, opts.policy, alpha, S, sizeof(T), sizeof(accum_t<T>))));
+  };
+  const std::string budget = "memory.host_budget_mib allows " + mib(run.budget) + " per rank" +
+                             (deck.memory.host_budget_auto ? " (auto: 3/4 of the node's memory / its ranks)" : "");
+  if (run.alpha_host_max < 0)
+    return "memory.policy " + to_string(opts.policy) + " needs " + needs(0.0) + " of host memory per rank" +
+           (opts.policy == MemoryPolicy::offload ? " even at memory.offload_alpha = 0" : "") + ", but " + budget;
+  if (opts.policy == MemoryPolicy::offload) {
+    if (run.alpha_auto) {
+      opts.offload.alpha = std::min(1.0, run.alpha_host_max);  // the warm-up step measures at the largest alpha
+    } else if (opts.offload.alpha > run.alpha_host_max) {
+      char alpha[64];
+      std::snprintf(alpha, sizeof alpha, "%g", opts.offload.alpha);
+      char largest[32];
+      std::snprintf(largest, sizeof largest, "%.4f", run.alpha_host_max);
+      return std::string("memory.offload_alpha = ") + alpha + " needs " + needs(opts.offload.alpha) +
+             " of host memory per rank, but " + budget + " (the largest alpha that fits: " + largest + ")";
+    }
+  }
+  run.alpha_max_used = opts.policy == MemoryPolicy::offload ? opts.offload.alpha : 0.0;
+  return "";
 }
 
 std::string metrics_path(const std::string& configured) {
@@ -80,6 +138,26 @@ void print_summary(const RunSummary& s, const std::string& path) {
   if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
 }
 
+// offload with alpha auto, after the warm-up step: MEMO's alpha from what it
+// measured (copy bandwidth, one layer's forward), the smallest over ranks.
+template <class T>
+void choose_alpha(const ModelConfig& cfg, std::int64_t S_local, ActivationStore<T>& store, OffloadRun& run,
+                  MPI_Comm comm, bool root) {
+  const auto bytes = offload_layer_bytes(cfg, S_local, sizeof(T), sizeof(accum_t<T>));
+  AlphaInputs in{bytes.x, bytes.o, bytes.rest, run.bandwidth, run.layer_seconds, run.alpha_host_max};
+  double alpha = solve_alpha(in);
+  MPI_Allreduce(MPI_IN_PLACE, &alpha, 1, MPI_DOUBLE, MPI_MIN, comm);
+  store.set_alpha(alpha);
+  if (root) {
+    std::printf("offload: alpha = %.4f (auto: measured %.2f GB/s and %.4f s of forward per layer; one layer moves "
+                "%.2f MiB of x, %.2f MiB of o + lse and alpha x %.2f MiB of q, k, v, y; time bound %.4f, host "
+                "bound %.4f)\n",
+                alpha, run.bandwidth / 1e9, run.layer_seconds, bytes.x / kMiB, bytes.o / kMiB, bytes.rest / kMiB,
+                alpha_for_time(in), run.alpha_host_max);
+    std::fflush(stdout);
+  }
+}
+
 template <class T>
 int run_typed(const Deck& deck, const RunContext& ctx) {
   const bool root = ctx.rank == 0;
@@ -96,7 +174,13 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   ParallelSetup par(ctx.comm, deck.parallel, S);
   const auto& positions = par.local_positions();
   const std::int64_t S_local = std::int64_t(positions.size());  // chunking cuts the local tokens
-  const ModelOptions opts = resolve_chunks(deck, cfg, S_local, sizeof(T));
+  ModelOptions opts = resolve_chunks(deck, cfg, S_local, sizeof(T));
+  OffloadRun offload;
+  const std::string offload_error = plan_offload<T>(deck, cfg, opts, S_local, ctx.comm, offload);
+  if (!offload_error.empty()) {  // before anything is allocated; the same verdict on every rank
+    if (root) std::fprintf(stderr, "error: deck: %s\n", offload_error.c_str());
+    return 2;
+  }
   PhaseTimers timers;
   Trainer<T> trainer(cfg, opts, train, positions, &timers, par.attention_factory<T>(cfg, &timers));
   const int D = par.dp_size(), P = deck.parallel.sequence_parallel();
@@ -115,6 +199,17 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     };
     describe("mlp_chunks", deck.mst.mlp, opts.mlp_chunks, MlpBlock<T>::workspace_per_token(cfg));
     describe("lm_head_chunks", deck.mst.lm_head, opts.lm_head_chunks, LmHeadLoss<T>::workspace_per_token(cfg));
+    if (offload.on) {
+      const auto& store = trainer.activations();
+      std::printf("offload: copy engine %s, host budget %.0f MiB per rank (%s), host memory %.2f MiB per rank",
+                  store.engine()->name().c_str(), offload.budget / kMiB, deck.memory.host_budget_auto ? "auto" : "deck",
+                  double(predict_host_offload(cfg, opts.policy, opts.offload.alpha, S_local, sizeof(T),
+                                              sizeof(accum_t<T>))) / kMiB);
+      if (opts.policy == MemoryPolicy::offload)
+        std::printf(", alpha %s %.4f%s", offload.alpha_auto ? "auto: warm-up at" : "=", opts.offload.alpha,
+                    offload.alpha_host_max < 1 ? " (bounded by the host budget)" : "");
+      std::printf("\n");
+    }
   }
 
   RunMetrics metrics;
@@ -131,6 +226,13 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     std::vector<Batch> local;
     for (const auto& b : batches_of(deck, step, par.dp_index())) local.push_back(par.shard(b));
     double loss = trainer.compute_gradients(local, 1.0 / D);
+    const auto moved = trainer.activations().take_counters();  // every copy of the step is complete
+    timers.add("copy_engine_busy", moved.busy_seconds);
+    if (step == 0 && offload.on) {
+      offload.bandwidth = moved.busy_seconds > 0 ? double(moved.bytes_to_host + moved.bytes_to_device) / moved.busy_seconds : 0;
+      offload.layer_seconds = trainer.activations().forward_layer_seconds();
+      if (offload.alpha_auto) choose_alpha<T>(cfg, S_local, trainer.activations(), offload, ctx.comm, root);
+    }
     if (ctx.nranks > 1) {  // every rank shares the weights: sum the partial, 1/D-scaled gradients
       ScopedPhase phase(&timers, "comm");
       const auto g = trainer.grads().flat();
@@ -156,7 +258,8 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     compat::fence("end of step");
     timers.add("step", wall.seconds() - dump_seconds);
 
-    metrics.steps.push_back({loss, gnorm, timers.all(), par.take_comm_bytes()});
+    metrics.steps.push_back({loss, gnorm, timers.all(), par.take_comm_bytes(),
+                             {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}}});
     if (root) {
       const double t = timers.get("step");
       std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB%s\n",
@@ -173,8 +276,11 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.memory["device_total"] = tracker.device_high_water();
   metrics.comm_model = predict_comm_bytes(cfg, opts, deck.parallel, par.layout(), par.sp_rank(), ctx.nranks,
                                           deck.run.grad_accum, sizeof(T));
-  if (P == 1)  // the analytic model covers local attention (no sequence-parallel buffers yet)
-    metrics.memory_model = predict_memory(cfg, opts, S, sizeof(T), sizeof(accum_t<T>));
+  if (P == 1) {  // the analytic model covers local attention (no sequence-parallel buffers yet)
+    ModelOptions sized = opts;  // host buffers are sized by the largest alpha of the run
+    sized.offload.alpha = offload.alpha_max_used;
+    metrics.memory_model = predict_memory(cfg, sized, S, sizeof(T), sizeof(accum_t<T>));
+  }
   metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);
   metrics.attributes["precision"] = deck.run.precision;
   metrics.attributes["memory_policy"] = to_string(opts.policy);
@@ -193,6 +299,18 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
   metrics.integers["mlp_chunks"] = effective_chunks(S, opts.mlp_chunks);
   metrics.integers["lm_head_chunks"] = effective_chunks(S, opts.lm_head_chunks);
+  if (offload.on) {
+    metrics.attributes["offload_engine"] = trainer.activations().engine()->name();
+    metrics.reals["offload_bandwidth_measured_gbs"] = offload.bandwidth / 1e9;
+    metrics.reals["offload_layer_forward_s"] = offload.layer_seconds;
+    metrics.reals["offload_bandwidth_cap_gbs"] = opts.offload.bandwidth_gbs;
+    metrics.reals["offload_host_budget_mib"] = offload.budget / kMiB;
+    if (opts.policy == MemoryPolicy::offload) {
+      metrics.reals["offload_alpha"] = trainer.activations().alpha();
+      metrics.attributes["offload_alpha_mode"] = offload.alpha_auto ? "auto" : "deck";
+      metrics.integers["offload_host_rows"] = trainer.activations().host_rows();
+    }
+  }
   metrics.attributes["mlp_chunks_mode"] = deck.mst.mlp.automatic ? "auto" : "deck";
   metrics.attributes["lm_head_chunks_mode"] = deck.mst.lm_head.automatic ? "auto" : "deck";
 

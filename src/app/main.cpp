@@ -1,5 +1,7 @@
 // minilst: the command line.
 //   minilst run DECK [--set section.key=value]...   run a deck
+//   minilst plan DECK [--set ...] [--format json]     predicted memory per rank, without running
+//           [--device-mib X] [--host-mib Y] [--max-seq-len]   ... and the longest sequence that fits
 //   minilst keys                                    list every deck key, default and rule
 //   minilst --help | --version                      (--kokkos-* flags go to Kokkos)
 // Exit codes: 0 valid run, 1 runtime error, 2 bad command line or deck, 3 INVALID run.
@@ -18,6 +20,7 @@
 #endif
 
 #include "app/driver.hpp"
+#include "app/plan.hpp"
 #include "io/provenance.hpp"
 
 namespace {
@@ -65,6 +68,14 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   run->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
   run->allow_extras();
   auto* keys = app.add_subcommand("keys", "list every deck key with its default and rule");
+  minilst::PlanArgs plan_args;
+  auto* plan = app.add_subcommand("plan", "predict one rank's memory and FLOPs for a deck, without running it");
+  plan->add_option("deck", deck_path, "YAML input deck")->required();
+  plan->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+  plan->add_option("--format", plan_args.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  plan->add_option("--device-mib", plan_args.device_mib, "device memory budget per rank, MiB")->check(CLI::PositiveNumber);
+  plan->add_option("--host-mib", plan_args.host_mib, "host memory budget per rank, MiB")->check(CLI::PositiveNumber);
+  plan->add_flag("--max-seq-len", plan_args.max_seq_len, "print the longest run.seq_len that fits the budgets");
 
   try {
     app.parse(argc, argv);
@@ -85,6 +96,8 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   }
+
+  if (plan->parsed()) return ctx.rank == 0 ? minilst::run_plan(deck, plan_args) : 0;
 
   initialize_kokkos(argc, argv);
   int code = 1;

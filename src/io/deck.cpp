@@ -21,6 +21,8 @@ struct KeySpec {
   double min = 0;                    // Int/Float: inclusive lower bound
   std::vector<std::string> choices;  // Choice
   std::string help;
+  double max = HUGE_VAL;             // Float: inclusive upper bound
+  bool or_auto = false;              // Float: `auto` is a value too
   std::string name() const { return section + "." + key; }
 };
 
@@ -54,7 +56,16 @@ const std::vector<KeySpec>& schema() {
       {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto"},
       {"mst", "chunk_budget_mib", "256", Kind::Float, 1e-300, {},
        "auto: smallest M whose chunk intermediates fit this many MiB (> 0)"},
-      {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint"}, "activations kept for backward"},
+      {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint", "checkpoint_offload", "offload"},
+       "activations kept for backward (offload kinds: in host memory)"},
+      {"memory", "offload_alpha", "auto", Kind::Float, 0, {},
+       "offload: token fraction of q, k, v, y in host memory, the rest recomputed; auto = fit the copy "
+       "into a layer's compute", 1.0, true},
+      {"memory", "offload_bandwidth_gbs", "0", Kind::Float, 0, {},
+       "host copy engine: modelled host link in GB/s (0 = unthrottled; host builds only)"},
+      {"memory", "host_budget_mib", "auto", Kind::Float, 1e-300, {},
+       "host memory for offloaded activations per rank (> 0); auto = 3/4 of the node's memory / its ranks",
+       HUGE_VAL, true},
       {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>_<jobid|pid>.h5"},
       {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
   };
@@ -117,13 +128,17 @@ Value convert(const KeySpec& spec, const std::string& text) {
         throw DeckError(where + "must be >= " + std::to_string(static_cast<long long>(spec.min)));
       break;
     case Kind::Float:
+      if (spec.or_auto && text == "auto") break;
       try { v.f = std::stod(text, &used); } catch (...) { used = 0; }
       if (used == 0 || used != text.size() || !std::isfinite(v.f))
-        throw DeckError(where + "expected a finite number");
+        throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : ""));
       v.text = yaml_float(v.f);
-      if (v.f < spec.min) {
+      if (v.f < spec.min || v.f > spec.max) {
         std::ostringstream msg;
-        msg << where << "must be " << (spec.min > 0 ? "> 0" : ">= " + std::to_string(spec.min));
+        if (spec.max < HUGE_VAL)
+          msg << where << "must be in [" << spec.min << ", " << spec.max << "]";
+        else
+          msg << where << "must be " << (spec.min > 0 ? "> 0" : ">= " + yaml_float(spec.min));
         throw DeckError(msg.str());
       }
       break;
@@ -154,7 +169,15 @@ void check(bool ok, const std::string& message) {
 
 }  // namespace
 
-std::string to_string(MemoryPolicy p) { return p == MemoryPolicy::full ? "full" : "checkpoint"; }
+std::string to_string(MemoryPolicy p) {
+  switch (p) {
+    case MemoryPolicy::full: return "full";
+    case MemoryPolicy::checkpoint: return "checkpoint";
+    case MemoryPolicy::checkpoint_offload: return "checkpoint_offload";
+    case MemoryPolicy::offload: return "offload";
+  }
+  return "?";
+}
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
   if (!std::filesystem::is_regular_file(path)) throw DeckError("deck: file '" + path + "' not found");
@@ -216,7 +239,13 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.weight_decay = v["run.weight_decay"].f;
   r.init_std = v["run.init_std"].f;
   r.norm_init_noise = v["run.norm_init_noise"].f;
-  d.options.policy = v["memory.policy"].text == "full" ? MemoryPolicy::full : MemoryPolicy::checkpoint;
+  for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload})
+    if (v["memory.policy"].text == to_string(p)) d.options.policy = p;
+  d.memory.alpha_auto = v["memory.offload_alpha"].text == "auto";
+  d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : v["memory.offload_alpha"].f;
+  d.options.offload.bandwidth_gbs = v["memory.offload_bandwidth_gbs"].f;
+  d.memory.host_budget_auto = v["memory.host_budget_mib"].text == "auto";
+  d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : v["memory.host_budget_mib"].f;
   const auto chunks = [&](const std::string& key) {
     return ChunkSetting{v[key].text == "auto", v[key].text == "auto" ? 0 : int(v[key].i)};
   };
@@ -273,7 +302,8 @@ std::string deck_key_reference() {
     } else if (k.kind == Kind::Int) {
       rule = "integer >= " + std::to_string(static_cast<long long>(k.min));
     } else if (k.kind == Kind::Float) {
-      rule = "number";
+      rule = k.max < HUGE_VAL ? "number in [" + yaml_float(k.min) + ", " + yaml_float(k.max) + "]" : "number";
+      if (k.or_auto) rule += " | auto";
     } else {
       rule = "path";
     }

@@ -36,6 +36,12 @@ struct MstConfig {  // mini-sequence MLP and LM head
   double budget_mib = 256;
 };
 
+struct MemoryConfig {  // memory.*: the activation policy's run-time choices
+  bool alpha_auto = true;         // memory.offload_alpha: auto (solved from the warm-up step)
+  double host_budget_mib = 0;     // memory.host_budget_mib (resolved when auto)
+  bool host_budget_auto = true;   // auto: 3/4 of the node's memory, shared by its ranks
+};
+
 struct OutputConfig {
   std::string metrics;  // HDF5 metrics file path ("auto": minilst_<UTC time>_<job or pid>.h5)
   std::string dump;     // tensor dump path ("" = none)
@@ -46,7 +52,8 @@ struct Deck {
   RunConfig run;
   MstConfig mst;
   ParallelConfig parallel;
-  ModelOptions options;  // memory.policy; the chunk counts are resolved by resolve_chunks
+  ModelOptions options;  // memory.policy, offload alpha and bandwidth; chunk counts resolved by resolve_chunks
+  MemoryConfig memory;
   OutputConfig output;
   std::string path;           // the deck file
   std::string resolved_yaml;  // every key with its resolved value

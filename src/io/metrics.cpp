@@ -12,10 +12,16 @@
 namespace minilst {
 
 const std::vector<std::string>& metric_phases() {
-  static const std::vector<std::string> phases = {"step",      "forward", "backward", "attention", "mlp",
-                                                  "lm_head",   "recompute", "comm",   "alltoall",  "ring_wait",
-                                                  "optimizer"};
+  static const std::vector<std::string> phases = {
+      "step",     "forward",   "backward",     "attention",     "mlp",          "lm_head",   "recompute",
+      "comm",     "alltoall",  "ring_wait",    "offload_wait",  "prefetch_wait", "copy_engine_busy",
+      "optimizer"};
   return phases;
+}
+
+const std::vector<std::string>& metric_offload_directions() {
+  static const std::vector<std::string> directions = {"to_host", "to_device"};
+  return directions;
 }
 
 const std::vector<std::string>& metric_comm_ops() {
@@ -71,6 +77,16 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
   MPI_Gather(bytes_mine.data(), int(bytes_mine.size()), MPI_UINT64_T, bytes_all.data(), int(bytes_mine.size()),
              MPI_UINT64_T, 0, comm);
   MPI_Gather(mem_mine.data(), int(mem_mine.size()), MPI_UINT64_T, mem_all.data(), int(mem_mine.size()),
+             MPI_UINT64_T, 0, comm);
+  const auto& dirs = metric_offload_directions();
+  const int ndirs = int(dirs.size());
+  std::vector<std::uint64_t> moved_mine(std::size_t(nsteps) * ndirs), moved_all(rank == 0 ? moved_mine.size() * nranks : 0);
+  for (int s = 0; s < nsteps; ++s)  // [steps, directions]
+    for (int k = 0; k < ndirs; ++k) {
+      const auto it = local.steps[s].offload_bytes.find(dirs[k]);
+      moved_mine[std::size_t(s) * ndirs + k] = it == local.steps[s].offload_bytes.end() ? 0 : it->second;
+    }
+  MPI_Gather(moved_mine.data(), int(moved_mine.size()), MPI_UINT64_T, moved_all.data(), int(moved_mine.size()),
              MPI_UINT64_T, 0, comm);
 
   RunSummary summary;
@@ -131,6 +147,7 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
     for (const auto& [k, v] : local.attributes) h5::attr(f, k, v);
     for (const auto& [k, v] : local.integers) h5::attr(f, k, v);
+    for (const auto& [k, v] : local.reals) h5::attr(f, k, v);
     h5::attr(f, "tokens_per_step", local.tokens_per_step);
 
     h5::write(f, "loss", loss, {hsize_t(nsteps)}, "1");
@@ -161,6 +178,13 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
       std::vector<std::int64_t> model(nranks);
       for (int r = 0; r < nranks; ++r) model[r] = at(r, nsteps);
       h5::write(f, "comm/" + ops[o] + "/model_bytes", model, {hsize_t(nranks)}, "B per step");
+    }
+    for (int k = 0; k < ndirs; ++k) {
+      std::vector<std::int64_t> b(std::size_t(nsteps) * nranks);  // [steps, ranks]
+      for (int s = 0; s < nsteps; ++s)
+        for (int r = 0; r < nranks; ++r)
+          b[std::size_t(s) * nranks + r] = std::int64_t(moved_all[(std::size_t(r) * nsteps + s) * ndirs + k]);
+      h5::write(f, "offload/bytes_" + dirs[k], b, {hsize_t(nsteps), hsize_t(nranks)}, "B");
     }
     for (const auto& [k, v] : summary.memory_model)
       h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");

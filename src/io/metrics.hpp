@@ -4,6 +4,7 @@
 //   /memory/<category> [ranks] B       /memory/model/<category> [ranks] B (analytic)
 //   /throughput/{tokens_per_s, model_tflops} [steps]
 //   /comm/<op>/bytes [steps, ranks] B sent to other ranks   /comm/<op>/model_bytes [ranks] (analytic, per step)
+//   /offload/bytes_to_host, /offload/bytes_to_device [steps, ranks] B moved by the copy engine
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
 #pragma once
 
@@ -20,12 +21,15 @@ namespace minilst {
 const std::vector<std::string>& metric_phases();
 // The communication operations every rank reports (/comm/<op>/bytes).
 const std::vector<std::string>& metric_comm_ops();
+// The copy engine's directions every rank reports (/offload/bytes_<direction>).
+const std::vector<std::string>& metric_offload_directions();
 
 struct StepMetrics {
   double loss = 0;
   double grad_norm = 0;
   std::map<std::string, double> seconds;  // phase -> seconds (this rank)
   std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes sent to other ranks
+  std::map<std::string, std::uint64_t> offload_bytes;  // to_host | to_device -> bytes the copy engine moved
 };
 
 struct RunMetrics {
@@ -35,6 +39,7 @@ struct RunMetrics {
   std::map<std::string, std::uint64_t> comm_model;    // operation -> analytic bytes per step (this rank)
   std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
   std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
+  std::map<std::string, double> reals;            // root floating-point attributes (offload measurements)
   std::string config_yaml;
   int warmup_steps = 0;
   double tokens_per_step = 0;   // global tokens of one optimizer step

@@ -2,7 +2,9 @@
 // q, k, v (after RoPE) and gets o back; it does not know whether the other
 // tokens live on this rank (LocalAttention), arrive by all-to-all (Ulysses) or
 // travel around a ring. What the backward needs beyond q, k, v, o (the
-// log-sum-exp rows) is returned by forward and kept by the layer's saved state.
+// log-sum-exp rows, the "statistics") is written by forward into a buffer the
+// caller provides in the shape the strategy names (stats_shape): the activation
+// store keeps it with the layer's other saved tensors.
 //   S local tokens, H query heads, G kv heads, h head dim.
 #pragma once
 
@@ -20,9 +22,11 @@ class AttentionStrategy {
   using A = accum_t<T>;
   virtual ~AttentionStrategy() = default;
   virtual std::string name() const = 0;
-  // o: [S, H*h] (=). Returns the strategy's saved statistics, counted in `category`.
-  virtual Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
-                                  const Mat<const T>& v, MemCategory category) = 0;
+  // Shape of the statistics forward saves for q of `rows` local tokens and `heads` query heads.
+  virtual Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const = 0;
+  // o: [S, H*h] (=), stats: stats_shape(S, H) (=).
+  virtual void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
+                       const Mat<const T>& v) = 0;
   // dq: [S, H*h], dk, dv: [S, G*h] (=).
   virtual void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                         const Mat<const T>& o, const Mat<const A>& saved, const Mat<const T>& q,
@@ -44,20 +48,20 @@ class LocalAttention final : public AttentionStrategy<T> {
   }
   std::string name() const override { return "local"; }
 
-  Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
-                          const Mat<const T>& v, MemCategory category) override {
-    Tracked<Mat<A>> lse("lse", category, q.extent(0), q.extent(1) / head_dim_);  // [S, H]
-    kernels::attention_forward<T>(o, lse.view(), q, k, v, pos_, pos_, head_dim_);
-    return lse;
+  Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const override { return {rows, heads}; }  // lse [S, H]
+
+  void forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
+               const Mat<const T>& v) override {
+    kernels::attention_forward<T>(o, lse, q, k, v, pos_, pos_, head_dim_);
   }
 
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q,
                 const Mat<const T>& k, const Mat<const T>& v) override {
     Tracked<Mat<A>> delta("attn_delta", MemCategory::workspace, lse.extent(0), lse.extent(1));
-    Kokkos::deep_copy(dq, T(0));
-    Kokkos::deep_copy(dk, T(0));
-    Kokkos::deep_copy(dv, T(0));
+    Kokkos::deep_copy(ExecSpace(), dq, T(0));
+    Kokkos::deep_copy(ExecSpace(), dk, T(0));
+    Kokkos::deep_copy(ExecSpace(), dv, T(0));
     kernels::attention_backward<T>(dq, dk, dv, delta.view(), d_o, o, lse, q, k, v, pos_, pos_, head_dim_);
   }
 

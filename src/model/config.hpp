@@ -18,12 +18,24 @@ struct ModelConfig {
   int head_dim() const { return hidden / heads; }  // h
 };
 
-enum class MemoryPolicy { full, checkpoint };
+// What the forward keeps for the backward (src/memory/activation_store.hpp):
+//   full                every layer's input and saved tensors on the device
+//   checkpoint          every layer's input on the device; the attention block recomputed
+//   checkpoint_offload  checkpoint, the layer inputs in host memory (two device buffers)
+//   offload             MEMO: inputs, o and lse in host memory, a token fraction alpha of
+//                       q, k, v, y too, the other tokens recomputed (two device buffers)
+enum class MemoryPolicy { full, checkpoint, checkpoint_offload, offload };
+
+struct OffloadOptions {
+  double alpha = 1.0;          // offload: token fraction of q, k, v, y kept in host memory
+  double bandwidth_gbs = 0.0;  // host copy engine: modelled link bandwidth (0 = unthrottled)
+};
 
 struct ModelOptions {
   MemoryPolicy policy = MemoryPolicy::full;
   int mlp_chunks = 1;       // mini-sequences of the MLP block (>= 1)
   int lm_head_chunks = 1;   // mini-sequences of the LM head + loss (>= 1)
+  OffloadOptions offload;
 };
 
 // Token range [begin, end) of chunk c when n tokens are cut into m chunks whose

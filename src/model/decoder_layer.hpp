@@ -2,13 +2,16 @@
 //   a = rmsnorm(x; w_attn);  q = rope(a Wq), k = rope(a Wk), v = a Wv
 //   o = attention(q, k, v);  y = x + o Wo                       (attention block)
 //   b = rmsnorm(y; w_mlp);   z = y + (silu(b Wg) * (b Wu)) Wd   (MLP block, in chunks)
-// The attention block saves q, k, v, o, its statistics and y (SavedLayer); the
-// MLP block (mlp_block.hpp) saves nothing: its backward recomputes each chunk's
+// The attention block writes what the backward reads (x's q, k, v, o, statistics,
+// y) into buffers of the activation store (LayerActivations); the layer never
+// knows whether they stay on the device, travel to host memory or are recomputed.
+// The MLP block (mlp_block.hpp) saves nothing: its backward recomputes each chunk's
 // gate/up from y (MsT / ALST tiled MLP), so the [S, I] intermediates never exist whole.
-// Weight gradients accumulate (+=); dx is overwritten (=).
+// Weight gradients accumulate (+=); dx and the activations are overwritten (=).
 #pragma once
 
 #include "io/phase_timers.hpp"
+#include "memory/activation_store.hpp"
 #include "model/attention_strategy.hpp"
 #include "model/config.hpp"
 #include "model/mlp_block.hpp"
@@ -17,30 +20,29 @@
 namespace minilst {
 
 template <class T>
-struct SavedLayer {  // what the backward of one layer reads (category: activations)
-  Tracked<Mat<T>> q, k, v;           // after rope: [S, H*h], [S, G*h], [S, G*h]
-  Tracked<Mat<T>> o;                 // [S, H*h]
-  Tracked<Mat<accum_t<T>>> attn;     // attention statistics, [S, H] (lse) for local attention
-  Tracked<Mat<T>> y;                 // [S, d] residual after the attention block
-  void reset() { q.reset(); k.reset(); v.reset(); o.reset(); attn.reset(); y.reset(); }
-};
-
-template <class T>
 class DecoderLayer {
  public:
   DecoderLayer(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
                Vec<const std::int64_t> positions, PhaseTimers* timers)
       : cfg_(cfg), mlp_(cfg, opts.mlp_chunks, timers), attention_(attention), pos_(positions), timers_(timers) {}
 
-  // saved := attention block of x;  x: [S, d]
-  void forward_attention(SavedLayer<T>& saved, const Mat<const T>& x, const LayerWeights<T>& w) const;
+  // a.q, a.k, a.v, a.o, a.stats, a.y := attention block of a.x
+  void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
+  // The same, token-wise, for `rows` only and without attention (o is given):
+  // q, k, v = rope(rmsnorm(x) W*) and y = x + o Wo on those rows (MEMO's recompute).
+  void recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range rows) const;
   // z := y + mlp(y);  z, y: [S, d]
   void forward_mlp(const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>& w) const { mlp_.forward(z, y, w); }
   // dx := d(loss)/dx from dz;  grads of w accumulate into dw
-  void backward(const Mat<T>& dx, const LayerWeights<T>& dw, const Mat<const T>& dz,
-                const SavedLayer<T>& saved, const Mat<const T>& x, const LayerWeights<T>& w) const;
+  void backward(const Mat<T>& dx, const LayerWeights<T>& dw, const Mat<const T>& dz, const LayerActivations<T>& a,
+                const LayerWeights<T>& w) const;
+  // The attention strategy's statistics shape for this layer's S tokens.
+  Extent2 stats_shape() const { return attention_.stats_shape(std::int64_t(pos_.extent(0)), cfg_.heads); }
 
  private:
+  // q, k, v rows := rope(rmsnorm(x rows) W*), for tokens [r.begin, r.end)
+  void project_qkv(const LayerActivations<T>& a, const LayerWeights<T>& w, Range r) const;
+
   ModelConfig cfg_;
   MlpBlock<T> mlp_;
   AttentionStrategy<T>& attention_;

@@ -16,7 +16,7 @@ double LmHeadLoss<T>::forward_backward(const Mat<T>& dx, const Mat<const T>& x,
   ScopedPhase phase(timers_, "lm_head");
   const std::int64_t S = x.extent(0);
   const int M = effective_chunks(S, chunks_);
-  Kokkos::deep_copy(dx, T(0));
+  Kokkos::deep_copy(ExecSpace(), dx, T(0));
   double loss_sum = 0;
   for (int c = 0; c < M; ++c) {
     const Range r = chunk_range(S, M, c);

@@ -14,7 +14,7 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
   ScopedPhase phase(timers_, "mlp");
   const std::int64_t S = y.extent(0);
   const int M = effective_chunks(S, chunks_);
-  Kokkos::deep_copy(z, y);  // residual: z = y + ...
+  Kokkos::deep_copy(ExecSpace(), z, y);  // residual: z = y + ...
   for (int c = 0; c < M; ++c) {
     const Range r = chunk_range(S, M, c);
     const auto yc = rows(y, r.begin, r.end);

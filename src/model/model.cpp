@@ -4,42 +4,65 @@
 
 namespace minilst {
 
+namespace {
+ActivationShapes shapes_of(const ModelConfig& c, std::int64_t S, Extent2 stats) {
+  const std::int64_t h = c.head_dim();
+  return {S, c.hidden, c.heads * h, c.kv_heads * h, stats};
+}
+
+// What the activation store may ask the layers to redo, with this step's weights.
+template <class T>
+class Recompute final : public LayerRecompute<T> {
+ public:
+  Recompute(const DecoderLayer<T>& layer, const ParamSet<T>& params) : layer_(layer), params_(params) {}
+  void attention_block(int l, const LayerActivations<T>& a) const override {
+    layer_.forward_attention(a, params_.layers[l]);
+  }
+  void token_rows(int l, const LayerActivations<T>& a, Range rows) const override {
+    layer_.recompute_rows(a, params_.layers[l], rows);
+  }
+
+ private:
+  const DecoderLayer<T>& layer_;
+  const ParamSet<T>& params_;
+};
+}  // namespace
+
+template <class T>
+Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
+                Vec<const std::int64_t> positions, PhaseTimers* timers)
+    : cfg_(cfg), layer_(cfg, opts, attention, positions, timers), head_(cfg, opts.lm_head_chunks, timers),
+      store_(opts, cfg.layers, shapes_of(cfg, std::int64_t(positions.extent(0)), layer_.stats_shape()), timers),
+      timers_(timers) {}
+
 template <class T>
 double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
-                                  const Vec<const std::int64_t>& tokens,
-                                  const Vec<const std::int64_t>& labels, double grad_scale) const {
+                                  const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
+                                  double grad_scale) {
   const std::size_t S = tokens.extent(0), d = cfg_.hidden;
   const int L = cfg_.layers;
-  const bool checkpoint = opts_.policy == MemoryPolicy::checkpoint;
-
-  // x[l]: input of layer l (the residual stream), x[L]: input of the final norm.
-  std::vector<Tracked<Mat<T>>> x(L + 1);
-  std::vector<SavedLayer<T>> saved(L);
   double loss_sum = 0;
   Tracked<Mat<T>> dx("x_grad", MemCategory::workspace, S, d);
   {
     ScopedPhase phase(timers_, "forward");
-    for (int l = 0; l <= L; ++l) x[l] = Tracked<Mat<T>>("x" + std::to_string(l), MemCategory::activations, S, d);
-    kernels::embedding_forward<T>(x[0].view(), tokens, params.embed);
+    kernels::embedding_forward<T>(store_.input(0), tokens, params.embed);
     for (int l = 0; l < L; ++l) {
-      layer_.forward_attention(saved[l], x[l].view(), params.layers[l]);
-      layer_.forward_mlp(x[l + 1].view(), saved[l].y.view(), params.layers[l]);
-      if (checkpoint) saved[l].reset();
+      const auto a = store_.forward_begin(l);
+      layer_.forward_attention(a, params.layers[l]);
+      layer_.forward_mlp(store_.input(l + 1), a.y, params.layers[l]);
+      store_.forward_end(l);
     }
-    loss_sum = head_.forward_backward(dx.view(), x[L].view(), labels, params, grads, grad_scale);
-    x[L].reset();
+    loss_sum = head_.forward_backward(dx.view(), store_.input(L), labels, params, grads, grad_scale);
+    store_.head_end();
   }
   {
     ScopedPhase phase(timers_, "backward");
     Tracked<Mat<T>> dx_in("x_grad_in", MemCategory::workspace, S, d);
+    const Recompute<T> redo(layer_, params);
     for (int l = L - 1; l >= 0; --l) {
-      if (checkpoint) {
-        ScopedPhase recompute(timers_, "recompute");
-        layer_.forward_attention(saved[l], x[l].view(), params.layers[l]);
-      }
-      layer_.backward(dx_in.view(), grads.layers[l], dx.view(), saved[l], x[l].view(), params.layers[l]);
-      saved[l].reset();
-      x[l].reset();
+      const auto a = store_.backward_begin(l, redo);
+      layer_.backward(dx_in.view(), grads.layers[l], dx.view(), a, params.layers[l]);
+      store_.backward_end(l);
       std::swap(dx, dx_in);  // dx := gradient w.r.t. this layer's input
     }
     kernels::embedding_backward<T>(grads.embed, tokens, dx.view());

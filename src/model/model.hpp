@@ -2,15 +2,13 @@
 // One call runs a micro-step's forward, loss and backward; the loss gradient is
 // known in the forward (fused cross-entropy), so the LM head's backward runs
 // chunk by chunk right after its forward and the [S, V] logits never exist.
-//
-// Activation policy (what the layers keep for their backward):
-//   full        every layer's SavedLayer (q, k, v, o, lse, y) and input x
-//   checkpoint  only every layer's input x; the attention block is recomputed
-//               from x right before the layer's backward
+// What the layers keep for their backward lives in the activation store
+// (memory/activation_store.hpp), whose policy is memory.policy.
 #pragma once
 
 #include <vector>
 
+#include "memory/activation_store.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
 
@@ -21,22 +19,23 @@ class Model {
  public:
   // positions: [S] global positions of the local tokens, also used by `attention`.
   Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
-        Vec<const std::int64_t> positions, PhaseTimers* timers)
-      : cfg_(cfg), opts_(opts), layer_(cfg, opts, attention, positions, timers),
-        head_(cfg, opts.lm_head_chunks, timers), timers_(timers) {}
+        Vec<const std::int64_t> positions, PhaseTimers* timers);
 
   // tokens, labels: [S]. Gradients accumulate (+=) into grads, scaled so that
   // grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
   // gradient. Returns the sum over local valid labels of the token losses.
   double forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
                           const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
-                          double grad_scale) const;
+                          double grad_scale);
+
+  ActivationStore<T>& activations() { return store_; }
+  const ActivationStore<T>& activations() const { return store_; }
 
  private:
   ModelConfig cfg_;
-  ModelOptions opts_;
   DecoderLayer<T> layer_;
   LmHeadLoss<T> head_;
+  ActivationStore<T> store_;
   PhaseTimers* timers_;
 };
 

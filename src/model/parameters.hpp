@@ -45,7 +45,7 @@ class ParamSet {
 
   const Vec<T>& flat() const { return storage_.view(); }
   const std::vector<TensorSlot>& slots() const { return slots_; }
-  void zero() const { Kokkos::deep_copy(storage_.view(), T(0)); }
+  void zero() const { Kokkos::deep_copy(ExecSpace(), storage_.view(), T(0)); }
 
  private:
   Tracked<Vec<T>> storage_;

@@ -40,6 +40,7 @@ class Trainer {
   void apply_optimizer();  // AdamW on all parameters; step count from 1
 
   const ParamSet<T>& params() const { return params_; }
+  ActivationStore<T>& activations() { return model_->activations(); }
   const ParamSet<T>& grads() const { return grads_; }
   double grad_norm() const;  // ||grads||_2 over all parameters
 

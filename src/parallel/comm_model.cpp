@@ -13,7 +13,9 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   const u64 q = u64(c.heads) / U;
   const u64 k = u64(c.kv_heads) % U == 0 ? u64(c.kv_heads) / U : 1;  // kv heads per member
   const u64 S_l = layout.positions(s).size(), S_g = layout.group_positions(int(r)).size();
-  const u64 passes = o.policy == MemoryPolicy::checkpoint ? 2 : 1;  // forward attention runs twice
+  // checkpoint kinds run the forward attention twice (offload recomputes no attention)
+  const bool recompute = o.policy == MemoryPolicy::checkpoint || o.policy == MemoryPolicy::checkpoint_offload;
+  const u64 passes = recompute ? 2 : 1;
 
   u64 a2a_fwd = 0, a2a_bwd = 0;
   if (U > 1) {

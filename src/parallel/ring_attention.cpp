@@ -57,19 +57,18 @@ RingAttention<T>::RingAttention(Communicator& ring, const std::vector<std::vecto
 }
 
 template <class T>
-Tracked<Mat<accum_t<T>>> RingAttention<T>::forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
-                                                   const Mat<const T>& v, MemCategory category) {
+void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
+                               const Mat<const T>& v) {
   const std::int64_t Sq = q.extent(0), Hh = q.extent(1), Gh = k.extent(1), Hl = Hh / head_dim_;
-  Tracked<Mat<A>> lse("lse", category, Sq, Hl);
-  Kokkos::deep_copy(lse.view(), -std::numeric_limits<A>::infinity());
+  Kokkos::deep_copy(ExecSpace(), lse, -std::numeric_limits<A>::infinity());
   if (variant_ == RingVariant::rsa) {
-    forward_rsa(o, lse.view(), q, k, v);
-    return lse;
+    forward_rsa(o, lse, q, k, v);
+    return;
   }
   Tracked<Vec<T>> buf[2] = {Tracked<Vec<T>>("ring_kv_a", MemCategory::comm, 2 * max_rows_ * Gh),
                             Tracked<Vec<T>>("ring_kv_b", MemCategory::comm, 2 * max_rows_ * Gh)};
-  Kokkos::deep_copy(k_rows(buf[0].view(), rows_[me_], Gh), k);
-  Kokkos::deep_copy(v_rows(buf[0].view(), rows_[me_], Gh), v);
+  Kokkos::deep_copy(ExecSpace(), k_rows(buf[0].view(), rows_[me_], Gh), k);
+  Kokkos::deep_copy(ExecSpace(), v_rows(buf[0].view(), rows_[me_], Gh), v);
   Tracked<Mat<A>> o_acc("ring_o_acc", MemCategory::workspace, Sq, Hh);
   Tracked<Mat<T>> o_blk("ring_o_block", MemCategory::workspace, Sq, Hh);
   Tracked<Mat<A>> lse_blk("ring_lse_block", MemCategory::workspace, Sq, Hl);
@@ -98,7 +97,7 @@ Tracked<Mat<accum_t<T>>> RingAttention<T>::forward(const Mat<T>& o, const Mat<co
         ring_.test(recv);
         ring_.test(send);
       });
-      kernels::attention_merge<T>(o_acc.view(), lse.view(), o_blk.view(), lse_blk.view(), head_dim_);
+      kernels::attention_merge<T>(o_acc.view(), lse, o_blk.view(), lse_blk.view(), head_dim_);
     }
     if (recv || send) {
       ScopedPhase wait(timers_, "ring_wait");
@@ -108,7 +107,6 @@ Tracked<Mat<accum_t<T>>> RingAttention<T>::forward(const Mat<T>& o, const Mat<co
     cur = 1 - cur;
   }
   cast_copy(o, o_acc.view());
-  return lse;
 }
 
 template <class T>
@@ -128,7 +126,7 @@ void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat
 
   // One ring pass of K (phase 1) or V (phase 2) blocks; `use` consumes block b.
   auto ring_pass = [&](const Mat<const T>& own, auto&& use) {
-    Kokkos::deep_copy(Mat<T>(buf[0].view().data(), rows_[me_], Gh), own);
+    Kokkos::deep_copy(ExecSpace(), Mat<T>(buf[0].view().data(), rows_[me_], Gh), own);
     int cur = 0;
     for (int t = 0; t < R_; ++t) {
       const int b = owner(t);
@@ -194,14 +192,14 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
                                 const Mat<const T>& k, const Mat<const T>& v) {
   const std::int64_t Sq = q.extent(0), Gh = k.extent(1), Hl = q.extent(1) / head_dim_;
   const std::int64_t max_n = 2 * max_rows_ * Gh;
-  Kokkos::deep_copy(dq, T(0));
+  Kokkos::deep_copy(ExecSpace(), dq, T(0));
   Tracked<Mat<A>> delta("attn_delta", MemCategory::workspace, Sq, Hl);
   Tracked<Vec<T>> buf[2] = {Tracked<Vec<T>>("ring_kv_a", MemCategory::comm, max_n),
                             Tracked<Vec<T>>("ring_kv_b", MemCategory::comm, max_n)};
   Tracked<Vec<T>> acc_in("ring_dkv_in", MemCategory::comm, max_n), acc_out("ring_dkv_out", MemCategory::comm, max_n);
   Tracked<Vec<T>> grad("ring_dkv_block", MemCategory::workspace, max_n);
-  Kokkos::deep_copy(k_rows(buf[0].view(), rows_[me_], Gh), k);
-  Kokkos::deep_copy(v_rows(buf[0].view(), rows_[me_], Gh), v);
+  Kokkos::deep_copy(ExecSpace(), k_rows(buf[0].view(), rows_[me_], Gh), k);
+  Kokkos::deep_copy(ExecSpace(), v_rows(buf[0].view(), rows_[me_], Gh), v);
   const auto q_pos = pos_[me_].view();
   RequestPtr send_acc;
   int cur = 0;
@@ -223,7 +221,7 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
     }
     // This block's dK/dV, computed while the accumulator of the block and the next block travel.
     const Vec<T> g = grad.view();
-    Kokkos::deep_copy(Kokkos::subview(g, Kokkos::make_pair(std::int64_t(0), n)), T(0));
+    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(g, Kokkos::make_pair(std::int64_t(0), n)), T(0));
     if (visible(b)) {
       const Vec<T> blk = buf[cur].view();
       in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {  // dq rows (=their own), dK/dV (+=)
@@ -260,8 +258,8 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
     ring_.wait(home);
     ring_.wait(send_acc);
   }
-  Kokkos::deep_copy(dk, k_rows(acc_in.view(), rows_[me_], Gh));
-  Kokkos::deep_copy(dv, v_rows(acc_in.view(), rows_[me_], Gh));
+  Kokkos::deep_copy(ExecSpace(), dk, k_rows(acc_in.view(), rows_[me_], Gh));
+  Kokkos::deep_copy(ExecSpace(), dv, v_rows(acc_in.view(), rows_[me_], Gh));
 }
 
 template class RingAttention<float>;

@@ -36,15 +36,18 @@ class RingAttention final : public AttentionStrategy<T> {
                 RingVariant variant, bool overlap, PhaseTimers* timers);
   std::string name() const override { return variant_ == RingVariant::flash ? "ring" : "ring-rsa"; }
 
-  Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k, const Mat<const T>& v,
-                          MemCategory category) override;
+  Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const override { return {rows, heads}; }  // lse
+  void forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
+               const Mat<const T>& v) override;
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override;
 
- private:
+  // The rsa variant's forward (public: CUDA's extended lambdas need an accessible enclosing function).
   void forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                    const Mat<const T>& v);
+
+ private:
   int owner(int step) const { return (me_ - step + R_) % R_; }
   bool visible(int block) const { return min_pos_[block] <= max_q_pos_; }  // any key before some query
 

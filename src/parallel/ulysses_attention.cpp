@@ -69,7 +69,7 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
     ScopedPhase phase(timers_, "alltoall");
     group_.alltoallv(y.data(), sc, sd, recv.view().data(), rc, rd, dtype_of<T>(), "alltoall");
   }
-  if (accumulate) Kokkos::deep_copy(x, T(0));
+  if (accumulate) Kokkos::deep_copy(ExecSpace(), x, T(0));
   for (int p = 0; p < U_; ++p) {  // members in order: replicas summed deterministically
     const auto hp = heads_of(p, kv);
     const std::int64_t off = rd[p], col0 = hp.first * h, w = hp.count * h;
@@ -84,15 +84,14 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
 }
 
 template <class T>
-Tracked<Mat<accum_t<T>>> UlyssesAttention<T>::forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k,
-                                                      const Mat<const T>& v, MemCategory category) {
+void UlyssesAttention<T>::forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
+                                  const Mat<const T>& v) {
   auto qg = scatter_heads(q, false, "ulysses_q");
   auto kg = scatter_heads(k, true, "ulysses_k");
   auto vg = scatter_heads(v, true, "ulysses_v");
   Tracked<Mat<T>> og("ulysses_o", MemCategory::comm, group_rows_, qg.view().extent(1));
-  auto lse = inner_->forward(og.view(), qg.view(), kg.view(), vg.view(), category);
+  inner_->forward(og.view(), stats, qg.view(), kg.view(), vg.view());
   gather_heads(o, og.view(), false, false);
-  return lse;
 }
 
 template <class T>

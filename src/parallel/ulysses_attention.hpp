@@ -31,8 +31,12 @@ class UlyssesAttention final : public AttentionStrategy<T> {
                    std::unique_ptr<AttentionStrategy<T>> inner, PhaseTimers* timers);
   std::string name() const override { return "ulysses+" + inner_->name(); }
 
-  Tracked<Mat<A>> forward(const Mat<T>& o, const Mat<const T>& q, const Mat<const T>& k, const Mat<const T>& v,
-                          MemCategory category) override;
+  // The inner strategy's statistics, over the group's tokens and this member's heads.
+  Extent2 stats_shape(std::int64_t, std::int64_t) const override {
+    return inner_->stats_shape(group_rows_, q_heads(me_, U_, H_).count);
+  }
+  void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
+               const Mat<const T>& v) override;
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override;
@@ -43,11 +47,13 @@ class UlyssesAttention final : public AttentionStrategy<T> {
     return G % U == 0 ? Heads{member * (G / U), G / U} : Heads{member / (U / G), 1};
   }
 
- private:
+  // The two all-to-alls (public: CUDA's extended lambdas need an accessible enclosing function).
   // x: [S_local, *] -> [S_group, heads(me) h]: scatter heads, gather tokens.
   Tracked<Mat<T>> scatter_heads(const Mat<const T>& x, bool kv, const char* label);
   // y: [S_group, heads(me) h] -> x: [S_local, *] (=, or += summing replicas when accumulate).
   void gather_heads(const Mat<T>& x, const Mat<const T>& y, bool kv, bool accumulate);
+
+ private:
   Heads heads_of(int member, bool kv) const { return kv ? kv_heads(member, U_, G_) : q_heads(member, U_, H_); }
 
   Communicator& group_;

@@ -38,7 +38,16 @@ set_ "model.layers = '-1': must be >= 1"                               model.lay
 set_ "model.vocab = '0': must be >= 2"                                 model.vocab=0
 set_ "model.layers = '2.5': expected an integer"                       model.layers=2.5
 set_ "run.precision = 'half': allowed values: float\|double"           run.precision=half
-set_ "memory.policy = 'offload': allowed values: full\|checkpoint"     memory.policy=offload
+set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|checkpoint_offload\|offload" memory.policy=swap
+set_ "memory.offload_alpha = '1.5': must be in \[0, 1\]"               memory.offload_alpha=1.5
+set_ "memory.offload_alpha = '-0.1': must be in \[0, 1\]"              memory.offload_alpha=-0.1
+set_ "memory.offload_alpha = 'half': expected a finite number or 'auto'" memory.offload_alpha=half
+set_ "memory.offload_bandwidth_gbs = '-2': must be >= 0"               memory.offload_bandwidth_gbs=-2
+set_ "memory.host_budget_mib = '0': must be > 0"                       memory.host_budget_mib=0
+set_ "memory.policy offload needs 0.06 MiB of host memory per rank even at memory.offload_alpha = 0, but memory.host_budget_mib allows 0.00 MiB" \
+     memory.policy=offload model.layers=4 memory.host_budget_mib=0.001
+set_ "memory.offload_alpha = 1 needs .* MiB of host memory per rank, but memory.host_budget_mib allows .* \(the largest alpha that fits: 0\.[0-9]+\)" \
+     memory.policy=offload model.layers=4 run.seq_len=2000 memory.offload_alpha=1 memory.host_budget_mib=5
 set_ "run.learning_rate = 'fast': expected a finite number"            run.learning_rate=fast
 set_ "run.warmup_steps \(2\) must be < run.steps \(2\)"                run.warmup_steps=2
 set_ "head dim model.hidden/model.heads = 5 must be even"               model.hidden=40 model.heads=8 model.kv_heads=8

@@ -1,0 +1,277 @@
+#include "memory/activation_store.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace minilst {
+
+StorePlan store_plan(MemoryPolicy policy, int L) {
+  switch (policy) {
+    case MemoryPolicy::full: return {L + 1, L, false};
+    case MemoryPolicy::checkpoint: return {L + 1, 0, false};
+    case MemoryPolicy::checkpoint_offload: return {2, 0, true};
+    case MemoryPolicy::offload: return {2, 2, true};
+  }
+  throw std::logic_error("store_plan: unknown policy");
+}
+
+std::int64_t offload_host_rows(double alpha, std::int64_t tokens) {
+  return std::min<std::int64_t>(tokens, std::llround(alpha * double(tokens)));
+}
+
+namespace {
+// The first `rows` rows of a LayoutRight matrix are one contiguous range.
+template <class V>
+std::size_t row_bytes(const V& m, std::int64_t rows) {
+  return std::size_t(rows) * m.extent(1) * sizeof(typename V::value_type);
+}
+}  // namespace
+
+template <class T>
+ActivationStore<T>::ActivationStore(const ModelOptions& opts, int layers, const ActivationShapes& shapes,
+                                    PhaseTimers* timers)
+    : policy_(opts.policy), L_(layers), shapes_(shapes), timers_(timers), plan_(store_plan(opts.policy, layers)),
+      x_(plan_.x_buffers), x_slot_(plan_.x_buffers), saved_(std::max(1, plan_.saved_buffers)),
+      saved_slot_(std::max(1, plan_.saved_buffers)) {
+  set_alpha(policy_ == MemoryPolicy::offload ? opts.offload.alpha : 0.0);
+  if (plan_.host) {
+    engine_ = make_copy_engine(opts.offload.bandwidth_gbs);
+    host_.resize(L_);
+  }
+}
+
+template <class T>
+ActivationStore<T>::~ActivationStore() {
+  if (!engine_) return;
+  for (const auto& s : x_slot_) engine_->wait(s.pending);  // no copy may outlive its buffers
+  for (const auto& s : saved_slot_) engine_->wait(s.pending);
+}
+
+template <class T>
+void ActivationStore<T>::set_alpha(double alpha) {
+  if (!(alpha >= 0.0 && alpha <= 1.0)) throw std::invalid_argument("offload alpha must be in [0, 1]");
+  alpha_ = alpha;
+  host_rows_ = policy_ == MemoryPolicy::offload ? offload_host_rows(alpha, shapes_.tokens) : 0;
+}
+
+template <class T>
+CopyEngine::Counters ActivationStore<T>::take_counters() {
+  return engine_ ? engine_->take_counters() : CopyEngine::Counters{};
+}
+
+template <class T>
+void ActivationStore<T>::block_on(CopyEngine::Ticket ticket, bool backward) {
+  if (ticket == 0 || engine_->done(ticket)) return;
+  Kokkos::Timer t;
+  ScopedPhase wait(timers_, "offload_wait");
+  if (backward) {
+    ScopedPhase prefetch(timers_, "prefetch_wait");
+    engine_->wait(ticket);
+  } else {
+    engine_->wait(ticket);
+    forward_wait_seconds_ += t.seconds();
+  }
+}
+
+template <class T>
+CopyEngine::Ticket ActivationStore<T>::copy(void* dst, const void* src, std::size_t bytes, CopyEngine::Direction d) {
+  return bytes ? engine_->submit(dst, src, bytes, d) : 0;
+}
+
+template <class T>
+Mat<T> ActivationStore<T>::x_view(int l) {
+  auto& buf = x_[x_index(l)];
+  if (buf.bytes() == 0) buf = Tracked<Mat<T>>("x" + std::to_string(x_index(l)), MemCategory::activations,
+                                              shapes_.tokens, shapes_.hidden);
+  return buf.view();
+}
+
+template <class T>
+typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
+  auto& s = saved_[saved_index(l)];
+  if (!s.allocated()) {
+    const auto act = MemCategory::activations;
+    const std::string n = std::to_string(saved_index(l));
+    const std::int64_t S = shapes_.tokens;
+    s.q = Tracked<Mat<T>>("q" + n, act, S, shapes_.q_cols);
+    s.k = Tracked<Mat<T>>("k" + n, act, S, shapes_.kv_cols);
+    s.v = Tracked<Mat<T>>("v" + n, act, S, shapes_.kv_cols);
+    s.o = Tracked<Mat<T>>("o" + n, act, S, shapes_.q_cols);
+    s.stats = Tracked<Mat<A>>("lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
+    s.y = Tracked<Mat<T>>("y" + n, act, S, shapes_.hidden);
+  }
+  return s;
+}
+
+template <class T>
+LayerActivations<T> ActivationStore<T>::views(int l) {
+  auto& s = saved_set(l);
+  return {x_view(l), s.q.view(), s.k.view(), s.v.view(), s.o.view(), s.stats.view(), s.y.view()};
+}
+
+template <class T>
+typename ActivationStore<T>::HostLayer& ActivationStore<T>::host(int l, bool x_only) {
+  auto& h = host_.at(l);
+  const std::int64_t S = shapes_.tokens;
+  const auto cat = MemCategory::host_offload;
+  const std::string n = std::to_string(l);
+  using HostT = Kokkos::View<T*, compat::HostPinnedSpace>;
+  if (h.x.bytes() == 0) h.x = Tracked<HostT>("host_x" + n, cat, std::size_t(S * shapes_.hidden));
+  if (x_only || h.rows >= host_rows_) return h;
+  // o and stats whole; q, k, v, y for host_rows tokens (grown if alpha grew)
+  if (h.o.bytes() == 0) {
+    h.o = Tracked<HostT>("host_o" + n, cat, std::size_t(S * shapes_.q_cols));
+    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>("host_lse" + n, cat,
+                                                                std::size_t(shapes_.stats.rows * shapes_.stats.cols));
+  }
+  const std::size_t r = std::size_t(host_rows_);
+  h.q = Tracked<HostT>("host_q" + n, cat, r * shapes_.q_cols);
+  h.k = Tracked<HostT>("host_k" + n, cat, r * shapes_.kv_cols);
+  h.v = Tracked<HostT>("host_v" + n, cat, r * shapes_.kv_cols);
+  h.y = Tracked<HostT>("host_y" + n, cat, r * shapes_.hidden);
+  h.rows = host_rows_;
+  return h;
+}
+
+// ---- forward ----
+
+template <class T>
+Mat<T> ActivationStore<T>::input(int l) {
+  auto& slot = x_slot_[x_index(l)];
+  if (slot.layer != l) {  // the buffer changes hands: wait until the copy out of it is done
+    if (engine_) block_on(slot.pending, false);
+    slot = {l, true, 0};
+  }
+  return x_view(l);
+}
+
+template <class T>
+LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
+  if (l == 0) {
+    compat::fence("activation store: forward starts");
+    forward_timer_.reset();
+    forward_wait_seconds_ = 0;
+  }
+  if (plan_.host && plan_.x_reused(l, L_)) {  // x_l is complete: on its way to host
+    compat::fence("activation store: x ready");
+    auto& slot = x_slot_[x_index(l)];
+    slot.pending = copy(host(l, true).x.view().data(), x_view(l).data(), row_bytes(x_view(l), shapes_.tokens),
+                        CopyEngine::Direction::to_host);
+  }
+  auto& slot = saved_slot_[saved_index(l)];
+  if (slot.layer != l) {
+    if (engine_) block_on(slot.pending, false);
+    slot = {l, true, 0};
+  }
+  return views(l);
+}
+
+template <class T>
+void ActivationStore<T>::to_host_saved(int l) {
+  compat::fence("activation store: layer saved");
+  auto& h = host(l, false);
+  const auto& s = saved_set(l);
+  const auto out = CopyEngine::Direction::to_host;
+  const std::int64_t r = host_rows_, S = shapes_.tokens;
+  CopyEngine::Ticket t = 0;
+  for (auto ticket : {copy(h.o.view().data(), s.o.view().data(), row_bytes(s.o.view(), S), out),
+                      copy(h.stats.view().data(), s.stats.view().data(),
+                           row_bytes(s.stats.view(), shapes_.stats.rows), out),
+                      copy(h.q.view().data(), s.q.view().data(), row_bytes(s.q.view(), r), out),
+                      copy(h.k.view().data(), s.k.view().data(), row_bytes(s.k.view(), r), out),
+                      copy(h.v.view().data(), s.v.view().data(), row_bytes(s.v.view(), r), out),
+                      copy(h.y.view().data(), s.y.view().data(), row_bytes(s.y.view(), r), out)})
+    t = std::max(t, ticket);
+  saved_slot_[saved_index(l)].pending = t;
+}
+
+template <class T>
+void ActivationStore<T>::forward_end(int l) {
+  if (plan_.saved_buffers == 0) {  // transient: recomputed before the backward
+    saved_[0] = SavedSet();
+    saved_slot_[0] = Slot();
+  } else if (plan_.host && plan_.saved_reused(l, L_)) {
+    to_host_saved(l);
+  }
+  if (l == L_ - 1) {
+    compat::fence("activation store: forward done");
+    forward_layer_seconds_ = std::max(0.0, forward_timer_.seconds() - forward_wait_seconds_) / L_;
+  }
+}
+
+template <class T>
+void ActivationStore<T>::head_end() {
+  if (L_ < plan_.x_buffers) {  // no layer shares x_L's buffer
+    x_[x_index(L_)] = Tracked<Mat<T>>();
+    x_slot_[x_index(L_)] = Slot();
+  }
+}
+
+// ---- backward ----
+
+template <class T>
+void ActivationStore<T>::fetch(int l) {
+  const auto in = CopyEngine::Direction::to_device;
+  auto& xs = x_slot_[x_index(l)];
+  if (xs.layer != l) {  // x_l's buffer was reused: x_l is in host memory
+    if (!plan_.host) throw std::logic_error("activation store: layer input lost without host memory");
+    const Mat<T> x = x_view(l);
+    xs = {l, true, copy(x.data(), host(l, true).x.view().data(), row_bytes(x, shapes_.tokens), in)};
+  }
+  if (plan_.saved_buffers == 0) return;  // transient sets are recomputed, not fetched
+  auto& ss = saved_slot_[saved_index(l)];
+  if (ss.layer == l) return;
+  const auto& h = host(l, false);
+  const auto& s = saved_set(l);
+  const std::int64_t r = host_rows_, S = shapes_.tokens;
+  CopyEngine::Ticket t = 0;
+  for (auto ticket : {copy(s.o.view().data(), h.o.view().data(), row_bytes(s.o.view(), S), in),
+                      copy(s.stats.view().data(), h.stats.view().data(), row_bytes(s.stats.view(), shapes_.stats.rows), in),
+                      copy(s.q.view().data(), h.q.view().data(), row_bytes(s.q.view(), r), in),
+                      copy(s.k.view().data(), h.k.view().data(), row_bytes(s.k.view(), r), in),
+                      copy(s.v.view().data(), h.v.view().data(), row_bytes(s.v.view(), r), in),
+                      copy(s.y.view().data(), h.y.view().data(), row_bytes(s.y.view(), r), in)})
+    t = std::max(t, ticket);
+  ss = {l, r == S, t};
+}
+
+template <class T>
+LayerActivations<T> ActivationStore<T>::backward_begin(int l, const LayerRecompute<T>& redo) {
+  fetch(l);  // nothing to do when it was prefetched or never left
+  auto& xs = x_slot_[x_index(l)];
+  auto& ss = saved_slot_[saved_index(l)];
+  if (engine_) {
+    block_on(xs.pending, true);
+    block_on(ss.pending, true);
+  }
+  if (l > 0) fetch(l - 1);  // layer l-1 comes back while layer l's backward runs
+  const auto a = views(l);
+  if (plan_.saved_buffers == 0) {
+    ScopedPhase phase(timers_, "recompute");
+    redo.attention_block(l, a);
+    ss = {l, true, 0};
+  } else if (!ss.complete) {
+    ScopedPhase phase(timers_, "recompute");
+    redo.token_rows(l, a, Range{host_rows_, shapes_.tokens});
+    ss.complete = true;
+  }
+  return a;
+}
+
+template <class T>
+void ActivationStore<T>::backward_end(int l) {
+  const auto release = [&](auto& buffer, Slot& slot) {
+    if (engine_) engine_->wait(slot.pending);  // done already: only a safety net
+    buffer = std::decay_t<decltype(buffer)>();
+    slot = Slot();
+  };
+  if (plan_.saved_buffers == 0 || l < plan_.saved_buffers) release(saved_[saved_index(l)], saved_slot_[saved_index(l)]);
+  if (l < plan_.x_buffers) release(x_[x_index(l)], x_slot_[x_index(l)]);  // no lower layer shares it
+}
+
+template class ActivationStore<float>;
+template class ActivationStore<double>;
+
+}  // namespace minilst

@@ -1,0 +1,157 @@
+// The activation store: the one home of what the forward keeps for the backward.
+// Per layer l, on S local tokens (h head dim, H/G query/kv heads):
+//   x      [S, d]      the layer's input (the residual stream)
+//   q      [S, H*h]    after RoPE        k, v  [S, G*h]  (k after RoPE)
+//   o      [S, H*h]    attention output  stats           the attention's log-sum-exp rows,
+//   y      [S, d]      x + o Wo                          in the strategy's shape
+// The layer writes them into the buffers the store hands out (forward_begin) and
+// reads them back (backward_begin); it never knows the policy. The policy sets
+// how many device buffers there are, and what becomes of a tensor whose buffer is
+// reused by a later layer before its own backward:
+//
+//   policy              x buffers  saved buffers  a tensor whose buffer is reused
+//   full                L + 1      L              (none is)
+//   checkpoint          L + 1      transient      q..y: recomputed (the attention block, from x)
+//   checkpoint_offload  2          transient      x: to host and back; q..y recomputed (ALST)
+//   offload             2          2              x, o, stats: to host and back; of q, k, v, y the
+//                                                 first alpha S tokens too, the other tokens
+//                                                 recomputed token-wise from x and o (MEMO)
+//
+// With n buffers, buffer b holds layers b, b+n, b+2n, ... (n = 2: MEMO's two
+// "rounding buffers"), so the device keeps two layers whatever L is; x_L (the
+// final norm's input) takes buffer L % n. Only tensors whose buffer is reused go
+// to host: layers 0..L-3 in full, layer L-2 only its x, layer L-1 nothing.
+// Copies run on the copy engine, overlapped with compute: x_l leaves when layer l
+// starts, the rest when its forward ends; whoever reuses a buffer waits for the
+// copy out of it. In the backward, layer l-1 comes back into its buffers while
+// layer l's backward runs. Time blocked on the engine is the phase offload_wait
+// (prefetch_wait: the part in the backward); recomputing, the phase recompute.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "io/phase_timers.hpp"
+#include "kernels/compat.hpp"
+#include "kernels/types.hpp"
+#include "memory/copy_engine.hpp"
+#include "memory/tracker.hpp"
+#include "model/config.hpp"
+
+namespace minilst {
+
+template <class T>
+struct LayerActivations {  // views into the store's buffers, one layer
+  Mat<T> x;                // [S, d]
+  Mat<T> q, k, v, o;       // [S, H*h], [S, G*h], [S, G*h], [S, H*h]
+  Mat<accum_t<T>> stats;   // the attention strategy's statistics
+  Mat<T> y;                // [S, d]
+};
+
+// What a store may ask the model to redo for layer l before its backward.
+template <class T>
+class LayerRecompute {
+ public:
+  virtual ~LayerRecompute() = default;
+  // q, k, v, o, stats, y := the attention block of a.x (attention included).
+  virtual void attention_block(int layer, const LayerActivations<T>& a) const = 0;
+  // Those rows of q, k, v, y := from the same rows of a.x and a.o (token-wise, no attention).
+  virtual void token_rows(int layer, const LayerActivations<T>& a, Range rows) const = 0;
+};
+
+struct ActivationShapes {
+  std::int64_t tokens = 0, hidden = 0, q_cols = 0, kv_cols = 0;  // S, d, H*h, G*h
+  Extent2 stats;                                                 // the attention strategy's
+};
+
+// The buffer counts and host traffic of a policy (see the table above).
+struct StorePlan {
+  int x_buffers = 0;      // device buffers of layer inputs
+  int saved_buffers = 0;  // device buffers of q, k, v, o, stats, y; 0 = transient (recomputed)
+  bool host = false;      // reused tensors go to host memory
+  bool x_reused(int l, int L) const { return l + x_buffers <= L; }
+  bool saved_reused(int l, int L) const { return saved_buffers > 0 && l + saved_buffers <= L - 1; }
+};
+StorePlan store_plan(MemoryPolicy policy, int layers);
+inline bool uses_host_memory(MemoryPolicy p) {
+  return p == MemoryPolicy::checkpoint_offload || p == MemoryPolicy::offload;
+}
+// Tokens of q, k, v, y that offload keeps in host memory: round(alpha S).
+std::int64_t offload_host_rows(double alpha, std::int64_t tokens);
+
+template <class T>
+class ActivationStore {
+ public:
+  using A = accum_t<T>;
+  ActivationStore(const ModelOptions& opts, int layers, const ActivationShapes& shapes, PhaseTimers* timers);
+  ~ActivationStore();
+  ActivationStore(const ActivationStore&) = delete;
+  ActivationStore& operator=(const ActivationStore&) = delete;
+
+  // Forward of a micro-step, in this order for l = 0..L-1: input(l) is written
+  // (embedding or layer l-1), forward_begin(l), the layer, forward_end(l); then
+  // input(L) is read by the LM head, head_end().
+  Mat<T> input(int l);                        // x_l, l in [0, L] (waits until no copy reads its buffer)
+  LayerActivations<T> forward_begin(int l);   // x_l and the buffers layer l's forward writes
+  void forward_end(int l);                    // layer l's forward (MLP included) is complete
+  void head_end();                            // the LM head is done with x_L
+  // Backward, l = L-1..0: everything layer l's backward reads, restored.
+  LayerActivations<T> backward_begin(int l, const LayerRecompute<T>& redo);
+  void backward_end(int l);                   // layer l's buffers may go
+
+  MemoryPolicy policy() const { return policy_; }
+  const StorePlan& plan() const { return plan_; }
+  double alpha() const { return alpha_; }
+  void set_alpha(double alpha);               // offload: between micro-steps
+  std::int64_t host_rows() const { return host_rows_; }
+  const CopyEngine* engine() const { return engine_.get(); }
+  CopyEngine::Counters take_counters();       // bytes moved and engine busy time since the last call
+  // Forward compute time per layer in the last micro-step (waits on the engine excluded).
+  double forward_layer_seconds() const { return forward_layer_seconds_; }
+
+ private:
+  struct Slot {                         // one device buffer's state
+    int layer = -1;                     // whose tensor it holds (-1: none)
+    bool complete = false;              // saved sets: every row valid (else rows host_rows.. recompute)
+    CopyEngine::Ticket pending = 0;     // the last copy into or out of it
+  };
+  struct SavedSet {                     // q, k, v, o, stats, y of one layer
+    Tracked<Mat<T>> q, k, v, o, y;
+    Tracked<Mat<A>> stats;
+    bool allocated() const { return q.bytes() > 0 || o.bytes() > 0; }
+  };
+  struct HostLayer {                    // one layer's tensors in host memory
+    Tracked<Kokkos::View<T*, compat::HostPinnedSpace>> x, q, k, v, o, y;
+    Tracked<Kokkos::View<A*, compat::HostPinnedSpace>> stats;
+    std::int64_t rows = -1;             // token rows q, k, v, y have room for (-1: none yet)
+  };
+
+  int x_index(int l) const { return l % plan_.x_buffers; }
+  int saved_index(int l) const { return plan_.saved_buffers ? l % plan_.saved_buffers : 0; }
+  Mat<T> x_view(int l);                 // allocates x_l's buffer if needed
+  SavedSet& saved_set(int l);           // allocates layer l's saved buffers if needed
+  LayerActivations<T> views(int l);
+  HostLayer& host(int l, bool x_only);  // allocates layer l's host buffers if needed
+  void to_host_saved(int l);
+  void fetch(int l);                    // starts bringing layer l back into its buffers
+  void block_on(CopyEngine::Ticket ticket, bool backward);
+  CopyEngine::Ticket copy(void* dst, const void* src, std::size_t bytes, CopyEngine::Direction d);
+
+  MemoryPolicy policy_;
+  int L_;
+  ActivationShapes shapes_;
+  PhaseTimers* timers_;
+  StorePlan plan_;
+  double alpha_ = 1.0;
+  std::int64_t host_rows_ = 0;
+  std::unique_ptr<CopyEngine> engine_;  // only when the policy uses host memory
+  std::vector<Tracked<Mat<T>>> x_;      // device buffers of layer inputs
+  std::vector<Slot> x_slot_;
+  std::vector<SavedSet> saved_;         // device buffers of saved sets (one when transient)
+  std::vector<Slot> saved_slot_;
+  std::vector<HostLayer> host_;         // per layer, allocated on first use, kept across steps
+  Kokkos::Timer forward_timer_;
+  double forward_wait_seconds_ = 0, forward_layer_seconds_ = 0;
+};
+
+}  // namespace minilst

@@ -1,0 +1,36 @@
+// MEMO's token fraction alpha (memory.offload_alpha: auto): the largest alpha in
+// [0, 1] such that
+//   (bytes_x + bytes_o + alpha bytes_rest) / B <= T_layer   (one layer's copy hides
+//                                                            behind one layer's compute)
+//   host(alpha) <= host budget                               (every offloaded layer fits)
+// B: the copy engine's bandwidth, T_layer: one layer's forward compute time, both
+// measured in the warm-up step; bytes_o includes the lse rows, bytes_rest is q, k,
+// v, y of all tokens; host(alpha) is the analytic host footprint (memory_model.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/config.hpp"
+
+namespace minilst {
+
+struct AlphaInputs {
+  double bytes_x = 0, bytes_o = 0, bytes_rest = 0;  // one layer
+  double bandwidth = 0;                             // B, bytes/s (0: nothing measured)
+  double layer_seconds = 0;                         // T_layer
+  double host_alpha_max = 1;                        // the host budget's bound
+};
+
+// The time bound alone: (B T_layer - bytes_x - bytes_o) / bytes_rest, clamped to [0, 1]
+// (1 when nothing was measured: no copy, no constraint).
+double alpha_for_time(const AlphaInputs& in);
+// min(time bound, host bound), in [0, 1].
+double solve_alpha(const AlphaInputs& in);
+
+// The largest alpha whose host footprint fits `budget_bytes` (a multiple of 1/S:
+// alpha S tokens), or a negative value when not even alpha = 0 fits.
+double host_alpha_max(const ModelConfig& cfg, MemoryPolicy policy, std::int64_t seq_len, std::size_t scalar_bytes,
+                      std::size_t accum_bytes, double budget_bytes);
+
+}  // namespace minilst

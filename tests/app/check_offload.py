@@ -1,0 +1,70 @@
+"""Checks the metrics files of one deck run with memory.policy full, offload
+(alpha 0.37), checkpoint_offload, and offload with alpha auto under a 0.05 GB/s
+bandwidth cap (see offload.sh).
+
+Bytes each step must move (one micro-step, L layers, S tokens, scalar bytes T):
+  checkpoint_offload  (L-1) S d T each way (the inputs of layers 0..L-2)
+  offload             the same, plus (L-2) (S Hh T + S H T + r (Hh + 2Gh + d) T) each
+                      way, r = round(alpha S) (o, lse, and r tokens of q, k, v, y of
+                      layers 0..L-3)
+"""
+import sys
+
+import h5py
+import numpy as np
+import yaml
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok:   " if ok else "FAIL: ") + what)
+    if not ok:
+        failures.append(what)
+
+
+full, off, ckpt, auto = (h5py.File(p, "r") for p in sys.argv[1:5])
+cfg = yaml.safe_load(off.attrs["config"])
+m, S = cfg["model"], int(cfg["run"]["seq_len"])
+d, L, H, G = int(m["hidden"]), int(m["layers"]), int(m["heads"]), int(m["kv_heads"])
+h, T = d // H, 8
+Hh, Gh = H * h, G * h
+
+for name, f in (("offload", off), ("checkpoint_offload", ckpt), ("auto", auto)):
+    check(np.allclose(f["loss"][:], full["loss"][:], rtol=1e-12, atol=0), f"{name}: losses equal full's to 1e-12")
+    for p in ("offload_wait", "prefetch_wait", "copy_engine_busy", "recompute"):
+        check(f["timings"][p].shape == full["timings"]["step"].shape, f"{name}: /timings/{p} [steps, ranks]")
+    check(np.all(f["timings"]["copy_engine_busy"][:] > 0), f"{name}: the copy engine was busy every step")
+    for c in ("activations", "workspace", "host_offload", "device_total"):
+        check(int(f["memory"]["model"][c][0]) == int(f["memory"][c][0]),
+              f"{name}: /memory/model/{c} == measured {int(f['memory'][c][0])} B")
+    check(int(f["memory"]["device_total"][0]) < int(full["memory"]["device_total"][0]),
+          f"{name}: device_total below full's")
+    for a in ("offload_engine", "offload_bandwidth_measured_gbs", "offload_layer_forward_s", "offload_host_budget_mib"):
+        check(a in f.attrs, f"{name}: attribute {a}")
+    check(float(f.attrs["offload_bandwidth_measured_gbs"]) > 0 and float(f.attrs["offload_layer_forward_s"]) > 0,
+          f"{name}: measured bandwidth and layer time > 0")
+
+x_bytes = (L - 1) * S * d * T
+r = round(0.37 * S)
+saved_bytes = (L - 2) * (S * Hh * T + S * H * T + r * (Hh + 2 * Gh + d) * T)
+for name, f, want in (("checkpoint_offload", ckpt, x_bytes), ("offload", off, x_bytes + saved_bytes)):
+    for direction in ("to_host", "to_device"):
+        got = f["offload"]["bytes_" + direction][:]
+        check(np.all(got == want), f"{name}: {direction} {got[:, 0].tolist()} B per step == {want} B")
+check(int(off.attrs["offload_host_rows"]) == r and abs(float(off.attrs["offload_alpha"]) - 0.37) < 1e-12,
+      f"offload: alpha 0.37 -> {r} of {S} tokens in host memory")
+check(np.all(full["offload"]["bytes_to_host"][:] == 0), "full: nothing moved")
+
+a = float(auto.attrs["offload_alpha"])
+check(auto.attrs["offload_alpha_mode"] == "auto" and 0 <= a <= 1, f"auto: alpha {a:.4f} in [0, 1]")
+check(abs(float(auto.attrs["offload_bandwidth_measured_gbs"]) - 0.05) <= 0.005,
+      f"auto: measured bandwidth {float(auto.attrs['offload_bandwidth_measured_gbs']):.4f} GB/s at the 0.05 cap")
+moved = auto["offload"]["bytes_to_host"][:, 0]
+check(moved[0] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + S * (Hh + 2 * Gh + d) * T),
+      "auto: the warm-up step moves alpha = 1")
+r_auto = int(auto.attrs["offload_host_rows"])
+check(np.all(moved[1:] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + r_auto * (Hh + 2 * Gh + d) * T)),
+      f"auto: later steps move the chosen alpha ({r_auto} tokens)")
+print(f"offload checks: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
