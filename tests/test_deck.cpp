@@ -64,6 +64,28 @@ TEST(Deck, ChunkCountsAreIntegersOrAuto) {
   EXPECT_EQ(d.mst.budget_mib, 0.5);
 }
 
+TEST(Deck, OffloadKeys) {
+  const auto d = load_deck(write_deck("memory:\n  policy: offload\n"), {});
+  EXPECT_EQ(d.options.policy, MemoryPolicy::offload);
+  EXPECT_TRUE(d.memory.alpha_auto) << "alpha auto is the default";
+  EXPECT_TRUE(d.memory.host_budget_auto);
+  EXPECT_EQ(d.options.offload.bandwidth_gbs, 0.0);
+  const auto e = load_deck(write_deck("memory:\n  policy: checkpoint_offload\n"),
+                           {"memory.offload_alpha=0.37", "memory.offload_bandwidth_gbs=16", "memory.host_budget_mib=512"});
+  EXPECT_EQ(e.options.policy, MemoryPolicy::checkpoint_offload);
+  EXPECT_FALSE(e.memory.alpha_auto);
+  EXPECT_EQ(e.options.offload.alpha, 0.37);
+  EXPECT_EQ(e.options.offload.bandwidth_gbs, 16.0);
+  EXPECT_EQ(e.memory.host_budget_mib, 512.0);
+  EXPECT_NE(error_of("memory:\n  offload_alpha: 1.01\n").find("memory.offload_alpha = '1.01': must be in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of("memory:\n  offload_bandwidth_gbs: -1\n").find("memory.offload_bandwidth_gbs"), std::string::npos);
+  EXPECT_NE(error_of("memory:\n  host_budget_mib: lots\n").find("expected a finite number or 'auto'"),
+            std::string::npos);
+  EXPECT_NE(error_of("memory:\n  policy: swap\n").find("full|checkpoint|checkpoint_offload|offload"),
+            std::string::npos);
+}
+
 TEST(Deck, ResolvedYamlHoldsEveryKeyAndReloads) {
   const auto d = load_deck(write_deck("model:\n  layers: 3\n"), {"run.steps=5"});
   const auto y = YAML::Load(d.resolved_yaml);

@@ -305,6 +305,10 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     metrics.reals["offload_layer_forward_s"] = offload.layer_seconds;
     metrics.reals["offload_bandwidth_cap_gbs"] = opts.offload.bandwidth_gbs;
     metrics.reals["offload_host_budget_mib"] = offload.budget / kMiB;
+    const auto layer = offload_layer_bytes(cfg, S_local, sizeof(T), sizeof(accum_t<T>));
+    metrics.reals["offload_layer_bytes_x"] = layer.x;
+    metrics.reals["offload_layer_bytes_o"] = layer.o;
+    metrics.reals["offload_layer_bytes_rest"] = layer.rest;
     if (opts.policy == MemoryPolicy::offload) {
       metrics.reals["offload_alpha"] = trainer.activations().alpha();
       metrics.attributes["offload_alpha_mode"] = offload.alpha_auto ? "auto" : "deck";
