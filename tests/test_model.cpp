@@ -19,27 +19,10 @@ using namespace minilst;
 using minilst::test::host;
 using minilst::test::iota;
 using minilst::test::rel_err;
+using minilst::test::tiny_config;
+using minilst::test::train_options;
 
 namespace {
-
-ModelConfig tiny_config(int layers = 2) {
-  ModelConfig c;
-  c.hidden = 24;
-  c.layers = layers;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.intermediate = 36;
-  c.vocab = 29;
-  return c;
-}
-
-TrainOptions train_options() {
-  TrainOptions t;
-  t.seed = 7;
-  t.norm_init_noise = 0.1;
-  t.init_std = 0.2;  // large enough that every part of the model matters
-  return t;
-}
 
 struct Result {
   double loss;

@@ -25,27 +25,10 @@ using namespace minilst;
 using minilst::test::host;
 using minilst::test::iota;
 using minilst::test::rel_err;
+using minilst::test::tiny_config;
+using minilst::test::train_options;
 
 namespace {
-
-ModelConfig config(int layers) {
-  ModelConfig c;
-  c.hidden = 24;
-  c.layers = layers;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.intermediate = 36;
-  c.vocab = 29;
-  return c;
-}
-
-TrainOptions train_options() {
-  TrainOptions t;
-  t.seed = 7;
-  t.norm_init_noise = 0.1;
-  t.init_std = 0.2;
-  return t;
-}
 
 constexpr std::int64_t kSeq = 19;  // alpha 0.37: round(7.03) = 7 of 19 tokens in host memory
 
@@ -79,7 +62,7 @@ std::string describe(const ModelOptions& o) {
 TEST(Offload, EveryPolicyGivesFullLossAndGradients) {
   for (int L : {1, 2, 3, 5})
     for (int micro : {1, 2}) {
-      const auto cfg = config(L);
+      const auto cfg = tiny_config(L);
       const auto ref = run(cfg, policy(MemoryPolicy::full), micro);
       for (const auto& o : {policy(MemoryPolicy::checkpoint), policy(MemoryPolicy::checkpoint_offload),
                             policy(MemoryPolicy::offload, 0.0), policy(MemoryPolicy::offload, 0.37),
@@ -93,7 +76,7 @@ TEST(Offload, EveryPolicyGivesFullLossAndGradients) {
 }
 
 TEST(Offload, AlphaMayChangeBetweenSteps) {  // alpha auto lowers it after the warm-up step
-  const auto cfg = config(4);
+  const auto cfg = tiny_config(4);
   const auto ref = run(cfg, policy(MemoryPolicy::full), 1);
   Trainer<double> t(cfg, policy(MemoryPolicy::offload, 1.0), train_options(), iota(kSeq), nullptr);
   const std::vector<Batch> batch = {synthetic_batch(cfg.vocab, kSeq, 3, 0, 0)};
@@ -139,7 +122,7 @@ TEST(Offload, HighWaterOfEveryCategoryEqualsTheAnalyticModel) {
 }
 
 TEST(Offload, DeviceKeepsTwoLayersWhateverL) {
-  const auto cfg = config(8);
+  const auto cfg = tiny_config(8);
   const std::size_t S = kSeq, d = cfg.hidden, h = cfg.head_dim();
   const std::size_t X = S * d * sizeof(double);
   const std::size_t R = S * (2 * cfg.heads * h + 2 * cfg.kv_heads * h + cfg.heads + d) * sizeof(double);
@@ -218,7 +201,7 @@ TEST(OffloadAlpha, TimeBoundHostBoundAndTheirMinimum) {
   in.bandwidth = 0;        // nothing measured (no copy): only the host bound
   EXPECT_DOUBLE_EQ(solve_alpha(in), 0.25);
 
-  const auto cfg = config(6);
+  const auto cfg = tiny_config(6);
   const auto host_at = [&](double a) {
     return double(predict_host_offload(cfg, MemoryPolicy::offload, a, kSeq, sizeof(double), sizeof(double)));
   };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/types.hpp"
+#include "model/trainer.hpp"
 
 namespace minilst::test {
 
@@ -13,6 +14,26 @@ namespace minilst::test {
 inline std::vector<double> host(const Vec<double>& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   return {h.data(), h.data() + h.extent(0)};
+}
+
+// The small model of the model-level tests: odd sizes, GQA 4/2.
+inline ModelConfig tiny_config(int layers = 2) {
+  ModelConfig c;
+  c.hidden = 24;
+  c.layers = layers;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.intermediate = 36;
+  c.vocab = 29;
+  return c;
+}
+
+inline TrainOptions train_options() {
+  TrainOptions t;
+  t.seed = 7;
+  t.norm_init_noise = 0.1;
+  t.init_std = 0.2;  // large enough that every part of the model matters
+  return t;
 }
 
 // Positions 0, 1, ..., n-1: all tokens of a sequence on one rank.
