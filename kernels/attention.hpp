@@ -1,5 +1,5 @@
-// Causal multi-head attention, flash style: tiles of keys, a running max and
-// log-sum-exp per query row, never an [Sq, Sk] score matrix.
+// Causal multi-head attention, flash style: tiles of queries and keys, a running
+// max and log-sum-exp per query row, never an [Sq, Sk] score matrix.
 //   Sq query tokens, Sk key tokens, Hq query heads, Gk kv heads, h head dim.
 //   q: [Sq, Hq*h]  k, v: [Sk, Gk*h]  o: [Sq, Hq*h]  lse: [Sq, Hq]  (accum type)
 //   q_pos: [Sq], k_pos: [Sk] global positions; key j is visible to query i iff
@@ -12,48 +12,77 @@
 //   D_i = rowsum(dO_i * O_i);  P_ij = exp(q_i.k_j/sqrt(h) - lse_i)
 //   dV_j += sum_i P_ij dO_i ;  dS_ij = P_ij (dO_i.v_j - D_i)
 //   dQ_i += sum_j dS_ij k_j / sqrt(h) ;  dK_j += sum_i dS_ij q_i / sqrt(h)
-// The backward runs two passes (dQ over query rows, dK/dV over key rows, summing
-// the q heads of a GQA group), so every output element has one writer: no atomics,
-// deterministic. Both passes recompute P.
+//
+// Tiles (tile_ops.hpp): a query block is R rows of each of the `group` = Hq/Gk query
+// heads that share a kv head, stacked into one M = group x R row tile (M ~ 64), a
+// key block is 64 keys. Score tiles, P V, and the backward's dV, dP, dK, dQ are tile
+// products; the softmax runs on the tile. Key blocks whose every key follows every
+// query of the block are skipped (causal: about half); blocks whose keys all precede
+// the queries need no mask.
+//   forward   a team per (kv head, query block): online softmax over the key blocks.
+//   backward  FlashAttention-2 order, a team per kv head: for each key block (outer),
+//             each query block (inner) recomputes its score tile once, adds to the
+//             key block's dK, dV (kept in the team's scratch) and to its own dQ rows.
+//             Every output element has one writer (the team of its kv head), in a
+//             fixed order: deterministic, no atomics.
+// Host backends run a team of one thread on tiles that stay in L1/L2; a GPU runs a
+// team of threads per tile product, tiles in team scratch.
 #pragma once
 
 #include <limits>
+#include <type_traits>
 
 #include "compat.hpp"
+#include "tile_ops.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
 namespace detail {
-constexpr int kAttnTileRows = 32;  // query rows (forward, dQ) or key rows (dK/dV) per team
-constexpr int kAttnTileKeys = 64;  // keys scored before each online-softmax update
-
 using TeamMember = Kokkos::TeamPolicy<ExecSpace>::member_type;
 template <class A>
-using ScratchVec = Kokkos::View<A*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using Scratch = Kokkos::View<A*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
-template <class A, class XV, class YV>
-KOKKOS_INLINE_FUNCTION A dot_rows(const XV& x, int i, int xoff, const YV& y, int j, int yoff, int h) {
-  const auto* xr = &x(i, xoff);  // rows are contiguous (LayoutRight)
-  const auto* yr = &y(j, yoff);
-  A s = 0;
-#ifdef MINILST_HOST_SIMD  // -fopenmp-simd: vectorize the reduction, no OpenMP runtime
-#pragma omp simd reduction(+ : s)
-#endif
-  for (int c = 0; c < h; ++c) s += A(xr[c]) * A(yr[c]);
-  return s;
+constexpr int kKeyBlock = 64;  // keys per block
+constexpr int kRowTile = 64;   // query rows of a tile (all heads of a group together)
+constexpr bool kHost = Kokkos::SpaceAccessibility<Kokkos::HostSpace, ExecSpace::memory_space>::accessible;
+
+inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// The tile geometry of a problem.
+struct AttnTiles {
+  int h, hp;      // head dim, padded to a multiple of 16
+  int group;      // query heads per kv head
+  int R;          // query rows per head in a block
+  int M;          // rows of a stacked query tile (group x R, padded to a multiple of 16)
+  int Bk = kKeyBlock;
+  AttnTiles(int head_dim, int heads_per_kv)
+      : h(head_dim), hp(round_up(head_dim, 16)), group(heads_per_kv),
+        R((kRowTile + heads_per_kv - 1) / heads_per_kv), M(round_up(heads_per_kv * R, 16)) {}
+};
+
+// Teams of one on host backends (tiles stay in the core's caches); a warp's
+// multiple on devices. Scratch: level 0 while it fits a GPU's shared memory.
+inline int scratch_level(std::size_t bytes) { return kHost || bytes <= 48 * 1024 ? 0 : 1; }
+inline Kokkos::TeamPolicy<ExecSpace> attention_policy(int league, std::size_t scratch_bytes) {
+  Kokkos::TeamPolicy<ExecSpace> policy = kHost ? Kokkos::TeamPolicy<ExecSpace>(league, 1)
+                                               : Kokkos::TeamPolicy<ExecSpace>(league, 128);
+  return policy.set_scratch_size(scratch_level(scratch_bytes), Kokkos::PerTeam(scratch_bytes));
 }
 
-// y[c] += a x[c], c < h  (x: a contiguous row of a LayoutRight matrix)
-template <class A, class T>
-KOKKOS_INLINE_FUNCTION void axpy_row(A a, const T* x, A* y, int h) {
-#ifdef MINILST_HOST_SIMD
-#pragma omp simd
-#endif
-  for (int c = 0; c < h; ++c) y[c] += a * A(x[c]);
+// Smallest and largest position of [b, b + n).
+struct PosRange {
+  std::int64_t lo, hi;
+};
+KOKKOS_INLINE_FUNCTION PosRange pos_range(const Vec<const std::int64_t>& pos, int b, int n) {
+  PosRange r{pos(b), pos(b)};
+  for (int t = 1; t < n; ++t) {
+    const auto p = pos(b + t);
+    r.lo = p < r.lo ? p : r.lo;
+    r.hi = p > r.hi ? p : r.hi;
+  }
+  return r;
 }
-
-inline int tiles(int n) { return (n + kAttnTileRows - 1) / kAttnTileRows; }
 }  // namespace detail
 
 template <class T>
@@ -63,48 +92,131 @@ void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<co
                        int head_dim) {
   using A = accum_t<T>;
   using namespace detail;
-  const int h = head_dim, Sq = int(q.extent(0)), Sk = int(k.extent(0));
-  const int Hq = int(q.extent(1)) / h, group = Hq / (int(k.extent(1)) / h);
+  const int Sq = int(q.extent(0)), Sk = int(k.extent(0));
+  const int Hq = int(q.extent(1)) / head_dim, Gk = int(k.extent(1)) / head_dim;
+  if (Sq == 0) return;
+  const AttnTiles t(head_dim, Hq / Gk);
+  const int h = t.h, hp = t.hp, group = t.group, R = t.R, M = t.M, Bk = t.Bk;
+  const int n_qb = (Sq + R - 1) / R, n_kb = (Sk + Bk - 1) / Bk;
+  const int ldk = int(k.extent(1));
+  const bool direct = h % 16 == 0 && std::is_same<A, T>::value;  // K, V rows read in place
   const A scale = A(1) / compat::sqrt(A(h));
   const A neg_inf = -std::numeric_limits<A>::infinity();
+  // The tile works on S^T [Bk, M] (keys x query rows), so that each query row's
+  // softmax runs down a column and vectorises across rows, Q^T is packed once per
+  // team, and K and V rows are read where they are (no per-tile transposition).
+  // Q^T [h, M], S^T/P^T [Bk, M], O [M, hp], K, V [Bk, hp] (packed when not direct),
+  // row max, row sum, new max, correction [M] each; query positions [M] (int64: exact at any S)
+  const std::size_t n_scratch = std::size_t(h) * M + std::size_t(Bk) * M + std::size_t(M) * hp +
+                                (direct ? 0 : 2 * std::size_t(Bk) * hp) + 4 * std::size_t(M);
+  const std::size_t bytes = Scratch<A>::shmem_size(n_scratch) + Scratch<std::int64_t>::shmem_size(M);
+  const int level = scratch_level(bytes);
 
-  Kokkos::TeamPolicy<ExecSpace> policy(Hq * tiles(Sq), Kokkos::AUTO);
-  policy.set_scratch_size(0, Kokkos::PerThread(ScratchVec<A>::shmem_size(kAttnTileKeys) +
-                                               ScratchVec<A>::shmem_size(h)));
-  Kokkos::parallel_for("attention_forward", policy, KOKKOS_LAMBDA(const TeamMember& team) {
-    const int n = team.league_rank() % Hq, tile = team.league_rank() / Hq;
-    const int qo = n * h, ko = (n / group) * h;
-    const int i0 = tile * kAttnTileRows, i1 = i0 + kAttnTileRows < Sq ? i0 + kAttnTileRows : Sq;
-    ScratchVec<A> s(team.thread_scratch(0), kAttnTileKeys);
-    ScratchVec<A> acc(team.thread_scratch(0), h);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, i0, i1), [&](const int i) {
-      const auto pi = q_pos(i);
-      A m = neg_inf, l = 0;
-      for (int c = 0; c < h; ++c) acc(c) = 0;
-      for (int j0 = 0; j0 < Sk; j0 += kAttnTileKeys) {
-        const int nj = j0 + kAttnTileKeys < Sk ? kAttnTileKeys : Sk - j0;
-        A tile_max = neg_inf;
-        for (int t = 0; t < nj; ++t) {
-          const int j = j0 + t;
-          s(t) = k_pos(j) <= pi ? scale * dot_rows<A>(q, i, qo, k, j, ko, h) : neg_inf;
-          tile_max = s(t) > tile_max ? s(t) : tile_max;
-        }
-        if (tile_max == neg_inf) continue;  // the whole key tile is masked for this row
-        const A m_new = m > tile_max ? m : tile_max;
-        const A correction = compat::exp(m - m_new);  // 0 on the first visible tile
-        l *= correction;
-        for (int c = 0; c < h; ++c) acc(c) *= correction;
-        for (int t = 0; t < nj; ++t) {
-          if (s(t) == neg_inf) continue;
-          const A p = compat::exp(s(t) - m_new);
-          l += p;
-          axpy_row(p, &v(j0 + t, ko), acc.data(), h);
-        }
-        m = m_new;
+  Kokkos::parallel_for("attention_forward", attention_policy(Gk * n_qb, bytes), KOKKOS_LAMBDA(const TeamMember& team) {
+    const int g = team.league_rank() % Gk, qb = team.league_rank() / Gk;
+    const int i0 = qb * R, nq = i0 + R < Sq ? R : Sq - i0;
+    Scratch<A> mem(team.team_scratch(level), n_scratch);
+    A* Qt = mem.data();
+    A* St = Qt + h * M;
+    A* Os = St + Bk * M;
+    A* Ks = Os + M * hp;
+    A* Vs = direct ? Ks : Ks + Bk * hp;
+    A* mx = direct ? Ks : Vs + Bk * hp;
+    A* sum = mx + M;
+    A* m_new = sum + M;
+    A* corr = m_new + M;
+    Scratch<std::int64_t> qp(team.team_scratch(level), M);
+    const PosRange qr = pos_range(q_pos, i0, nq);
+    // Column rho = e R + r: query i0 + r of head g group + e (padding: e >= group or r >= nq).
+    tile::for_rows(team, M, [&](const int rho) {
+      const int e = rho / R, r = rho % R;
+      const bool valid = e < group && r < nq;
+      for (int c = 0; c < h; ++c) Qt[c * M + rho] = valid ? scale * A(q(i0 + r, (g * group + e) * h + c)) : A(0);
+      for (int c = 0; c < hp; ++c) Os[rho * hp + c] = A(0);
+      mx[rho] = neg_inf;
+      sum[rho] = A(0);
+      qp(rho) = valid ? q_pos(i0 + r) : std::int64_t(-1);  // padding sees no key
+    });
+    for (int kb = 0; kb < n_kb; ++kb) {
+      const int j0 = kb * Bk, nk = j0 + Bk < Sk ? Bk : Sk - j0;
+      const PosRange kr = pos_range(k_pos, j0, nk);
+      if (kr.lo > qr.hi) continue;  // every key follows every query: nothing visible
+      const bool unmasked = kr.hi <= qr.lo && nq == R && group * R == M;
+      const A* Kb = reinterpret_cast<const A*>(&k(j0, g * h));  // used when A is T (direct)
+      const A* Vb = reinterpret_cast<const A*>(&v(j0, g * h));
+      int ldb = ldk;
+      if (!direct) {  // K and V of the block, zero-padded to hp columns
+        tile::for_rows(team, nk, [&](const int tk) {
+          for (int c = 0; c < hp; ++c) {
+            Ks[tk * hp + c] = c < h ? A(k(j0 + tk, g * h + c)) : A(0);
+            Vs[tk * hp + c] = c < h ? A(v(j0 + tk, g * h + c)) : A(0);
+          }
+        });
+        Kb = Ks;
+        Vb = Vs;
+        ldb = hp;
       }
-      const A inv_l = l > A(0) ? A(1) / l : A(0);
-      for (int c = 0; c < h; ++c) o(i, qo + c) = T(acc(c) * inv_l);
-      lse(i, n) = l > A(0) ? m + compat::log(l) : neg_inf;
+      tile::mm(team, nk, M, h, Kb, ldb, 1, Qt, M, St, M, false);  // S^T = K (scale Q)^T
+      if (!unmasked)                                              // diagonal tiles, padding
+        tile::for_rows(team, nk, [&](const int tk) {
+          const std::int64_t kp = k_pos(j0 + tk);
+          A* s = St + tk * M;
+          const std::int64_t* qpp = qp.data();
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int rho = 0; rho < M; ++rho) s[rho] = kp <= qpp[rho] ? s[rho] : neg_inf;
+        });
+      // Online softmax, column by column (vectorised across the M query rows).
+      tile::for_rows(team, 1, [&](const int) {
+        for (int rho = 0; rho < M; ++rho) m_new[rho] = mx[rho];
+        for (int tk = 0; tk < nk; ++tk) {
+          const A* s = St + tk * M;
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int rho = 0; rho < M; ++rho) m_new[rho] = s[rho] > m_new[rho] ? s[rho] : m_new[rho];
+        }
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+        for (int rho = 0; rho < M; ++rho) {
+          // rows that see nothing yet keep m = -inf; exp(-inf - -inf) must not run
+          const bool seen = m_new[rho] != neg_inf;
+          corr[rho] = seen ? tile::exp(mx[rho] - m_new[rho]) : A(1);
+          m_new[rho] = seen ? m_new[rho] : A(0);
+          sum[rho] *= corr[rho];
+        }
+        for (int tk = 0; tk < nk; ++tk) {
+          A* s = St + tk * M;
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int rho = 0; rho < M; ++rho) {
+            const A pr = tile::exp(s[rho] - m_new[rho]);
+            s[rho] = pr;
+            sum[rho] += pr;
+          }
+        }
+        for (int rho = 0; rho < M; ++rho) mx[rho] = mx[rho] == neg_inf && sum[rho] == A(0) ? neg_inf : m_new[rho];
+      });
+      tile::for_rows(team, M, [&](const int rho) {
+        A* out = Os + rho * hp;
+        const A cr = corr[rho];
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+        for (int c = 0; c < hp; ++c) out[c] *= cr;
+      });
+      tile::mm(team, M, hp, nk, St, 1, M, Vb, ldb, Os, hp, true);  // O += P V
+    }
+    tile::for_rows(team, M, [&](const int rho) {
+      const int e = rho / R, r = rho % R;
+      if (e >= group || r >= nq) return;
+      const int n = g * group + e;
+      const A inv = sum[rho] > A(0) ? A(1) / sum[rho] : A(0);
+      for (int c = 0; c < h; ++c) o(i0 + r, n * h + c) = T(Os[rho * hp + c] * inv);
+      lse(i0 + r, n) = sum[rho] > A(0) ? mx[rho] + compat::log(sum[rho]) : neg_inf;
     });
   });
 }
@@ -119,66 +231,140 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
   // delta: [Sq, Hq] workspace, overwritten with D_i.
   using A = accum_t<T>;
   using namespace detail;
-  const int h = head_dim, Sq = int(q.extent(0)), Sk = int(k.extent(0));
-  const int Hq = int(q.extent(1)) / h, Gk = int(k.extent(1)) / h, group = Hq / Gk;
+  const int Sq = int(q.extent(0)), Sk = int(k.extent(0));
+  const int Hq = int(q.extent(1)) / head_dim, Gk = int(k.extent(1)) / head_dim;
+  if (Sq == 0 || Sk == 0) return;
+  const AttnTiles t(head_dim, Hq / Gk);
+  const int h = t.h, hp = t.hp, group = t.group, R = t.R, M = t.M, Bk = t.Bk;
+  const int n_qb = (Sq + R - 1) / R, n_kb = (Sk + Bk - 1) / Bk;
   const A scale = A(1) / compat::sqrt(A(h));
   const A neg_inf = -std::numeric_limits<A>::infinity();
 
   Kokkos::parallel_for("attention_backward_delta",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {std::size_t(Sq), std::size_t(Hq)}),
-      KOKKOS_LAMBDA(const int i, const int n) { delta(i, n) = dot_rows<A>(d_o, i, n * h, o, i, n * h, h); });
+      KOKKOS_LAMBDA(const int i, const int n) {
+        A s = 0;
+        for (int c = 0; c < h; ++c) s += A(d_o(i, n * h + c)) * A(o(i, n * h + c));
+        delta(i, n) = s;
+      });
 
-  // Pass 1: dQ, one query row per thread.
-  Kokkos::TeamPolicy<ExecSpace> q_policy(Hq * tiles(Sq), Kokkos::AUTO);
-  q_policy.set_scratch_size(0, Kokkos::PerThread(ScratchVec<A>::shmem_size(h)));
-  Kokkos::parallel_for("attention_backward_dq", q_policy, KOKKOS_LAMBDA(const TeamMember& team) {
-    const int n = team.league_rank() % Hq, tile = team.league_rank() / Hq;
-    const int qo = n * h, ko = (n / group) * h;
-    const int i0 = tile * kAttnTileRows, i1 = i0 + kAttnTileRows < Sq ? i0 + kAttnTileRows : Sq;
-    ScratchVec<A> acc(team.thread_scratch(0), h);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, i0, i1), [&](const int i) {
-      const A lse_i = lse(i, n);
-      if (lse_i == neg_inf) return;  // no visible key anywhere: no gradient
-      for (int c = 0; c < h; ++c) acc(c) = 0;
-      const auto pi = q_pos(i);
-      for (int j = 0; j < Sk; ++j) {
-        if (k_pos(j) > pi) continue;
-        const A p = compat::exp(scale * dot_rows<A>(q, i, qo, k, j, ko, h) - lse_i);
-        const A ds = p * (dot_rows<A>(d_o, i, qo, v, j, ko, h) - delta(i, n));
-        axpy_row(ds, &k(j, ko), acc.data(), h);
-      }
-      for (int c = 0; c < h; ++c) dq(i, qo + c) += T(scale * acc(c));
-    });
-  });
+  // K^T [h, Bk], K [Bk, hp], V^T [h, Bk], dK [Bk, hp], dV [Bk, hp];
+  // Q [M, hp], dO [M, hp], P [M, Bk], dP/dS [M, Bk], dQ [M, hp], lse [M], D [M]; key positions [Bk]
+  const std::size_t n_scratch = 2 * std::size_t(h) * Bk + 3 * std::size_t(Bk) * hp + 3 * std::size_t(M) * hp +
+                                2 * std::size_t(M) * Bk + 2 * std::size_t(M);
+  const std::size_t bytes = Scratch<A>::shmem_size(n_scratch) + Scratch<std::int64_t>::shmem_size(Bk);
+  const int level = scratch_level(bytes);
 
-  // Pass 2: dK and dV, one key row per thread, summing the group's q heads.
-  Kokkos::TeamPolicy<ExecSpace> k_policy(Gk * tiles(Sk), Kokkos::AUTO);
-  k_policy.set_scratch_size(0, Kokkos::PerThread(2 * ScratchVec<A>::shmem_size(h)));
-  Kokkos::parallel_for("attention_backward_dkdv", k_policy, KOKKOS_LAMBDA(const TeamMember& team) {
-    const int g = team.league_rank() % Gk, tile = team.league_rank() / Gk;
-    const int ko = g * h;
-    const int j0 = tile * kAttnTileRows, j1 = j0 + kAttnTileRows < Sk ? j0 + kAttnTileRows : Sk;
-    ScratchVec<A> dk_acc(team.thread_scratch(0), h);
-    ScratchVec<A> dv_acc(team.thread_scratch(0), h);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, j0, j1), [&](const int j) {
-      for (int c = 0; c < h; ++c) dk_acc(c) = dv_acc(c) = 0;
-      const auto pj = k_pos(j);
-      for (int n = g * group; n < (g + 1) * group; ++n) {
-        const int qo = n * h;
-        for (int i = 0; i < Sq; ++i) {
-          const A lse_i = lse(i, n);
-          if (q_pos(i) < pj || lse_i == neg_inf) continue;
-          const A p = compat::exp(scale * dot_rows<A>(q, i, qo, k, j, ko, h) - lse_i);
-          const A ds = p * (dot_rows<A>(d_o, i, qo, v, j, ko, h) - delta(i, n));
-          axpy_row(p, &d_o(i, qo), dv_acc.data(), h);
-          axpy_row(ds, &q(i, qo), dk_acc.data(), h);
+  Kokkos::parallel_for("attention_backward", attention_policy(Gk, bytes), KOKKOS_LAMBDA(const TeamMember& team) {
+    const int g = team.league_rank();
+    Scratch<A> mem(team.team_scratch(level), n_scratch);
+    A* Kt = mem.data();
+    A* Kr = Kt + h * Bk;
+    A* Vt = Kr + Bk * hp;
+    A* dKs = Vt + h * Bk;
+    A* dVs = dKs + Bk * hp;
+    A* Qs = dVs + Bk * hp;
+    A* dOs = Qs + M * hp;
+    A* Ps = dOs + M * hp;
+    A* dSs = Ps + M * Bk;
+    A* dQs = dSs + M * Bk;
+    A* lse_s = dQs + M * hp;
+    A* D_s = lse_s + M;
+    Scratch<std::int64_t> kp(team.team_scratch(level), Bk);
+    for (int kb = 0; kb < n_kb; ++kb) {
+      const int j0 = kb * Bk, nk = j0 + Bk < Sk ? Bk : Sk - j0;
+      const PosRange kr = pos_range(k_pos, j0, nk);
+      tile::for_rows(team, Bk, [&](const int tk) {  // K^T, K, V^T of the block; dK = dV = 0
+        for (int c = 0; c < hp; ++c) {
+          const bool in = tk < nk && c < h;
+          const A kv = in ? A(k(j0 + tk, g * h + c)) : A(0);
+          Kr[tk * hp + c] = kv;
+          if (c < h) {
+            Kt[c * Bk + tk] = kv;
+            Vt[c * Bk + tk] = in ? A(v(j0 + tk, g * h + c)) : A(0);
+          }
+          dKs[tk * hp + c] = A(0);
+          dVs[tk * hp + c] = A(0);
         }
+        kp(tk) = tk < nk ? k_pos(j0 + tk) : std::int64_t(0);
+      });
+      for (int qb = 0; qb < n_qb; ++qb) {
+        const int i0 = qb * R, nq = i0 + R < Sq ? R : Sq - i0;
+        const PosRange qr = pos_range(q_pos, i0, nq);
+        if (kr.lo > qr.hi) continue;  // nothing visible
+        const bool unmasked = kr.hi <= qr.lo;
+        tile::for_rows(team, M, [&](const int rho) {  // Q (scaled), dO, lse, D of the block's rows
+          const int e = rho / R, r = rho % R;
+          const bool valid = e < group && r < nq;
+          A* qs = Qs + rho * hp;
+          A* dos = dOs + rho * hp;
+          for (int c = 0; c < hp; ++c) qs[c] = dos[c] = A(0);
+          lse_s[rho] = neg_inf;
+          D_s[rho] = A(0);
+          if (!valid) return;
+          const int n = g * group + e;
+          const T* qr = &q(i0 + r, n * h);
+          const T* dor = &d_o(i0 + r, n * h);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int c = 0; c < h; ++c) {
+            qs[c] = scale * A(qr[c]);
+            dos[c] = A(dor[c]);
+          }
+          lse_s[rho] = lse(i0 + r, n);
+          D_s[rho] = delta(i0 + r, n);
+        });
+        tile::mm(team, M, Bk, h, Qs, hp, 1, Kt, Bk, Ps, Bk, false);    // S = (scale Q) K^T
+        tile::for_rows(team, M, [&](const int rho) {                   // P = exp(S - lse), masked
+          const int r = rho % R;
+          A* p = Ps + rho * Bk;
+          const A l = lse_s[rho];
+          if (l == neg_inf) {  // padding, or a row that sees no key at all: no gradient
+            for (int tk = 0; tk < Bk; ++tk) p[tk] = A(0);
+            return;
+          }
+          if (!unmasked) {  // diagonal tiles: the keys after this query
+            const std::int64_t pos = q_pos(i0 + r);
+            for (int tk = 0; tk < nk; ++tk) p[tk] = kp(tk) <= pos ? p[tk] : neg_inf;
+          }
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int tk = 0; tk < nk; ++tk) p[tk] = tile::exp(p[tk] - l);
+          for (int tk = nk; tk < Bk; ++tk) p[tk] = A(0);
+        });
+        tile::mm(team, Bk, hp, M, Ps, 1, Bk, dOs, hp, dVs, hp, true);   // dV += P^T dO
+        tile::mm(team, M, Bk, h, dOs, hp, 1, Vt, Bk, dSs, Bk, false);   // dP = dO V^T
+        tile::for_rows(team, M, [&](const int rho) {                   // dS = P (dP - D)
+          const A* p = Ps + rho * Bk;
+          A* ds = dSs + rho * Bk;
+          const A D = D_s[rho];
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int tk = 0; tk < Bk; ++tk) ds[tk] = p[tk] * (ds[tk] - D);
+        });
+        tile::mm(team, Bk, hp, M, dSs, 1, Bk, Qs, hp, dKs, hp, true);   // dK += dS^T (scale Q)
+        tile::mm(team, M, hp, nk, dSs, Bk, 1, Kr, hp, dQs, hp, false);  // dQ tile = dS K
+        tile::for_rows(team, M, [&](const int rho) {
+          const int e = rho / R, r = rho % R;
+          if (e >= group || r >= nq) return;
+          T* dqr = &dq(i0 + r, (g * group + e) * h);
+          const A* dqs = dQs + rho * hp;
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int c = 0; c < h; ++c) dqr[c] += T(scale * dqs[c]);
+        });
       }
-      for (int c = 0; c < h; ++c) {
-        dk(j, ko + c) += T(scale * dk_acc(c));
-        dv(j, ko + c) += T(dv_acc(c));
-      }
-    });
+      tile::for_rows(team, nk, [&](const int tk) {
+        for (int c = 0; c < h; ++c) {
+          dk(j0 + tk, g * h + c) += T(dKs[tk * hp + c]);
+          dv(j0 + tk, g * h + c) += T(dVs[tk * hp + c]);
+        }
+      });
+    }
   });
 }
 

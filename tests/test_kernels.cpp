@@ -1051,8 +1051,11 @@ TEST(FloatInstantiation, RmsNormAndAttentionAgreeWithDouble) {
   EXPECT_LE(ey, 1e-5);
   EXPECT_LE(eg, 1e-5);
 
-  // attention forward + backward.
-  const AttnShape s = gqa_shape();
+  // attention forward + backward: small odd head dim (tiles packed and padded), and
+  // h = 16 over several tiles with arbitrary positions (K and V rows read in place).
+  for (const AttnShape& s : {gqa_shape(), AttnShape{150, 150, 4, 2, 16, shuffled(iota_pos(150), rng),
+                                                    shuffled(iota_pos(150), rng)}}) {
+  const std::string tag = "attention h=" + std::to_string(s.h) + " float vs double";
   AttnProblem<double> P(s, rng);
   AttnProblem<float> Pf(s, rng);
   from_host(Pf.q, to_host(P.q));
@@ -1065,16 +1068,17 @@ TEST(FloatInstantiation, RmsNormAndAttentionAgreeWithDouble) {
   auto [o, lse] = P.forward();
   auto [of, lsef] = Pf.forward();
   const double eo = max_abs_diff(to_host(of), to_host(o)), el = max_abs_diff(to_host(lsef), to_host(lse));
-  note("attention float vs double o (max abs)", eo);
-  note("attention float vs double lse (max abs)", el);
+  note(tag + " o (max abs)", eo);
+  note(tag + " lse (max abs)", el);
   EXPECT_LE(eo, 1e-5);
   EXPECT_LE(el, 1e-5);
   const auto g = attention_grads(P, dO);
   const auto gf = attention_grads(Pf, dOf);
   double ea = 0;
   for (int t = 0; t < 3; ++t) ea = std::max(ea, rel_err(gf[t], g[t]));
-  note("attention float vs double dq/dk/dv (rel)", ea);
+  note(tag + " dq/dk/dv (rel)", ea);
   EXPECT_LE(ea, 1e-5);
+  }
 
   // The other kernels' float instantiations compile and run.
   Mat<float> gf2("g", 2, 4), uf("u", 2, 4), mf("m", 2, 4), Ef("E", 3, 4), xe("xe", 2, 4);

@@ -93,6 +93,7 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
   p["git_dirty"] = MINILST_GIT_DIRTY ? "true" : "false";
   p["compiler"] = MINILST_CXX_COMPILER;
   p["cmake_build_type"] = MINILST_BUILD_TYPE;
+  p["host_arch_flag"] = MINILST_HOST_ARCH;
   p["kokkos_version"] = kokkos_version();
   p["kokkos_devices"] = MINILST_KOKKOS_DEVICES;
   p["blas"] = blas_name();

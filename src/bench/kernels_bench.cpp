@@ -1,0 +1,112 @@
+// minilst_bench_kernels: single kernels against the machine's own SGEMM rate,
+// measured in the same process. Prints one JSON object (for scripts/bench/).
+//   sgemm      C = A B, float, [m, k] x [k, n]
+//   attention  causal flash attention forward + backward, float, S tokens on one
+//              rank (positions 0..S-1), d = heads x head dim; useful FLOPs counted
+//              as forward 2 S^2 d and backward 5 S^2 d (model_flops.hpp)
+// Times are the median of --repeats runs after a warm-up.
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/gemm.hpp"
+#include "model/flops.hpp"
+
+using namespace minilst;
+
+namespace {
+
+template <class T>
+void fill_random(const Mat<T>& m, std::uint64_t seed, double scale) {
+  auto h = Kokkos::create_mirror_view(m);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, scale);
+  for (std::size_t i = 0; i < h.extent(0); ++i)
+    for (std::size_t j = 0; j < h.extent(1); ++j) h(i, j) = T(normal(rng));
+  Kokkos::deep_copy(m, h);
+}
+
+template <class F>
+double median_seconds(int repeats, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    compat::fence("bench: start");
+    Kokkos::Timer timer;
+    f();
+    compat::fence("bench: stop");
+    t.push_back(timer.seconds());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double sgemm_gflops(int m, int n, int k, int repeats) {
+  Mat<float> a("a", m, k), b("b", k, n), c("c", m, n);
+  fill_random(a, 1, 1.0);
+  fill_random(b, 2, 1.0);
+  const double s = median_seconds(repeats, [&] { kernels::gemm(kernels::Op::N, kernels::Op::N, 1.0f, a, b, 0.0f, c); });
+  return 2.0 * m * double(n) * k / s / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  CLI::App app{"miniLST kernel benchmarks against the machine's SGEMM rate (JSON on stdout)"};
+  app.require_subcommand(1);
+  int m = 2048, n = 2048, k = 2048, repeats = 3;
+  int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64;
+  auto* sg = app.add_subcommand("sgemm", "float GEMM rate");
+  sg->add_option("--m", m);
+  sg->add_option("--n", n);
+  sg->add_option("--k", k);
+  sg->add_option("--repeats", repeats);
+  auto* at = app.add_subcommand("attention", "causal attention forward + backward");
+  at->add_option("--seq-len", seq);
+  at->add_option("--heads", heads);
+  at->add_option("--kv-heads", kv_heads);
+  at->add_option("--head-dim", head_dim);
+  at->add_option("--repeats", repeats);
+  CLI11_PARSE(app, argc, argv);
+  int rc = 0;
+  Kokkos::initialize(argc, argv);
+  {
+    const double sgemm = sgemm_gflops(sg->parsed() ? m : 2048, sg->parsed() ? n : 2048, sg->parsed() ? k : 2048,
+                                      repeats);
+    if (sg->parsed()) {
+      std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"gflops\": %.2f}\n", m, n, k, sgemm);
+    } else {
+      const int Hh = heads * head_dim, Gh = kv_heads * head_dim;
+      Mat<float> q("q", seq, Hh), kk("k", seq, Gh), v("v", seq, Gh), o("o", seq, Hh), d_o("do", seq, Hh);
+      Mat<float> dq("dq", seq, Hh), dk("dk", seq, Gh), dv("dv", seq, Gh), lse("lse", seq, heads), delta("D", seq, heads);
+      Vec<std::int64_t> pos("pos", seq);
+      Kokkos::parallel_for("iota", Kokkos::RangePolicy<ExecSpace>(0, seq), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
+      fill_random(q, 3, 1.0);
+      fill_random(kk, 4, 1.0);
+      fill_random(v, 5, 1.0);
+      fill_random(d_o, 6, 1.0);
+      const double fwd = median_seconds(repeats, [&] {
+        kernels::attention_forward<float>(o, lse, q, kk, v, pos, pos, head_dim);
+      });
+      const double bwd = median_seconds(repeats, [&] {
+        kernels::attention_backward<float>(dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, pos, head_dim);
+      });
+      const double f_fwd = attention_flops_forward(double(seq), Hh), f_bwd = attention_flops_backward(double(seq), Hh);
+      std::printf("{\"kernel\": \"attention\", \"seq_len\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
+                  "\"forward_s\": %.6f, \"backward_s\": %.6f, \"forward_gflops\": %.2f, \"backward_gflops\": %.2f, "
+                  "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
+                  seq, heads, kv_heads, head_dim, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9,
+                  (f_fwd + f_bwd) / (fwd + bwd) / 1e9, sgemm, (f_fwd + f_bwd) / (fwd + bwd) / 1e9 / sgemm);
+    }
+  }
+  Kokkos::finalize();
+  MPI_Finalize();
+  return rc;
+}
