@@ -5,11 +5,13 @@
 // grad_scale is 1 / N_valid of the whole sequence (all chunks, all ranks), so the
 // chunks' gradients add up to the gradient of the mean loss. Returns sum_i loss_i
 // (unscaled); the caller divides by N_valid. The [S, V] logits never exist at once.
+// One exp per logit: e = exp(logit - max) is kept in place, then scaled by 1/sum.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
 #include "compat.hpp"
+#include "tile_ops.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
@@ -21,21 +23,34 @@ double cross_entropy_fused(const Mat<T>& logits, const Vec<const std::int64_t>& 
   double loss_sum = 0;
   Kokkos::parallel_reduce("cross_entropy_fused", Kokkos::RangePolicy<ExecSpace>(0, logits.extent(0)),
       KOKKOS_LAMBDA(const int i, double& acc) {
+        T* row = &logits(i, 0);
         const auto label = labels(i);
         if (label == kIgnoreLabel) {
-          for (int c = 0; c < V; ++c) logits(i, c) = T(0);
+          for (int c = 0; c < V; ++c) row[c] = T(0);
           return;
         }
-        A mx = logits(i, 0);
-        for (int c = 1; c < V; ++c) mx = logits(i, c) > mx ? A(logits(i, c)) : mx;
+        A mx = row[0];
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd reduction(max : mx)
+#endif
+        for (int c = 1; c < V; ++c) mx = A(row[c]) > mx ? A(row[c]) : mx;
+        const A target = row[label];
         A sum = 0;
-        for (int c = 0; c < V; ++c) sum += compat::exp(A(logits(i, c)) - mx);
-        const A lse = mx + compat::log(sum);
-        acc += double(lse - A(logits(i, label)));
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd reduction(+ : sum)
+#endif
         for (int c = 0; c < V; ++c) {
-          const A p = compat::exp(A(logits(i, c)) - lse);
-          logits(i, c) = T((p - (c == label ? A(1) : A(0))) * A(grad_scale));
+          const A e = tile::exp(A(row[c]) - mx);
+          row[c] = T(e);
+          sum += e;
         }
+        acc += double(mx + compat::log(sum) - target);
+        const A scale = A(grad_scale) / sum;
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+        for (int c = 0; c < V; ++c) row[c] = T(A(row[c]) * scale);
+        row[label] = T(A(row[label]) - A(grad_scale));
       },
       loss_sum);
   return loss_sum;

@@ -18,10 +18,21 @@ void embedding_forward(const Mat<T>& x, const Vec<const std::int64_t>& tokens, c
 
 template <class T>
 void embedding_backward(const Mat<T>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) {
-  const int S = static_cast<int>(dx.extent(0));
-  Kokkos::parallel_for("embedding_backward", Kokkos::RangePolicy<ExecSpace>(0, dx.extent(1)),
-      KOKKOS_LAMBDA(const int j) {
-        for (int i = 0; i < S; ++i) dE(tokens(i), j) += dx(i, j);
+  // Blocks of columns, tokens in order: one writer per element, a fixed order
+  // (deterministic), and contiguous rows on host backends.
+  const int S = static_cast<int>(dx.extent(0)), d = static_cast<int>(dx.extent(1));
+  constexpr int kBlock = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible ? 64 : 1;
+  Kokkos::parallel_for("embedding_backward", Kokkos::RangePolicy<ExecSpace>(0, (d + kBlock - 1) / kBlock),
+      KOKKOS_LAMBDA(const int b) {
+        const int j0 = b * kBlock, n = j0 + kBlock < d ? kBlock : d - j0;
+        for (int i = 0; i < S; ++i) {
+          T* row = &dE(tokens(i), j0);
+          const T* src = &dx(i, j0);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int c = 0; c < n; ++c) row[c] += src[c];
+        }
       });
 }
 

@@ -2,8 +2,10 @@
 //   forward   r_i = (mean_j x_ij^2 + eps)^(-1/2),   y_ij = x_ij r_i w_j         y: [S, d] (=)
 //   backward  dx_i += r_i (w * dy_i) - x_i r_i^3 (1/d) sum_j (w_j dy_ij x_ij)   dx: [S, d] (+=)
 //             dw_j += sum_i dy_ij x_ij r_i                                      dw: [d]    (+=)
-// r is recomputed in backward (one pass over x): nothing is saved.
+// r is recomputed in backward, once per token (one pass over x): nothing is saved.
 // dx accumulates so the residual stream's gradient can already be in it.
+// The backward's dy is scratch: the token pass overwrites it with dy_ij x_ij r_i,
+// so that dw is a plain column sum (O(S d), no extra memory, a fixed order).
 #pragma once
 
 #include "compat.hpp"
@@ -12,44 +14,75 @@
 namespace minilst::kernels {
 
 template <class T>
-KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const Mat<const T>& x, int i, double eps) {
+KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const T* x, int d, double eps) {
   using A = accum_t<T>;
-  const int d = static_cast<int>(x.extent(1));
   A ss = 0;
-  for (int j = 0; j < d; ++j) ss += A(x(i, j)) * A(x(i, j));
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd reduction(+ : ss)
+#endif
+  for (int j = 0; j < d; ++j) ss += A(x[j]) * A(x[j]);
   return A(1) / compat::sqrt(ss / A(d) + A(eps));
 }
 
 template <class T>
 void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>& w, double eps) {
+  using A = accum_t<T>;
   const int d = static_cast<int>(x.extent(1));
   Kokkos::parallel_for("rmsnorm_forward", Kokkos::RangePolicy<ExecSpace>(0, x.extent(0)),
       KOKKOS_LAMBDA(const int i) {
-        const auto r = rms_inverse<T>(x, i, eps);
-        for (int j = 0; j < d; ++j) y(i, j) = T(x(i, j) * r * w(j));
+        const T* xi = &x(i, 0);
+        T* yi = &y(i, 0);
+        const T* wp = w.data();
+        const A r = rms_inverse<T>(xi, d, eps);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+        for (int j = 0; j < d; ++j) yi[j] = T(A(xi[j]) * r * A(wp[j]));
       });
 }
 
 template <class T>
-void rmsnorm_backward(const Mat<T>& dx, const Vec<T>& dw, const Mat<const T>& dy,
-                      const Mat<const T>& x, const Vec<const T>& w, double eps) {
+void rmsnorm_backward(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, const Mat<const T>& x,
+                      const Vec<const T>& w, double eps) {
   using A = accum_t<T>;
   const int S = static_cast<int>(x.extent(0));
   const int d = static_cast<int>(x.extent(1));
   Kokkos::parallel_for("rmsnorm_backward_dx", Kokkos::RangePolicy<ExecSpace>(0, S),
       KOKKOS_LAMBDA(const int i) {
-        const A r = rms_inverse<T>(x, i, eps);
+        const T* xi = &x(i, 0);
+        const T* wp = w.data();
+        T* dyi = &dy(i, 0);
+        T* dxi = &dx(i, 0);
+        const A r = rms_inverse<T>(xi, d, eps);
         A dot = 0;  // sum_j w_j dy_ij x_ij
-        for (int j = 0; j < d; ++j) dot += A(w(j)) * A(dy(i, j)) * A(x(i, j));
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd reduction(+ : dot)
+#endif
+        for (int j = 0; j < d; ++j) dot += A(wp[j]) * A(dyi[j]) * A(xi[j]);
         const A c = r * r * r * dot / A(d);
-        for (int j = 0; j < d; ++j) dx(i, j) += T(r * A(w(j)) * A(dy(i, j)) - A(x(i, j)) * c);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+        for (int j = 0; j < d; ++j) {
+          dxi[j] += T(r * A(wp[j]) * A(dyi[j]) - A(xi[j]) * c);
+          dyi[j] = T(A(dyi[j]) * A(xi[j]) * r);  // the token's term of dw
+        }
       });
-  // dw: parallel over columns, serial over tokens (deterministic order).
-  Kokkos::parallel_for("rmsnorm_backward_dw", Kokkos::RangePolicy<ExecSpace>(0, d),
-      KOKKOS_LAMBDA(const int j) {
-        A acc = 0;
-        for (int i = 0; i < S; ++i) acc += A(dy(i, j)) * A(x(i, j)) * rms_inverse<T>(x, i, eps);
-        dw(j) += T(acc);
+  // dw: column sums in blocks of columns, tokens in order (deterministic).
+  constexpr int kBlock = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible ? 64 : 1;
+  Kokkos::parallel_for("rmsnorm_backward_dw", Kokkos::RangePolicy<ExecSpace>(0, (d + kBlock - 1) / kBlock),
+      KOKKOS_LAMBDA(const int b) {
+        const int j0 = b * kBlock, n = j0 + kBlock < d ? kBlock : d - j0;
+        A acc[kBlock];
+        for (int c = 0; c < kBlock; ++c) acc[c] = 0;
+        for (int i = 0; i < S; ++i) {
+          const T* row = &dy(i, j0);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+          for (int c = 0; c < n; ++c) acc[c] += A(row[c]);
+        }
+        for (int c = 0; c < n; ++c) dw(j0 + c) += T(acc[c]);
       });
 }
 

@@ -6,38 +6,56 @@
 #pragma once
 
 #include "compat.hpp"
+#include "tile_ops.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
 template <class T>
 KOKKOS_INLINE_FUNCTION accum_t<T> sigmoid(accum_t<T> z) {
-  return accum_t<T>(1) / (accum_t<T>(1) + compat::exp(-z));
+  return accum_t<T>(1) / (accum_t<T>(1) + tile::exp(-z));
 }
 
+// One token (row) per iteration, its I elements in a vectorised loop.
 template <class T>
 void swiglu_forward(const Mat<T>& m, const Mat<const T>& g, const Mat<const T>& u) {
   using A = accum_t<T>;
-  Kokkos::parallel_for("swiglu_forward",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {g.extent(0), g.extent(1)}),
-      KOKKOS_LAMBDA(const int i, const int j) {
-        const A gv = g(i, j);
-        m(i, j) = T(gv * sigmoid<T>(gv) * A(u(i, j)));
-      });
+  const int I = int(g.extent(1));
+  Kokkos::parallel_for("swiglu_forward", Kokkos::RangePolicy<ExecSpace>(0, g.extent(0)), KOKKOS_LAMBDA(const int i) {
+    const T* gi = &g(i, 0);
+    const T* ui = &u(i, 0);
+    T* mi = &m(i, 0);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+    for (int j = 0; j < I; ++j) {
+      const A gv = gi[j];
+      mi[j] = T(gv * sigmoid<T>(gv) * A(ui[j]));
+    }
+  });
 }
 
 template <class T>
 void swiglu_backward(const Mat<T>& dg, const Mat<T>& du, const Mat<const T>& dm,
                      const Mat<const T>& g, const Mat<const T>& u) {
   using A = accum_t<T>;
-  Kokkos::parallel_for("swiglu_backward",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {g.extent(0), g.extent(1)}),
-      KOKKOS_LAMBDA(const int i, const int j) {
-        const A gv = g(i, j), uv = u(i, j), dmv = dm(i, j);
-        const A s = sigmoid<T>(gv);
-        dg(i, j) = T(dmv * uv * s * (A(1) + gv * (A(1) - s)));
-        du(i, j) = T(dmv * gv * s);
-      });
+  const int I = int(g.extent(1));
+  Kokkos::parallel_for("swiglu_backward", Kokkos::RangePolicy<ExecSpace>(0, g.extent(0)), KOKKOS_LAMBDA(const int i) {
+    const T* gi = &g(i, 0);
+    const T* ui = &u(i, 0);
+    const T* dmi = &dm(i, 0);
+    T* dgi = &dg(i, 0);
+    T* dui = &du(i, 0);
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+    for (int j = 0; j < I; ++j) {  // dg, du may alias g, u: both read first
+      const A gv = gi[j], uv = ui[j], dmv = dmi[j];
+      const A s = sigmoid<T>(gv);
+      dgi[j] = T(dmv * uv * s * (A(1) + gv * (A(1) - s)));
+      dui[j] = T(dmv * gv * s);
+    }
+  });
 }
 
 }  // namespace minilst::kernels

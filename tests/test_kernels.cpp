@@ -51,6 +51,14 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // ---------------------------------------------------------------------------------------------
 // Helpers: Views <-> flat row-major host vectors, random fills, error measures, the FD driver.
 
+// A device copy (for kernels that use an input as scratch).
+template <class T>
+Mat<T> clone(const Mat<T>& m) {
+  Mat<T> c(m.label() + "_copy", m.extent(0), m.extent(1));
+  Kokkos::deep_copy(c, m);
+  return c;
+}
+
 template <class View>
 Host to_host(const View& x) {
   auto hx = Kokkos::create_mirror_view(x);
@@ -386,7 +394,7 @@ TEST(FiniteDifferenceHarness, FlagsAWrongGradient) {
   fill_random(x, rng);
   fill_random(w, rng, 0.5, 1.5);
   fill_random(R, rng);
-  K::rmsnorm_backward<double>(dx, dw, R, x, w, eps);
+  K::rmsnorm_backward<double>(dx, dw, clone(R), x, w, eps);  // its dy is scratch
   const Host Rh = to_host(R);
   auto loss = [&] {
     K::rmsnorm_forward<double>(y, x, w, eps);
@@ -574,7 +582,7 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
   RmsProblem P(rng);
   Mat<double> dx("dx", P.S, P.d);
   Vec<double> dw("dw", P.d);
-  K::rmsnorm_backward<double>(dx, dw, P.R, P.x, P.w, P.eps);
+  K::rmsnorm_backward<double>(dx, dw, clone(P.R), P.x, P.w, P.eps);
   const Host Rh = to_host(P.R);
   auto loss = [&] {
     K::rmsnorm_forward<double>(P.y, P.x, P.w, P.eps);
@@ -589,11 +597,11 @@ TEST(RmsNorm, BackwardAccumulatesIntoDxAndDw) {
   RmsProblem P(rng);
   Mat<double> dx0("dx0", P.S, P.d), dx("dx", P.S, P.d);
   Vec<double> dw0("dw0", P.d), dw("dw", P.d);
-  K::rmsnorm_backward<double>(dx0, dw0, P.R, P.x, P.w, P.eps);  // from zero
+  K::rmsnorm_backward<double>(dx0, dw0, clone(P.R), P.x, P.w, P.eps);  // from zero
   fill_random(dx, rng);
   fill_random(dw, rng);
   const Host dx_init = to_host(dx), dw_init = to_host(dw);
-  K::rmsnorm_backward<double>(dx, dw, P.R, P.x, P.w, P.eps);
+  K::rmsnorm_backward<double>(dx, dw, clone(P.R), P.x, P.w, P.eps);
   Host ex = to_host(dx0), ew = to_host(dw0);
   for (std::size_t n = 0; n < ex.size(); ++n) ex[n] += dx_init[n];
   for (std::size_t n = 0; n < ew.size(); ++n) ew[n] += dw_init[n];
@@ -1042,8 +1050,8 @@ TEST(FloatInstantiation, RmsNormAndAttentionAgreeWithDouble) {
   from_host(Rf, to_host(R));
   K::rmsnorm_forward<double>(y, x, w, 1e-5);
   K::rmsnorm_forward<float>(yf, xf, wf, 1e-5);
-  K::rmsnorm_backward<double>(dx, dw, R, x, w, 1e-5);
-  K::rmsnorm_backward<float>(dxf, dwf, Rf, xf, wf, 1e-5);
+  K::rmsnorm_backward<double>(dx, dw, clone(R), x, w, 1e-5);
+  K::rmsnorm_backward<float>(dxf, dwf, clone(Rf), xf, wf, 1e-5);
   const double ey = max_abs_diff(to_host(yf), to_host(y));
   const double eg = std::max(rel_err(to_host(dxf), to_host(dx)), rel_err(to_host(dwf), to_host(dw)));
   note("rmsnorm float vs double y (max abs)", ey);

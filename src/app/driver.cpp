@@ -216,6 +216,15 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   const double sequences = double(deck.run.grad_accum) * D;
   metrics.tokens_per_step = sequences * double(S);
   metrics.flops_per_step = sequences * model_flops_per_sequence(cfg, double(S));
+  {  // per phase (the step benchmark's roofline): FLOPs of this rank's tokens, forward + backward
+    const double local = double(deck.run.grad_accum);  // sequences this rank works on per step (its share of each)
+    const auto f = phase_flops_per_sequence(cfg, double(S));
+    const double share = 1.0 / double(P);              // sequence parallelism splits each sequence's work
+    metrics.reals["flops_per_step_attention"] = local * share * f.attention;
+    metrics.reals["flops_per_step_projections"] = local * share * f.projections;
+    metrics.reals["flops_per_step_mlp"] = local * share * f.mlp;
+    metrics.reals["flops_per_step_lm_head"] = local * share * f.lm_head;
+  }
   metrics.warmup_steps = deck.run.warmup_steps;
   metrics.config_yaml = deck.resolved_yaml;
 

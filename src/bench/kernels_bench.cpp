@@ -47,11 +47,13 @@ double median_seconds(int repeats, F&& f) {
   return t[t.size() / 2];
 }
 
-double sgemm_gflops(int m, int n, int k, int repeats) {
-  Mat<float> a("a", m, k), b("b", k, n), c("c", m, n);
+// C [m, n] = op(A) op(B), op = transpose where asked (A stored [k, m], B stored [n, k]).
+double sgemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = false) {
+  Mat<float> a("a", ta ? k : m, ta ? m : k), b("b", tb ? n : k, tb ? k : n), c("c", m, n);
   fill_random(a, 1, 1.0);
   fill_random(b, 2, 1.0);
-  const double s = median_seconds(repeats, [&] { kernels::gemm(kernels::Op::N, kernels::Op::N, 1.0f, a, b, 0.0f, c); });
+  const auto op = [](bool t) { return t ? kernels::Op::T : kernels::Op::N; };
+  const double s = median_seconds(repeats, [&] { kernels::gemm(op(ta), op(tb), 1.0f, a, b, 0.0f, c); });
   return 2.0 * m * double(n) * k / s / 1e9;
 }
 
@@ -62,12 +64,15 @@ int main(int argc, char** argv) {
   CLI::App app{"miniLST kernel benchmarks against the machine's SGEMM rate (JSON on stdout)"};
   app.require_subcommand(1);
   int m = 2048, n = 2048, k = 2048, repeats = 3;
+  bool ta = false, tb = false;
   int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64;
   auto* sg = app.add_subcommand("sgemm", "float GEMM rate");
   sg->add_option("--m", m);
   sg->add_option("--n", n);
   sg->add_option("--k", k);
   sg->add_option("--repeats", repeats);
+  sg->add_flag("--ta", ta, "A transposed");
+  sg->add_flag("--tb", tb, "B transposed");
   auto* at = app.add_subcommand("attention", "causal attention forward + backward");
   at->add_option("--seq-len", seq);
   at->add_option("--heads", heads);
@@ -81,7 +86,9 @@ int main(int argc, char** argv) {
     const double sgemm = sgemm_gflops(sg->parsed() ? m : 2048, sg->parsed() ? n : 2048, sg->parsed() ? k : 2048,
                                       repeats);
     if (sg->parsed()) {
-      std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"gflops\": %.2f}\n", m, n, k, sgemm);
+      const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
+      std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f}\n",
+                  m, n, k, int(ta), int(tb), rate);
     } else {
       const int Hh = heads * head_dim, Gh = kv_heads * head_dim;
       Mat<float> q("q", seq, Hh), kk("k", seq, Gh), v("v", seq, Gh), o("o", seq, Hh), d_o("do", seq, Hh);

@@ -83,7 +83,7 @@ CopyEngine::Ticket ActivationStore<T>::copy(void* dst, const void* src, std::siz
 template <class T>
 Mat<T> ActivationStore<T>::x_view(int l) {
   auto& buf = x_[x_index(l)];
-  if (buf.bytes() == 0) buf = Tracked<Mat<T>>("x" + std::to_string(x_index(l)), MemCategory::activations,
+  if (buf.bytes() == 0) buf = Tracked<Mat<T>>(uninitialized, "x" + std::to_string(x_index(l)), MemCategory::activations,
                                               shapes_.tokens, shapes_.hidden);
   return buf.view();
 }
@@ -95,12 +95,12 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
     const auto act = MemCategory::activations;
     const std::string n = std::to_string(saved_index(l));
     const std::int64_t S = shapes_.tokens;
-    s.q = Tracked<Mat<T>>("q" + n, act, S, shapes_.q_cols);
-    s.k = Tracked<Mat<T>>("k" + n, act, S, shapes_.kv_cols);
-    s.v = Tracked<Mat<T>>("v" + n, act, S, shapes_.kv_cols);
-    s.o = Tracked<Mat<T>>("o" + n, act, S, shapes_.q_cols);
-    s.stats = Tracked<Mat<A>>("lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
-    s.y = Tracked<Mat<T>>("y" + n, act, S, shapes_.hidden);
+    s.q = Tracked<Mat<T>>(uninitialized, "q" + n, act, S, shapes_.q_cols);
+    s.k = Tracked<Mat<T>>(uninitialized, "k" + n, act, S, shapes_.kv_cols);
+    s.v = Tracked<Mat<T>>(uninitialized, "v" + n, act, S, shapes_.kv_cols);
+    s.o = Tracked<Mat<T>>(uninitialized, "o" + n, act, S, shapes_.q_cols);
+    s.stats = Tracked<Mat<A>>(uninitialized, "lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
+    s.y = Tracked<Mat<T>>(uninitialized, "y" + n, act, S, shapes_.hidden);
   }
   return s;
 }
@@ -118,19 +118,19 @@ typename ActivationStore<T>::HostLayer& ActivationStore<T>::host(int l, bool x_o
   const auto cat = MemCategory::host_offload;
   const std::string n = std::to_string(l);
   using HostT = Kokkos::View<T*, compat::HostPinnedSpace>;
-  if (h.x.bytes() == 0) h.x = Tracked<HostT>("host_x" + n, cat, std::size_t(S * shapes_.hidden));
+  if (h.x.bytes() == 0) h.x = Tracked<HostT>(uninitialized, "host_x" + n, cat, std::size_t(S * shapes_.hidden));
   if (x_only || h.rows >= host_rows_) return h;
   // o and stats whole; q, k, v, y for host_rows tokens (grown if alpha grew)
   if (h.o.bytes() == 0) {
-    h.o = Tracked<HostT>("host_o" + n, cat, std::size_t(S * shapes_.q_cols));
-    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>("host_lse" + n, cat,
+    h.o = Tracked<HostT>(uninitialized, "host_o" + n, cat, std::size_t(S * shapes_.q_cols));
+    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>(uninitialized, "host_lse" + n, cat,
                                                                 std::size_t(shapes_.stats.rows * shapes_.stats.cols));
   }
   const std::size_t r = std::size_t(host_rows_);
-  h.q = Tracked<HostT>("host_q" + n, cat, r * shapes_.q_cols);
-  h.k = Tracked<HostT>("host_k" + n, cat, r * shapes_.kv_cols);
-  h.v = Tracked<HostT>("host_v" + n, cat, r * shapes_.kv_cols);
-  h.y = Tracked<HostT>("host_y" + n, cat, r * shapes_.hidden);
+  h.q = Tracked<HostT>(uninitialized, "host_q" + n, cat, r * shapes_.q_cols);
+  h.k = Tracked<HostT>(uninitialized, "host_k" + n, cat, r * shapes_.kv_cols);
+  h.v = Tracked<HostT>(uninitialized, "host_v" + n, cat, r * shapes_.kv_cols);
+  h.y = Tracked<HostT>(uninitialized, "host_y" + n, cat, r * shapes_.hidden);
   h.rows = host_rows_;
   return h;
 }

@@ -55,6 +55,11 @@ class MemoryTracker {
   std::vector<MemEvent> trace_;
 };
 
+// A buffer that is fully overwritten before it is read: allocated without the
+// zero-fill (Tracked(uninitialized, label, category, extents...)).
+struct Uninitialized {};
+constexpr Uninitialized uninitialized{};
+
 // Owns one Kokkos View and keeps its bytes counted in a category while it lives.
 // Move-only; the View's label is the buffer's name (what Kokkos Tools show).
 template <class ViewT>
@@ -64,6 +69,11 @@ class Tracked {
   template <class... Extents>
   Tracked(const std::string& label, MemCategory category, Extents... extents)
       : view_(label, extents...), category_(category),
+        bytes_(view_.span() * sizeof(typename ViewT::value_type)),
+        id_(MemoryTracker::instance().on_alloc(category, bytes_, label)) {}
+  template <class... Extents>
+  Tracked(Uninitialized, const std::string& label, MemCategory category, Extents... extents)
+      : view_(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...), category_(category),
         bytes_(view_.span() * sizeof(typename ViewT::value_type)),
         id_(MemoryTracker::instance().on_alloc(category, bytes_, label)) {}
   ~Tracked() { reset(); }

@@ -16,7 +16,7 @@ void DecoderLayer<T>::project_qkv(const LayerActivations<T>& a, const LayerWeigh
   const auto pos = Kokkos::subview(pos_, Kokkos::make_pair(r.begin, r.end));
   const std::size_t h = cfg_.head_dim();
   {
-    Tracked<Mat<T>> an("attn_in", MemCategory::workspace, r.size(), cfg_.hidden);  // [C, d]
+    Tracked<Mat<T>> an(uninitialized, "attn_in", MemCategory::workspace, r.size(), cfg_.hidden);  // [C, d]
     kernels::rmsnorm_forward<T>(an.view(), x, w.attn_norm, cfg_.norm_eps);
     gemm(Op::N, Op::N, T(1), an.view(), w.wq, T(0), q);
     gemm(Op::N, Op::N, T(1), an.view(), w.wk, T(0), k);
@@ -54,16 +54,17 @@ void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<T>& dw, cons
   const auto ws = MemCategory::workspace;
 
   // MLP block: dy = dz + mlp'(dz)
-  Tracked<Mat<T>> dy("y_grad", ws, S, d);
+  Tracked<Mat<T>> dy(uninitialized, "y_grad", ws, S, d);
   Kokkos::deep_copy(ExecSpace(), dy.view(), dz);
   mlp_.backward(dy.view(), dw, dz, a.y, w);
 
   // output projection: dO = dy Wo^T ; dWo += o^T dy
-  Tracked<Mat<T>> d_o("o_grad", ws, S, Hh);
+  Tracked<Mat<T>> d_o(uninitialized, "o_grad", ws, S, Hh);
   gemm(Op::N, Op::T, T(1), dy.view(), w.wo, T(0), d_o.view());
   gemm(Op::T, Op::N, T(1), a.o, dy.view(), T(1), dw.wo);
 
-  Tracked<Mat<T>> dq("q_grad", ws, S, Hh), dk("k_grad", ws, S, Gh), dv("v_grad", ws, S, Gh);
+  Tracked<Mat<T>> dq(uninitialized, "q_grad", ws, S, Hh), dk(uninitialized, "k_grad", ws, S, Gh),
+      dv(uninitialized, "v_grad", ws, S, Gh);  // the strategies overwrite them
   {
     ScopedPhase phase(timers_, "attention");
     attention_.backward(dq.view(), dk.view(), dv.view(), d_o.view(), a.o, a.stats, a.q, a.k, a.v);
@@ -73,7 +74,7 @@ void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<T>& dw, cons
   kernels::rope_backward<T>(dk.view(), pos_, h, cfg_.rope_theta);
 
   // projections: dW* += an^T d* ; dan = dq Wq^T + dk Wk^T + dv Wv^T  (an = rmsnorm(x) recomputed)
-  Tracked<Mat<T>> an("attn_in", ws, S, d);
+  Tracked<Mat<T>> an(uninitialized, "attn_in", ws, S, d);
   kernels::rmsnorm_forward<T>(an.view(), a.x, w.attn_norm, cfg_.norm_eps);
   gemm(Op::T, Op::N, T(1), an.view(), dq.view(), T(1), dw.wq);
   gemm(Op::T, Op::N, T(1), an.view(), dk.view(), T(1), dw.wk);

@@ -10,9 +10,9 @@
 // Weight gradients accumulate (+=); dx and the activations are overwritten (=).
 #pragma once
 
+#include "attention/attention_strategy.hpp"
 #include "io/phase_timers.hpp"
 #include "memory/activation_store.hpp"
-#include "model/attention_strategy.hpp"
 #include "model/config.hpp"
 #include "model/mlp_block.hpp"
 #include "model/parameters.hpp"

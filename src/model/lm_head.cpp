@@ -21,8 +21,8 @@ double LmHeadLoss<T>::forward_backward(const Mat<T>& dx, const Mat<const T>& x,
   for (int c = 0; c < M; ++c) {
     const Range r = chunk_range(S, M, c);
     const auto xc = rows(x, r.begin, r.end);
-    Tracked<Mat<T>> f("head_in", MemCategory::workspace, r.size(), cfg_.hidden);     // [C, d]
-    Tracked<Mat<T>> logits("logits", MemCategory::workspace, r.size(), cfg_.vocab);  // [C, V]
+    Tracked<Mat<T>> f(uninitialized, "head_in", MemCategory::workspace, r.size(), cfg_.hidden);     // [C, d]
+    Tracked<Mat<T>> logits(uninitialized, "logits", MemCategory::workspace, r.size(), cfg_.vocab);  // [C, V]
     kernels::rmsnorm_forward<T>(f.view(), xc, params.final_norm, cfg_.norm_eps);
     gemm(Op::N, Op::N, T(1), f.view(), params.lm_head, T(0), logits.view());
     const auto labels_c = Kokkos::subview(labels, Kokkos::make_pair(r.begin, r.end));

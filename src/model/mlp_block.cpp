@@ -18,9 +18,9 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
   for (int c = 0; c < M; ++c) {
     const Range r = chunk_range(S, M, c);
     const auto yc = rows(y, r.begin, r.end);
-    Tracked<Mat<T>> b("mlp_in", MemCategory::workspace, r.size(), cfg_.hidden);          // [C, d]
-    Tracked<Mat<T>> g("mlp_gate", MemCategory::workspace, r.size(), cfg_.intermediate);  // [C, I]
-    Tracked<Mat<T>> u("mlp_up", MemCategory::workspace, r.size(), cfg_.intermediate);    // [C, I]
+    Tracked<Mat<T>> b(uninitialized, "mlp_in", MemCategory::workspace, r.size(), cfg_.hidden);          // [C, d]
+    Tracked<Mat<T>> g(uninitialized, "mlp_gate", MemCategory::workspace, r.size(), cfg_.intermediate);  // [C, I]
+    Tracked<Mat<T>> u(uninitialized, "mlp_up", MemCategory::workspace, r.size(), cfg_.intermediate);    // [C, I]
     kernels::rmsnorm_forward<T>(b.view(), yc, w.mlp_norm, cfg_.norm_eps);
     gemm(Op::N, Op::N, T(1), b.view(), w.w_gate, T(0), g.view());
     gemm(Op::N, Op::N, T(1), b.view(), w.w_up, T(0), u.view());
@@ -40,10 +40,10 @@ void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<T>& dw, const Ma
     const auto yc = rows(y, r.begin, r.end);
     const auto dzc = rows(dz, r.begin, r.end);
     const std::size_t C = r.size(), d = cfg_.hidden, I = cfg_.intermediate;
-    Tracked<Mat<T>> b("mlp_in", MemCategory::workspace, C, d);
-    Tracked<Mat<T>> g("mlp_gate", MemCategory::workspace, C, I);
-    Tracked<Mat<T>> u("mlp_up", MemCategory::workspace, C, I);
-    Tracked<Mat<T>> m("mlp_act", MemCategory::workspace, C, I);
+    Tracked<Mat<T>> b(uninitialized, "mlp_in", MemCategory::workspace, C, d);
+    Tracked<Mat<T>> g(uninitialized, "mlp_gate", MemCategory::workspace, C, I);
+    Tracked<Mat<T>> u(uninitialized, "mlp_up", MemCategory::workspace, C, I);
+    Tracked<Mat<T>> m(uninitialized, "mlp_act", MemCategory::workspace, C, I);
     // recompute the chunk's forward
     kernels::rmsnorm_forward<T>(b.view(), yc, w.mlp_norm, cfg_.norm_eps);
     gemm(Op::N, Op::N, T(1), b.view(), w.w_gate, T(0), g.view());

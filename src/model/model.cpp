@@ -42,7 +42,7 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
   const std::size_t S = tokens.extent(0), d = cfg_.hidden;
   const int L = cfg_.layers;
   double loss_sum = 0;
-  Tracked<Mat<T>> dx("x_grad", MemCategory::workspace, S, d);
+  Tracked<Mat<T>> dx(uninitialized, "x_grad", MemCategory::workspace, S, d);  // the LM head zeroes it
   {
     ScopedPhase phase(timers_, "forward");
     kernels::embedding_forward<T>(store_.input(0), tokens, params.embed);
@@ -57,7 +57,7 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
   }
   {
     ScopedPhase phase(timers_, "backward");
-    Tracked<Mat<T>> dx_in("x_grad_in", MemCategory::workspace, S, d);
+    Tracked<Mat<T>> dx_in(uninitialized, "x_grad_in", MemCategory::workspace, S, d);
     const Recompute<T> redo(layer_, params);
     for (int l = L - 1; l >= 0; --l) {
       const auto a = store_.backward_begin(l, redo);

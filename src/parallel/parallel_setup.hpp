@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "attention/local_attention.hpp"
+#include "attention/ring_attention.hpp"
+#include "attention/ulysses_attention.hpp"
 #include "model/data.hpp"
 #include "model/trainer.hpp"
 #include "parallel/mpi_communicator.hpp"
 #include "parallel/parallel_config.hpp"
-#include "parallel/ring_attention.hpp"
 #include "parallel/sequence_layout.hpp"
-#include "parallel/ulysses_attention.hpp"
 
 namespace minilst {
 

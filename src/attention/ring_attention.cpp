@@ -1,9 +1,11 @@
-#include "parallel/ring_attention.hpp"
+#include "attention/ring_attention.hpp"
 
 #include <algorithm>
 #include <limits>
 
+#include "attention/ring_hop.hpp"
 #include "kernels/attention_merge.hpp"
+#include "kernels/attention_rsa.hpp"
 
 namespace minilst {
 
@@ -76,16 +78,11 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
   int cur = 0;
   for (int t = 0; t < R_; ++t) {
     const int b = owner(t);
-    RequestPtr recv, send;
+    RingHop hop(ring_, timers_, overlap_);  // the next block arrives while this one computes
     if (t + 1 < R_) {
-      compat::fence("ring: block ready to send");
-      recv = ring_.irecv(buf[1 - cur].view().data(), 2 * rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
-      send = ring_.isend(buf[cur].view().data(), 2 * rows_[b] * Gh, dtype_of<T>(), next_, kTagKV, "ring");
-      if (!overlap_) {
-        ScopedPhase wait(timers_, "ring_wait");
-        ring_.wait(recv);
-        ring_.wait(send);
-      }
+      hop.receive(buf[1 - cur].view().data(), 2 * rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
+      hop.send(buf[cur].view().data(), 2 * rows_[b] * Gh, dtype_of<T>(), next_, kTagKV);
+      hop.start();
     }
     if (visible(b)) {
       const Vec<T> blk = buf[cur].view();
@@ -94,16 +91,11 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
                                       k_rows(blk, rows_[b], Gh), v_rows(blk, rows_[b], Gh), row_range(q_pos, i0, i1),
                                       pos_[b].view(), head_dim_);
         compat::fence("ring: slice done");
-        ring_.test(recv);
-        ring_.test(send);
+        hop.progress();
       });
       kernels::attention_merge<T>(o_acc.view(), lse, o_blk.view(), lse_blk.view(), head_dim_);
     }
-    if (recv || send) {
-      ScopedPhase wait(timers_, "ring_wait");
-      ring_.wait(recv);
-      ring_.wait(send);
-    }
+    hop.finish();
     cur = 1 - cur;
   }
   cast_copy(o, o_acc.view());
@@ -112,17 +104,14 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
 template <class T>
 void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                                    const Mat<const T>& v) {
-  const std::int64_t Sq = q.extent(0), Hh = q.extent(1), Gh = k.extent(1), h = head_dim_;
-  const int Hl = int(Hh / h), group = int(Hh / Gh);
+  const std::int64_t Sq = q.extent(0), Hh = q.extent(1), Gh = k.extent(1), Hl = Hh / head_dim_;
   std::int64_t S = 0;
   std::vector<std::int64_t> col(R_);  // first score column of each block
   for (int b = 0; b < R_; ++b) { col[b] = S; S += rows_[b]; }
   Tracked<Mat<A>> scores("rsa_scores", MemCategory::workspace, Hl * Sq, S);  // [Hl*Sq, S]: the point of RSA
   Tracked<Vec<T>> buf[2] = {Tracked<Vec<T>>("rsa_block_a", MemCategory::comm, max_rows_ * Gh),
                             Tracked<Vec<T>>("rsa_block_b", MemCategory::comm, max_rows_ * Gh)};
-  const A scale = A(1) / compat::sqrt(A(h)), neg_inf = -std::numeric_limits<A>::infinity();
   const auto q_pos = pos_[me_].view();
-  const auto S_mat = scores.view();
 
   // One ring pass of K (phase 1) or V (phase 2) blocks; `use` consumes block b.
   auto ring_pass = [&](const Mat<const T>& own, auto&& use) {
@@ -130,58 +119,24 @@ void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat
     int cur = 0;
     for (int t = 0; t < R_; ++t) {
       const int b = owner(t);
-      RequestPtr recv, send;
+      RingHop hop(ring_, timers_, overlap_);
       if (t + 1 < R_) {
-        compat::fence("rsa: block ready to send");
-        recv = ring_.irecv(buf[1 - cur].view().data(), rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
-        send = ring_.isend(buf[cur].view().data(), rows_[b] * Gh, dtype_of<T>(), next_, kTagKV, "ring");
+        hop.receive(buf[1 - cur].view().data(), rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
+        hop.send(buf[cur].view().data(), rows_[b] * Gh, dtype_of<T>(), next_, kTagKV);
+        hop.start();
       }
       use(b, Mat<const T>(buf[cur].view().data(), rows_[b], Gh));
-      ScopedPhase wait(timers_, "ring_wait");
-      ring_.wait(recv);
-      ring_.wait(send);
+      hop.finish();
       cur = 1 - cur;
     }
   };
-  // Phase 1: scores of every block, masked by position.
-  ring_pass(k, [&](int b, const Mat<const T>& kb) {
-    const auto k_pos = pos_[b].view();
-    const std::int64_t c0 = col[b];
-    Kokkos::parallel_for("rsa_scores", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0},
-                         {std::size_t(Hl), std::size_t(Sq), std::size_t(rows_[b])}),
-        KOKKOS_LAMBDA(const int n, const int i, const int j) {
-          A s = 0;
-          for (int c = 0; c < h; ++c) s += A(q(i, n * h + c)) * A(kb(j, (n / group) * h + c));
-          S_mat(n * Sq + i, c0 + j) = k_pos(j) <= q_pos(i) ? scale * s : neg_inf;
-        });
+  ring_pass(k, [&](int b, const Mat<const T>& kb) {  // phase 1: scores of every block, masked
+    kernels::rsa_scores<T>(scores.view(), col[b], q, kb, q_pos, pos_[b].view(), head_dim_);
   });
-  // Softmax of each row, in place; lse of each row.
-  Kokkos::parallel_for("rsa_softmax", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0},
-                       {std::size_t(Hl), std::size_t(Sq)}),
-      KOKKOS_LAMBDA(const int n, const int i) {
-        const auto r = n * Sq + i;
-        A m = neg_inf;
-        for (std::int64_t j = 0; j < S; ++j) m = S_mat(r, j) > m ? S_mat(r, j) : m;
-        A sum = 0;
-        if (m != neg_inf)
-          for (std::int64_t j = 0; j < S; ++j) sum += compat::exp(S_mat(r, j) - m);
-        const A l = m == neg_inf ? neg_inf : m + compat::log(sum);
-        for (std::int64_t j = 0; j < S; ++j) S_mat(r, j) = l == neg_inf ? A(0) : compat::exp(S_mat(r, j) - l);
-        lse(i, n) = l;
-      });
-  // Phase 2: o = P V, block by block.
+  kernels::rsa_softmax<T>(scores.view(), lse);
   Tracked<Mat<A>> o_acc("rsa_o_acc", MemCategory::workspace, Sq, Hh);
-  ring_pass(v, [&](int b, const Mat<const T>& vb) {
-    const std::int64_t c0 = col[b], nb = rows_[b];
-    const auto O = o_acc.view();
-    Kokkos::parallel_for("rsa_pv", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0},
-                         {std::size_t(Sq), std::size_t(Hh)}),
-        KOKKOS_LAMBDA(const int i, const int col_o) {
-          const int n = col_o / h, c = col_o % h;
-          A acc = 0;
-          for (std::int64_t j = 0; j < nb; ++j) acc += S_mat(n * Sq + i, c0 + j) * A(vb(j, (n / group) * h + c));
-          O(i, col_o) += acc;
-        });
+  ring_pass(v, [&](int b, const Mat<const T>& vb) {  // phase 2: o = P V, block by block
+    kernels::rsa_pv<T>(o_acc.view(), scores.view(), col[b], vb, head_dim_);
   });
   cast_copy(o, o_acc.view());
 }
@@ -201,23 +156,23 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
   Kokkos::deep_copy(ExecSpace(), k_rows(buf[0].view(), rows_[me_], Gh), k);
   Kokkos::deep_copy(ExecSpace(), v_rows(buf[0].view(), rows_[me_], Gh), v);
   const auto q_pos = pos_[me_].view();
-  RequestPtr send_acc;
+  // Two transfers per step: the K/V block moves on (as in the forward), and the
+  // dK/dV accumulator of a block travels with it: received before this rank adds
+  // its part, sent on after (its send completes before the buffer is reused).
+  RingHop acc(ring_, timers_, overlap_);
   int cur = 0;
   for (int t = 0; t < R_; ++t) {
     const int b = owner(t);
     const std::int64_t n = 2 * rows_[b] * Gh;
-    RequestPtr recv, send, recv_acc;
-    compat::fence("ring: block ready to send");
+    RingHop kv(ring_, timers_, overlap_);
     if (t + 1 < R_) {
-      recv = ring_.irecv(buf[1 - cur].view().data(), 2 * rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
-      send = ring_.isend(buf[cur].view().data(), n, dtype_of<T>(), next_, kTagKV, "ring");
+      kv.receive(buf[1 - cur].view().data(), 2 * rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
+      kv.send(buf[cur].view().data(), n, dtype_of<T>(), next_, kTagKV);
+      kv.start();
     }
-    if (t > 0) recv_acc = ring_.irecv(acc_in.view().data(), n, dtype_of<T>(), prev_, kTagDKV);
-    if (!overlap_) {
-      ScopedPhase wait(timers_, "ring_wait");
-      ring_.wait(recv);
-      ring_.wait(send);
-      ring_.wait(recv_acc);
+    if (t > 0) {
+      acc.receive(acc_in.view().data(), n, dtype_of<T>(), prev_, kTagDKV);
+      acc.start();
     }
     // This block's dK/dV, computed while the accumulator of the block and the next block travel.
     const Vec<T> g = grad.view();
@@ -230,34 +185,22 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
                                        rows(lse, i0, i1), rows(q, i0, i1), k_rows(blk, rows_[b], Gh),
                                        v_rows(blk, rows_[b], Gh), row_range(q_pos, i0, i1), pos_[b].view(), head_dim_);
         compat::fence("ring: slice done");
-        for (auto* r : {&recv, &send, &recv_acc, &send_acc}) ring_.test(*r);
+        kv.progress();
+        acc.progress();
       });
     }
-    {
-      ScopedPhase wait(timers_, "ring_wait");
-      ring_.wait(recv_acc);
-      ring_.wait(send_acc);  // acc_out is free again
-    }
+    acc.finish();  // the incoming accumulator is here, and acc_out is free again
     const Vec<T> in = acc_in.view(), out = acc_out.view();
     const bool add_in = t > 0;
     Kokkos::parallel_for("ring_dkv_accumulate", Kokkos::RangePolicy<ExecSpace>(0, n),
         KOKKOS_LAMBDA(const int i) { out(i) = g(i) + (add_in ? in(i) : T(0)); });
-    compat::fence("ring: dK/dV ready to send");
-    send_acc = ring_.isend(out.data(), n, dtype_of<T>(), next_, kTagDKV, "ring");
-    {
-      ScopedPhase wait(timers_, "ring_wait");
-      ring_.wait(recv);
-      ring_.wait(send);
-    }
+    acc.send(out.data(), n, dtype_of<T>(), next_, kTagDKV);
+    kv.finish();
     cur = 1 - cur;
   }
   // The last hop brings this rank's own block home with every rank's contribution.
-  RequestPtr home = ring_.irecv(acc_in.view().data(), 2 * rows_[me_] * Gh, dtype_of<T>(), prev_, kTagDKV);
-  {
-    ScopedPhase wait(timers_, "ring_wait");
-    ring_.wait(home);
-    ring_.wait(send_acc);
-  }
+  acc.receive(acc_in.view().data(), 2 * rows_[me_] * Gh, dtype_of<T>(), prev_, kTagDKV);
+  acc.finish();
   Kokkos::deep_copy(ExecSpace(), dk, k_rows(acc_in.view(), rows_[me_], Gh));
   Kokkos::deep_copy(ExecSpace(), dv, v_rows(acc_in.view(), rows_[me_], Gh));
 }

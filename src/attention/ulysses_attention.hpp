@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
+#include "attention/attention_strategy.hpp"
 #include "io/phase_timers.hpp"
-#include "model/attention_strategy.hpp"
 #include "parallel/communicator.hpp"
 
 namespace minilst {

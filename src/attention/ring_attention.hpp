@@ -19,8 +19,8 @@
 
 #include <vector>
 
+#include "attention/attention_strategy.hpp"
 #include "io/phase_timers.hpp"
-#include "model/attention_strategy.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/parallel_config.hpp"
 

@@ -1,4 +1,4 @@
-#include "parallel/ulysses_attention.hpp"
+#include "attention/ulysses_attention.hpp"
 
 #include <numeric>
 
@@ -24,7 +24,7 @@ Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool k
     sc[p] = S * heads_of(p, kv).count * h;
     total += sc[p];
   }
-  Tracked<Vec<T>> send("ulysses_send", MemCategory::comm, total);
+  Tracked<Vec<T>> send(uninitialized, "ulysses_send", MemCategory::comm, total);
   for (int p = 0; p < U_; ++p) {
     const auto hp = heads_of(p, kv);
     const std::int64_t off = sd[p], col0 = hp.first * h, w = hp.count * h;
@@ -36,7 +36,7 @@ Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool k
   (void)width;
   // Receive: member p's rows with my heads, in member order: exactly [S_group, count_me h].
   const std::int64_t mine = heads_of(me_, kv).count * h;
-  Tracked<Mat<T>> y(label, MemCategory::comm, group_rows_, mine);
+  Tracked<Mat<T>> y(uninitialized, label, MemCategory::comm, group_rows_, mine);
   std::int64_t offset = 0;
   for (int p = 0; p < U_; ++p) {
     rd[p] = offset;
@@ -63,7 +63,7 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
     rc[p] = S * heads_of(p, kv).count * h;
     total += rc[p];
   }
-  Tracked<Vec<T>> recv("ulysses_recv", MemCategory::comm, total);
+  Tracked<Vec<T>> recv(uninitialized, "ulysses_recv", MemCategory::comm, total);
   compat::fence("ulysses: ready to send");
   {
     ScopedPhase phase(timers_, "alltoall");

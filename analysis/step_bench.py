@@ -1,0 +1,134 @@
+"""Reads a scripts/bench/step.sh directory (miniLST metrics files, PyTorch JSON
+timings, the SGEMM rate and the attention kernel alone, one run) and prints,
+writes step_bench.h5 and draws step_bench.png: per sequence length and phase,
+seconds for miniLST and PyTorch, GFLOP/s and the fraction of the machine's SGEMM
+rate, and the ratio of step times.
+
+    /usr/bin/python3 analysis/step_bench.py DIR
+
+Phases: attention (core: scores, softmax, P V, and their backward), mlp (norm +
+SwiGLU block), lm_head (final norm, logits, cross-entropy), optimizer (AdamW),
+other (embedding, q/k/v/o projections, RoPE, residuals: the projections' FLOPs).
+FLOPs per phase come from the miniLST metrics file (src/model/flops.hpp), forward
++ backward; the MLP's gate/up recompute is not counted (a useful-FLOP rate).
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+PHASES = ["attention", "mlp", "lm_head", "optimizer", "other"]
+FLOPS = {"attention": "attention", "mlp": "mlp", "lm_head": "lm_head", "other": "projections"}
+
+
+def minilst_phases(path):
+    f = h5py.File(path, "r")
+    w = int(f.attrs["warmup_steps"])
+    t = {p: float(f["timings"][p][w:].max(axis=1).mean()) for p in ("step", "attention", "mlp", "lm_head", "optimizer")}
+    t["other"] = t["step"] - sum(t[p] for p in ("attention", "mlp", "lm_head", "optimizer"))
+    flops = {p: float(f.attrs["flops_per_step_" + FLOPS[p]]) for p in FLOPS}
+    return t, flops, int(f.attrs["seq_len"])
+
+
+def torch_phases(path):
+    steps = json.load(open(path))["steps"][1:]  # the first step warms up
+    t = {p: float(np.mean([s.get(p, 0.0) for s in steps])) for p in ("step", "attention", "mlp", "lm_head", "optimizer")}
+    t["other"] = t["step"] - sum(t[p] for p in ("attention", "mlp", "lm_head", "optimizer"))
+    return t
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    sgemm = json.load(open(os.path.join(d, "sgemm.json")))["gflops"]
+    blas = open(os.path.join(d, "blas.txt")).read().strip() if os.path.exists(os.path.join(d, "blas.txt")) else ""
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(d, "minilst_S*_r*.h5"))):
+        S, r = map(int, re.search(r"minilst_S(\d+)_r(\d+)\.h5$", path).groups())
+        tj = os.path.join(d, f"torch_S{S}_r{r}.json")
+        if os.path.exists(tj):
+            runs.setdefault(S, []).append((minilst_phases(path), torch_phases(tj)))
+    if not runs:
+        sys.exit(f"error: no miniLST/PyTorch pairs in {d}")
+    seq = sorted(runs)
+    table = {}
+    print(f"SGEMM {sgemm:.1f} GFLOP/s ({blas})")
+    for S in seq:
+        ml = {p: np.mean([m[0][p] for m, _ in runs[S]]) for p in ["step"] + PHASES}
+        pt = {p: np.mean([t[p] for _, t in runs[S]]) for p in ["step"] + PHASES}
+        flops = runs[S][0][0][1]
+        table[S] = (ml, pt, flops)
+        print(f"\nS = {S}: miniLST {ml['step']:.3f} s, PyTorch {pt['step']:.3f} s per step: "
+              f"ratio {ml['step'] / pt['step']:.3f} ({len(runs[S])} rounds)")
+        print(f"  {'phase':10s} {'miniLST s':>10s} {'PyTorch s':>10s} {'GFLOP':>8s} {'miniLST':>16s} {'PyTorch':>16s}")
+        for p in PHASES:
+            fl = flops.get(p)
+            frac = lambda t: f"{fl / t / 1e9:7.1f} ({fl / t / 1e9 / sgemm:4.0%})" if fl and t > 0 else " " * 16  # noqa
+            print(f"  {p:10s} {ml[p]:10.3f} {pt[p]:10.3f} {fl / 1e9 if fl else 0:8.1f} {frac(ml[p]):>16s} "
+                  f"{frac(pt[p]):>16s}")
+        total = sum(flops.values())
+        print(f"  whole step: miniLST {total / ml['step'] / 1e9:.1f} GFLOP/s ({total / ml['step'] / 1e9 / sgemm:.0%} "
+              f"of SGEMM), PyTorch {total / pt['step'] / 1e9:.1f} GFLOP/s")
+    attn = json.load(open(os.path.join(d, "attention.json"))) if os.path.exists(os.path.join(d, "attention.json")) else None
+    if attn:
+        print(f"\nattention kernel alone, S = {attn['seq_len']}, {attn['heads']} heads / {attn['kv_heads']} kv heads, "
+              f"head dim {attn['head_dim']}: forward {attn['forward_s']:.3f} s, backward {attn['backward_s']:.3f} s, "
+              f"{attn['gflops']:.1f} GFLOP/s = {attn['gflops'] / sgemm:.0%} of this run's SGEMM")
+
+    out = os.path.join(d, "step_bench.h5")
+    with h5py.File(out + ".partial", "w") as h:
+        h.attrs["schema"] = "minilst-bench-step"
+        h.attrs["sgemm_gflops"] = sgemm
+        h.attrs["blas_kernels"] = blas
+        h.create_dataset("seq_lens", data=np.array(seq))
+        h.create_dataset("ratio", data=np.array([table[S][0]["step"] / table[S][1]["step"] for S in seq]))
+        for impl, k in (("minilst", 0), ("pytorch", 1)):
+            for p in ["step"] + PHASES:
+                ds = h.create_dataset(f"{impl}/{p}_s", data=np.array([table[S][k][p] for S in seq]))
+                ds.attrs["units"] = "s"
+                if p in FLOPS:
+                    g = np.array([table[S][2][p] / table[S][k][p] / 1e9 for S in seq])
+                    h.create_dataset(f"{impl}/{p}_gflops", data=g).attrs["units"] = "GFLOP/s"
+                    h.create_dataset(f"{impl}/{p}_fraction_of_sgemm", data=g / sgemm).attrs["units"] = "1"
+        if attn:
+            for k, v in attn.items():
+                h.attrs["attention_kernel_" + k] = v
+    os.replace(out + ".partial", out)
+
+    fig, axes = plt.subplots(2, len(seq), figsize=(6 * len(seq), 8), squeeze=False, constrained_layout=True)
+    for col, S in enumerate(seq):
+        ml, pt, flops = table[S]
+        ax = axes[0, col]
+        x = np.arange(len(PHASES))
+        ax.bar(x - 0.2, [ml[p] for p in PHASES], 0.4, label=f"miniLST ({ml['step']:.2f} s/step)")
+        ax.bar(x + 0.2, [pt[p] for p in PHASES], 0.4, label=f"PyTorch ({pt['step']:.2f} s/step)")
+        ax.set_xticks(x, PHASES)
+        ax.set_ylabel("seconds per step")
+        ax.set_title(f"S = {S}: time per phase (ratio {ml['step'] / pt['step']:.2f})")
+        ax.legend()
+        ax = axes[1, col]
+        fp = [p for p in PHASES if p in FLOPS]
+        x = np.arange(len(fp))
+        ax.bar(x - 0.2, [flops[p] / ml[p] / 1e9 / sgemm for p in fp], 0.4, label="miniLST")
+        ax.bar(x + 0.2, [flops[p] / pt[p] / 1e9 / sgemm for p in fp], 0.4, label="PyTorch")
+        ax.axhline(1.0, color="k", lw=1, ls="--", label=f"SGEMM {sgemm:.0f} GFLOP/s")
+        ax.set_xticks(x, [p if p != "other" else "other\n(projections)" for p in fp])
+        ax.set_ylabel("GFLOP/s / SGEMM rate")
+        ax.set_title("each phase as a fraction of SGEMM")
+        ax.legend()
+    png = os.path.join(d, "step_bench.png")
+    fig.savefig(png, dpi=110)
+    print(f"\ntable: {out}\nplot:  {png}")
+
+
+if __name__ == "__main__":
+    main()

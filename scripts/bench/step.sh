@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The training step against its peer: a deck run by miniLST and the same step in
+# PyTorch (analysis/peer/torch_step.py: same model, shapes, AdamW, CPU, threads),
+# one process each, alternating, plus the machine's SGEMM rate and the attention
+# kernel alone, all in this one run. Writes runs/bench/step_<UTC time>/ with every
+# metrics file, step_bench.h5 (per phase: seconds, GFLOP/s, fraction of SGEMM, for
+# both) and step_bench.png (a roofline-style bar chart), and prints the ratio.
+#   scripts/bench/step.sh [DECK] [--seq-lens 2048,8192] [--rounds 2] [--threads 1] [--set k=v ...]
+# Default deck: inputs/step_cpu.yaml (one layer, d = 1024, S = 2048, V = 32000).
+# BLAS: OpenBLAS picks its kernels from the CPU it detects; where it does not know
+# the CPU it falls back to slow generic ones. Unless OPENBLAS_CORETYPE is set, the
+# script measures SGEMM under the detected kernels and a few named ones and runs
+# everything (miniLST and PyTorch, which uses the same OpenBLAS) with the fastest.
+# MINILST_BIN_DIR=dir skips the set-up and the build; OUT=dir names the output directory.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ -z ${MINILST_BIN_DIR:-} ]]; then
+  bash "$root/scripts/setup.sh"
+  bash "$root/scripts/build.sh" > /dev/null
+fi
+source "$root/scripts/env.sh"
+bin=${MINILST_BIN_DIR:-$root/build}
+py=/usr/bin/python3
+
+deck="$root/inputs/step_cpu.yaml" seq_lens="" rounds=2 threads=1 extra=()
+if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
+while (($#)); do
+  case $1 in
+    --seq-lens) seq_lens=${2//,/ }; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --set) extra+=(--set "$2"); shift 2 ;;
+    *) echo "step.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+out=${OUT:-$root/runs/bench/step_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+mkdir -p "$out"
+export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
+
+sgemm() {  # sgemm [CORETYPE]: GFLOP/s of KokkosBlas (OpenBLAS) SGEMM, 2048^3, with those kernels
+  local run=(env -u OPENBLAS_CORETYPE)
+  [[ -z ${1:-} ]] || run=(env OPENBLAS_CORETYPE="$1")
+  "${run[@]}" "$bin/minilst_bench_kernels" sgemm | "$py" -c "import json,sys; print(json.load(sys.stdin)['gflops'])"
+}
+if [[ -z ${OPENBLAS_CORETYPE+x} ]]; then
+  best="" best_rate=$(sgemm)
+  echo "OpenBLAS as detected: SGEMM $best_rate GFLOP/s"
+  for core in SkylakeX Haswell Zen; do
+    rate=$(sgemm "$core")
+    echo "OPENBLAS_CORETYPE=$core: SGEMM $rate GFLOP/s"
+    if "$py" -c "import sys; sys.exit(0 if $rate > 1.1 * $best_rate else 1)"; then best=$core best_rate=$rate; fi
+  done
+  if [[ -n $best ]]; then export OPENBLAS_CORETYPE=$best; fi
+fi
+echo "BLAS kernels: ${OPENBLAS_CORETYPE:-as detected}" | tee "$out/blas.txt"
+
+[[ -n $seq_lens ]] || seq_lens=$("$py" -c "import yaml; print(yaml.safe_load(open('$deck'))['run']['seq_len'])")
+for S in $seq_lens; do
+  for r in $(seq 1 "$rounds"); do
+    echo "== S = $S, round $r: miniLST"
+    "$bin/minilst" run "$deck" "${extra[@]}" --set run.seq_len="$S" --set output.metrics="$out/minilst_S${S}_r$r.h5" \
+      > "$out/minilst_S${S}_r$r.log" 2>&1 || { tail -20 "$out/minilst_S${S}_r$r.log"; exit 1; }
+    grep '^RESULT' "$out/minilst_S${S}_r$r.log"
+    steps=$("$py" -c "import h5py; print(len(h5py.File('$out/minilst_S${S}_r$r.h5','r')['loss']))")
+    echo "== S = $S, round $r: PyTorch"
+    "$py" "$root/analysis/peer/torch_step.py" --config-from "$out/minilst_S${S}_r$r.h5" --steps "$steps" \
+      --threads "$threads" --out "$out/torch_S${S}_r$r.json" | tail -1
+  done
+done
+"$bin/minilst_bench_kernels" sgemm > "$out/sgemm.json"
+"$py" - "$deck" "$out/attention.json" "$bin/minilst_bench_kernels" <<'PY'
+import json, subprocess, sys, yaml
+m = yaml.safe_load(open(sys.argv[1]))["model"]
+h = m["hidden"] // m["heads"]
+cmd = [sys.argv[3], "attention", "--seq-len", "8192", "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]),
+       "--head-dim", str(h), "--repeats", "1"]
+open(sys.argv[2], "w").write(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+PY
+"$py" "$root/analysis/step_bench.py" "$out"
