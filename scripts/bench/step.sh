@@ -5,7 +5,8 @@
 # kernel alone, all in this one run. Writes runs/bench/step_<UTC time>/ with every
 # metrics file, step_bench.h5 (per phase: seconds, GFLOP/s, fraction of SGEMM, for
 # both) and step_bench.png (a roofline-style bar chart), and prints the ratio.
-#   scripts/bench/step.sh [DECK] [--seq-lens 2048,8192] [--rounds 2] [--threads 1] [--set k=v ...]
+#   scripts/bench/step.sh [DECK] [--seq-lens 2048,8192] [--rounds 2] [--threads 1]
+#                         [--attention-seq-len 8192] [--set k=v ...]
 # Default deck: inputs/step_cpu.yaml (one layer, d = 1024, S = 2048, V = 32000).
 # BLAS: OpenBLAS picks its kernels from the CPU it detects; where it does not know
 # the CPU it falls back to slow generic ones. Unless OPENBLAS_CORETYPE is set, the
@@ -22,13 +23,14 @@ source "$root/scripts/env.sh"
 bin=${MINILST_BIN_DIR:-$root/build}
 py=/usr/bin/python3
 
-deck="$root/inputs/step_cpu.yaml" seq_lens="" rounds=2 threads=1 extra=()
+deck="$root/inputs/step_cpu.yaml" seq_lens="" rounds=2 threads=1 attention_seq=8192 extra=()
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
 while (($#)); do
   case $1 in
     --seq-lens) seq_lens=${2//,/ }; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --attention-seq-len) attention_seq=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
     *) echo "step.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -68,11 +70,11 @@ for S in $seq_lens; do
   done
 done
 "$bin/minilst_bench_kernels" sgemm > "$out/sgemm.json"
-"$py" - "$deck" "$out/attention.json" "$bin/minilst_bench_kernels" <<'PY'
-import json, subprocess, sys, yaml
-m = yaml.safe_load(open(sys.argv[1]))["model"]
-h = m["hidden"] // m["heads"]
-cmd = [sys.argv[3], "attention", "--seq-len", "8192", "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]),
+"$py" - "$out/minilst_S${S}_r1.h5" "$out/attention.json" "$bin/minilst_bench_kernels" "$attention_seq" <<'PY'
+import h5py, subprocess, sys, yaml
+m = yaml.safe_load(h5py.File(sys.argv[1], "r").attrs["config"])["model"]  # the deck as resolved
+h = int(m["hidden"]) // int(m["heads"])
+cmd = [sys.argv[3], "attention", "--seq-len", sys.argv[4], "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]),
        "--head-dim", str(h), "--repeats", "1"]
 open(sys.argv[2], "w").write(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 PY
