@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "memory/step_arena.hpp"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   Kokkos::initialize(argc, argv);
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
   const int failed = RUN_ALL_TESTS();
   int any_failed = failed;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  minilst::StepArena::instance().reset();  // its arena is a Kokkos allocation
   Kokkos::finalize();
   MPI_Finalize();
   return any_failed ? 1 : 0;

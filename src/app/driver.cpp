@@ -12,6 +12,7 @@
 #include "io/provenance.hpp"
 #include "io/tensor_dump.hpp"
 #include "memory/offload_alpha.hpp"
+#include "memory/step_arena.hpp"
 #include "model/flops.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
@@ -132,6 +133,14 @@ void print_summary(const RunSummary& s, const std::string& path) {
     if (model != s.memory_model.end()) std::printf(" %10.2f", max_mib(model->second));
     std::printf("\n");
   }
+  if (!s.plan.empty()) {  // arena against what was live at once (fragmentation) and against per-buffer allocation
+    const double arena = max_mib(s.plan.at("arena_bytes")), bound = max_mib(s.plan.at("lower_bound_bytes"));
+    std::printf("  memory plan: arena %.2f MiB = %.3f x lower bound %.2f MiB; per-buffer allocation held %.2f MiB; "
+                "allocations per step after the first: %llu\n", arena, bound > 0 ? arena / bound : 1.0, bound,
+                max_mib(s.plan.at("unplanned_peak_bytes")),
+                static_cast<unsigned long long>(*std::max_element(s.allocations_after_first.begin(),
+                                                                  s.allocations_after_first.end())));
+  }
   std::printf("  communication, MiB sent per step (max over ranks):");
   for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
   std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
@@ -228,13 +237,17 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.warmup_steps = deck.run.warmup_steps;
   metrics.config_yaml = deck.resolved_yaml;
 
+  auto& arena = StepArena::instance();  // the first step is recorded and planned; later ones run in the arena
+  arena.configure(deck.memory.plan, deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy);
   for (long step = 0; step < deck.run.steps; ++step) {
     timers.clear();
     Kokkos::Timer wall;
     double dump_seconds = 0;
     std::vector<Batch> local;
     for (const auto& b : batches_of(deck, step, par.dp_index())) local.push_back(par.shard(b));
+    arena.begin_step();
     double loss = trainer.compute_gradients(local, 1.0 / D);
+    arena.end_step();
     const auto moved = trainer.activations().take_counters();  // every copy of the step is complete
     timers.add("copy_engine_busy", moved.busy_seconds);
     if (step == 0 && offload.on) {
@@ -268,7 +281,8 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     timers.add("step", wall.seconds() - dump_seconds);
 
     metrics.steps.push_back({loss, gnorm, timers.all(), par.take_comm_bytes(),
-                             {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}}});
+                             {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}},
+                             arena.allocations_in_step()});
     if (root) {
       const double t = timers.get("step");
       std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB%s\n",
@@ -279,6 +293,17 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     }
   }
 
+  if (arena.planning()) {
+    metrics.plan["arena_bytes"] = arena.arena_bytes();
+    metrics.plan["lower_bound_bytes"] = arena.plan().lower_bound_bytes;
+    metrics.plan["unplanned_peak_bytes"] = arena.unplanned_peak_bytes();
+    metrics.attributes["plan_method"] = arena.plan().method;
+    metrics.reals["plan_seconds"] = arena.plan_seconds();
+    metrics.integers["plans_made"] = arena.plans_made();
+  }
+  metrics.attributes["planner"] = deck.memory.plan ? "plan" : "none";
+  metrics.attributes["planner_solver"] = arena.solver_name();
+  arena.reset();  // every step buffer is gone; the arena goes before Kokkos does
   const auto& tracker = MemoryTracker::instance();
   for (int c = 0; c < kNumMemCategories; ++c)
     metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
@@ -290,7 +315,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     sized.offload.alpha = offload.alpha_max_used;
     metrics.memory_model = predict_memory(cfg, sized, S, sizeof(T), sizeof(accum_t<T>));
   }
-  metrics.attributes = collect_provenance(ctx.comm, ctx.argc, ctx.argv);
+  for (auto& [k, v] : collect_provenance(ctx.comm, ctx.argc, ctx.argv)) metrics.attributes[k] = v;
   metrics.attributes["precision"] = deck.run.precision;
   metrics.attributes["memory_policy"] = to_string(opts.policy);
   metrics.attributes["comm_backend"] = par.world().backend();

@@ -66,6 +66,10 @@ const std::vector<KeySpec>& schema() {
       {"memory", "host_budget_mib", "auto", Kind::Float, 1e-300, {},
        "host memory for offloaded activations per rank (> 0); auto = 3/4 of the node's memory / its ranks",
        HUGE_VAL, true},
+      {"memory", "planner", "plan", Kind::Choice, 0, {"plan", "none"},
+       "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request"},
+      {"memory", "planner_solver", "greedy", Kind::Choice, 0, {"greedy", "exact"},
+       "memory plan solver: greedy best-fit, or exact (MIP, GLPK) on small traces"},
       {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>_<jobid|pid>.h5"},
       {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
   };
@@ -246,6 +250,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   d.options.offload.bandwidth_gbs = v["memory.offload_bandwidth_gbs"].f;
   d.memory.host_budget_auto = v["memory.host_budget_mib"].text == "auto";
   d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : v["memory.host_budget_mib"].f;
+  d.memory.plan = v["memory.planner"].text == "plan";
+  d.memory.exact_solver = v["memory.planner_solver"].text == "exact";
   const auto chunks = [&](const std::string& key) {
     return ChunkSetting{v[key].text == "auto", v[key].text == "auto" ? 0 : int(v[key].i)};
   };

@@ -40,6 +40,8 @@ struct MemoryConfig {  // memory.*: the activation policy's run-time choices
   bool alpha_auto = true;         // memory.offload_alpha: auto (solved from the warm-up step)
   double host_budget_mib = 0;     // memory.host_budget_mib (resolved when auto)
   bool host_budget_auto = true;   // auto: 3/4 of the node's memory, shared by its ranks
+  bool plan = true;               // memory.planner: plan (arena) | none
+  bool exact_solver = false;      // memory.planner_solver: exact (GLPK) | greedy
 };
 
 struct OutputConfig {

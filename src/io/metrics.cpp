@@ -88,6 +88,15 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     }
   MPI_Gather(moved_mine.data(), int(moved_mine.size()), MPI_UINT64_T, moved_all.data(), int(moved_mine.size()),
              MPI_UINT64_T, 0, comm);
+  // [steps] allocations, then the plan's three sizes
+  const std::vector<std::string> plan_keys = {"arena_bytes", "lower_bound_bytes", "unplanned_peak_bytes"};
+  std::vector<std::uint64_t> alloc_mine, alloc_all;
+  for (const auto& st : local.steps) alloc_mine.push_back(st.allocations);
+  for (const auto& k : plan_keys) alloc_mine.push_back(local.plan.count(k) ? local.plan.at(k) : 0);
+  alloc_all.resize(rank == 0 ? alloc_mine.size() * nranks : 0);
+  MPI_Gather(alloc_mine.data(), int(alloc_mine.size()), MPI_UINT64_T, alloc_all.data(), int(alloc_mine.size()),
+             MPI_UINT64_T, 0, comm);
+  const std::size_t nal = alloc_mine.size();
 
   RunSummary summary;
   if (rank != 0) return summary;
@@ -132,6 +141,13 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
       for (int s = first; s < nsteps; ++s) sum += double(bytes_all[(std::size_t(r) * (nsteps + 1) + s) * nops + o]);
       summary.comm_bytes[ops[o]].push_back(measured > 0 ? sum / measured : 0.0);
     }
+  for (int r = 0; r < nranks; ++r) {
+    std::uint64_t most = 0;
+    for (int s = 1; s < nsteps; ++s) most = std::max(most, alloc_all[r * nal + s]);
+    summary.allocations_after_first.push_back(most);
+    if (!local.plan.empty())
+      for (std::size_t k = 0; k < plan_keys.size(); ++k) summary.plan[plan_keys[k]].push_back(alloc_all[r * nal + nsteps + k]);
+  }
   if (path.empty()) return summary;
 
   const std::string partial = path + ".partial";
@@ -185,6 +201,14 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
         for (int r = 0; r < nranks; ++r)
           b[std::size_t(s) * nranks + r] = std::int64_t(moved_all[(std::size_t(r) * nsteps + s) * ndirs + k]);
       h5::write(f, "offload/bytes_" + dirs[k], b, {hsize_t(nsteps), hsize_t(nranks)}, "B");
+    }
+    {
+      std::vector<std::int64_t> a(std::size_t(nsteps) * nranks);  // [steps, ranks]
+      for (int s = 0; s < nsteps; ++s)
+        for (int r = 0; r < nranks; ++r) a[std::size_t(s) * nranks + r] = std::int64_t(alloc_all[r * nal + s]);
+      h5::write(f, "memory/plan/allocations_per_step", a, {hsize_t(nsteps), hsize_t(nranks)}, "1");
+      for (const auto& [k, v] : summary.plan)
+        h5::write(f, "memory/plan/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
     }
     for (const auto& [k, v] : summary.memory_model)
       h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");

@@ -5,6 +5,8 @@
 //   /throughput/{tokens_per_s, model_tflops} [steps]
 //   /comm/<op>/bytes [steps, ranks] B sent to other ranks   /comm/<op>/model_bytes [ranks] (analytic, per step)
 //   /offload/bytes_to_host, /offload/bytes_to_device [steps, ranks] B moved by the copy engine
+//   /memory/plan/{arena_bytes, lower_bound_bytes, unplanned_peak_bytes} [ranks] B (memory.planner: plan)
+//   /memory/plan/allocations_per_step [steps, ranks]
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
 #pragma once
 
@@ -30,12 +32,14 @@ struct StepMetrics {
   std::map<std::string, double> seconds;  // phase -> seconds (this rank)
   std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes sent to other ranks
   std::map<std::string, std::uint64_t> offload_bytes;  // to_host | to_device -> bytes the copy engine moved
+  std::uint64_t allocations = 0;                     // buffers allocated (not taken from the step arena)
 };
 
 struct RunMetrics {
   std::vector<StepMetrics> steps;                  // this rank, every step
   std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
   std::map<std::string, std::uint64_t> memory_model;  // category -> analytic prediction (this rank)
+  std::map<std::string, std::uint64_t> plan;          // arena_bytes, lower_bound_bytes, unplanned_peak_bytes
   std::map<std::string, std::uint64_t> comm_model;    // operation -> analytic bytes per step (this rank)
   std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
   std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
@@ -53,6 +57,8 @@ struct RunSummary {  // what rank 0 prints
   std::map<std::string, std::vector<std::uint64_t>> memory;       // category -> [ranks]
   std::map<std::string, std::vector<std::uint64_t>> memory_model; // category -> [ranks], predicted
   std::map<std::string, std::vector<double>> comm_bytes;          // operation -> [ranks] mean B per measured step
+  std::map<std::string, std::vector<std::uint64_t>> plan;         // arena_bytes, ... -> [ranks]
+  std::vector<std::uint64_t> allocations_after_first;             // [ranks] most allocations in a step after the first
 };
 
 // Collective over comm. Rank 0 writes `path` (if non-empty) and returns the summary.

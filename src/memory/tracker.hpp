@@ -47,7 +47,18 @@ class MemoryTracker {
   void start_trace() { trace_.clear(); tracing_ = true; }
   std::vector<MemEvent> stop_trace() { tracing_ = false; return std::move(trace_); }
 
+  // Names of the scopes being run ("L3.fwd"), prefixed to buffer labels: stable
+  // keys across steps, and labels Kokkos Tools can tell apart by layer.
+  void push_scope(const std::string& name) { scopes_.push_back(name); }
+  void pop_scope() { scopes_.pop_back(); }
+  std::string scoped(const std::string& label) const {
+    std::string s;
+    for (const auto& n : scopes_) s += n + "/";
+    return s + label;
+  }
+
  private:
+  std::vector<std::string> scopes_;
   std::array<std::size_t, kNumMemCategories> current_{}, high_{};
   std::size_t device_current_ = 0, device_high_ = 0;
   long next_id_ = 0;
@@ -60,22 +71,28 @@ class MemoryTracker {
 struct Uninitialized {};
 constexpr Uninitialized uninitialized{};
 
+// The step arena (step_arena.hpp), as Tracked sees it: memory for a request, or
+// nullptr (then Tracked allocates, and the allocation is counted).
+void* arena_take(const std::string& key, MemCategory category, std::size_t bytes, long id);
+void arena_give_back(long id);
+void arena_count_allocation();
+
 // Owns one Kokkos View and keeps its bytes counted in a category while it lives.
-// Move-only; the View's label is the buffer's name (what Kokkos Tools show).
+// Move-only; the View's label is the buffer's name in its scope ("L3.fwd/q",
+// what Kokkos Tools show). Buffers of a step come from the step arena when a
+// plan exists (an unmanaged View into it), else from their own allocation.
 template <class ViewT>
 class Tracked {
  public:
   Tracked() = default;
   template <class... Extents>
-  Tracked(const std::string& label, MemCategory category, Extents... extents)
-      : view_(label, extents...), category_(category),
-        bytes_(view_.span() * sizeof(typename ViewT::value_type)),
-        id_(MemoryTracker::instance().on_alloc(category, bytes_, label)) {}
+  Tracked(const std::string& label, MemCategory category, Extents... extents) {
+    init(true, label, category, extents...);
+  }
   template <class... Extents>
-  Tracked(Uninitialized, const std::string& label, MemCategory category, Extents... extents)
-      : view_(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...), category_(category),
-        bytes_(view_.span() * sizeof(typename ViewT::value_type)),
-        id_(MemoryTracker::instance().on_alloc(category, bytes_, label)) {}
+  Tracked(Uninitialized, const std::string& label, MemCategory category, Extents... extents) {
+    init(false, label, category, extents...);
+  }
   ~Tracked() { reset(); }
   Tracked(Tracked&& other) noexcept { *this = std::move(other); }
   Tracked& operator=(Tracked&& other) noexcept {
@@ -95,13 +112,33 @@ class Tracked {
   const ViewT& view() const { return view_; }
   std::size_t bytes() const { return bytes_; }
   void reset() {
-    if (id_ >= 0) MemoryTracker::instance().on_free(id_, category_, bytes_, view_.label());
+    if (id_ >= 0) {
+      arena_give_back(id_);
+      MemoryTracker::instance().on_free(id_, category_, bytes_, view_.label());
+    }
     view_ = ViewT();
     bytes_ = 0;
     id_ = -1;
   }
 
  private:
+  template <class... Extents>
+  void init(bool zero, const std::string& label, MemCategory category, Extents... extents) {
+    using V = typename ViewT::value_type;
+    auto& tracker = MemoryTracker::instance();
+    const std::string name = tracker.scoped(label);
+    category_ = category;
+    bytes_ = (std::size_t(extents) * ... * sizeof(V));
+    id_ = tracker.on_alloc(category, bytes_, name);
+    if (void* p = arena_take(name, category, bytes_, id_)) {
+      view_ = ViewT(static_cast<V*>(p), extents...);
+      if (zero) Kokkos::deep_copy(typename ViewT::execution_space(), view_, V(0));
+    } else {
+      view_ = zero ? ViewT(name, extents...) : ViewT(Kokkos::view_alloc(Kokkos::WithoutInitializing, name), extents...);
+      arena_count_allocation();
+    }
+  }
+
   ViewT view_;
   MemCategory category_ = MemCategory::workspace;
   std::size_t bytes_ = 0;

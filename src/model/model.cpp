@@ -1,6 +1,7 @@
 #include "model/model.hpp"
 
 #include "kernels/embedding.hpp"
+#include "memory/step_arena.hpp"
 
 namespace minilst {
 
@@ -47,12 +48,16 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
     ScopedPhase phase(timers_, "forward");
     kernels::embedding_forward<T>(store_.input(0), tokens, params.embed);
     for (int l = 0; l < L; ++l) {
+      const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
       const auto a = store_.forward_begin(l);
       layer_.forward_attention(a, params.layers[l]);
       layer_.forward_mlp(store_.input(l + 1), a.y, params.layers[l]);
       store_.forward_end(l);
     }
-    loss_sum = head_.forward_backward(dx.view(), store_.input(L), labels, params, grads, grad_scale);
+    {
+      const MemScope scope("head");
+      loss_sum = head_.forward_backward(dx.view(), store_.input(L), labels, params, grads, grad_scale);
+    }
     store_.head_end();
   }
   {
@@ -60,6 +65,7 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
     Tracked<Mat<T>> dx_in(uninitialized, "x_grad_in", MemCategory::workspace, S, d);
     const Recompute<T> redo(layer_, params);
     for (int l = L - 1; l >= 0; --l) {
+      const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
       const auto a = store_.backward_begin(l, redo);
       layer_.backward(dx_in.view(), grads.layers[l], dx.view(), a, params.layers[l]);
       store_.backward_end(l);
