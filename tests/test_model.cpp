@@ -174,12 +174,12 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
     ModelConfig cfg;
     cfg.hidden = sh.d; cfg.heads = sh.H; cfg.kv_heads = sh.G; cfg.intermediate = sh.I; cfg.vocab = sh.V;
     cfg.layers = sh.L;
-    for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint})
+    for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::vanilla})
       for (int m : {1, 3, 1000}) {
         ModelOptions o;
         o.policy = policy;
-        o.mlp_chunks = m;
-        o.lm_head_chunks = m == 3 ? 5 : m;
+        o.mlp_chunks = policy == MemoryPolicy::vanilla ? 1 : m;  // the baseline has no mini-sequences
+        o.lm_head_chunks = policy == MemoryPolicy::vanilla ? 1 : (m == 3 ? 5 : m);
         auto& tracker = MemoryTracker::instance();
         ASSERT_EQ(tracker.device_current(), 0u) << "nothing left from earlier tests";
         tracker.reset_high_water();

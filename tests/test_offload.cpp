@@ -64,7 +64,7 @@ TEST(Offload, EveryPolicyGivesFullLossAndGradients) {
     for (int micro : {1, 2}) {
       const auto cfg = tiny_config(L);
       const auto ref = run(cfg, policy(MemoryPolicy::full), micro);
-      for (const auto& o : {policy(MemoryPolicy::checkpoint), policy(MemoryPolicy::checkpoint_offload),
+      for (const auto& o : {policy(MemoryPolicy::vanilla), policy(MemoryPolicy::checkpoint), policy(MemoryPolicy::checkpoint_offload),
                             policy(MemoryPolicy::offload, 0.0), policy(MemoryPolicy::offload, 0.37),
                             policy(MemoryPolicy::offload, 1.0)}) {
         const auto r = run(cfg, o, micro);

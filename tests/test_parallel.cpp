@@ -5,7 +5,8 @@
 // every memory policy (offload kinds with 3 layers, so the device buffers wrap)
 // and sequence lengths that no degree divides, must reproduce the
 // single-rank loss and gradients to 1e-10 relative in double; the bytes each
-// rank sends must equal the analytic volume. Layout properties are checked too.
+// rank sends must equal the analytic volume, and every memory category's
+// high-water the analytic memory model's, to the byte. Layout properties too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -14,6 +15,7 @@
 #include <numeric>
 #include <set>
 
+#include "model/memory_model.hpp"
 #include "parallel/comm_model.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "test_util.hpp"
@@ -86,10 +88,19 @@ void check_case(const Case& c) {
   const auto cfg = model_of(c);
   ASSERT_EQ(check_parallel(cfg, c.par, c.seq_len, world), "") << c.name;
   ParallelSetup setup(MPI_COMM_WORLD, c.par, c.seq_len);
+  auto& tracker = MemoryTracker::instance();
+  ASSERT_EQ(tracker.device_current(), 0u) << c.name << ": nothing left from earlier cases";
+  tracker.reset_high_water();
   Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr, setup.attention_factory<double>(cfg, nullptr));
   std::vector<Batch> local;
   for (const auto& b : sequences(c, setup.dp_index())) local.push_back(setup.shard(b));
   double loss = t.compute_gradients(local, 1.0 / setup.dp_size());
+  const auto predicted = predict_rank_memory(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), c.grad_accum,
+                                             sizeof(double), sizeof(double), c.opts.offload.alpha);
+  for (int k = 0; k < kNumMemCategories; ++k)
+    EXPECT_EQ(tracker.high_water(MemCategory(k)), predicted.bytes.at(category_name(MemCategory(k))))
+        << c.name << ": " << category_name(MemCategory(k)) << " high-water, sp rank " << setup.sp_rank();
+  EXPECT_EQ(tracker.device_high_water(), predicted.bytes.at("device_total")) << c.name << ": device_total";
   const auto g = t.grads().flat();
   setup.world().allreduce_sum(g.data(), g.extent(0), DType::f64, "allreduce");
   MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -158,6 +169,9 @@ std::vector<Case> cases() {
     ro.layers = 3;
     ro.grad_accum = 2;
     out.push_back(ro);
+    auto rv = make("ring " + std::to_string(P) + " vanilla", 1, P);
+    rv.opts.policy = MemoryPolicy::vanilla;
+    out.push_back(rv);
     auto uo = make("ulysses " + std::to_string(P) + " checkpoint_offload, L=3, S=41", P, 1);
     uo.opts.policy = MemoryPolicy::checkpoint_offload;
     uo.layers = 3;

@@ -294,7 +294,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   }
 
   if (arena.planning()) {
-    metrics.plan["arena_bytes"] = arena.arena_bytes();
+    metrics.plan["arena_bytes"] = arena.plan().arena_bytes;
     metrics.plan["lower_bound_bytes"] = arena.plan().lower_bound_bytes;
     metrics.plan["unplanned_peak_bytes"] = arena.unplanned_peak_bytes();
     metrics.attributes["plan_method"] = arena.plan().method;
@@ -310,10 +310,16 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.memory["device_total"] = tracker.device_high_water();
   metrics.comm_model = predict_comm_bytes(cfg, opts, deck.parallel, par.layout(), par.sp_rank(), ctx.nranks,
                                           deck.run.grad_accum, sizeof(T));
-  if (P == 1) {  // the analytic model covers local attention (no sequence-parallel buffers yet)
-    ModelOptions sized = opts;  // host buffers are sized by the largest alpha of the run
-    sized.offload.alpha = offload.alpha_max_used;
-    metrics.memory_model = predict_memory(cfg, sized, S, sizeof(T), sizeof(accum_t<T>));
+  {  // the analytic model of this rank: the last step's alpha; host buffers sized by the run's largest
+    ModelOptions now = opts;
+    now.offload.alpha = trainer.activations().alpha();
+    const auto pred = predict_rank_memory(cfg, now, deck.parallel, par.layout(), par.sp_rank(), deck.run.grad_accum,
+                                          sizeof(T), sizeof(accum_t<T>), offload.alpha_max_used);
+    metrics.memory_model = pred.bytes;
+    if (deck.memory.plan)
+      metrics.plan["model_arena_bytes"] =
+          plan_step(pred.trace, pred.segments, deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy,
+                    kArenaAlignment).arena_bytes;
   }
   for (auto& [k, v] : collect_provenance(ctx.comm, ctx.argc, ctx.argv)) metrics.attributes[k] = v;
   metrics.attributes["precision"] = deck.run.precision;
@@ -331,8 +337,8 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.integers["seq_len"] = S;
   metrics.integers["grad_accum"] = deck.run.grad_accum;
   metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
-  metrics.integers["mlp_chunks"] = effective_chunks(S, opts.mlp_chunks);
-  metrics.integers["lm_head_chunks"] = effective_chunks(S, opts.lm_head_chunks);
+  metrics.integers["mlp_chunks"] = effective_chunks(S_local, opts.mlp_chunks);  // what ran: chunks of the local tokens
+  metrics.integers["lm_head_chunks"] = effective_chunks(S_local, opts.lm_head_chunks);
   if (offload.on) {
     metrics.attributes["offload_engine"] = trainer.activations().engine()->name();
     metrics.reals["offload_bandwidth_measured_gbs"] = offload.bandwidth / 1e9;

@@ -1,7 +1,7 @@
 // minilst: the command line.
 //   minilst run DECK [--set section.key=value]...   run a deck
-//   minilst plan DECK [--set ...] [--format json]     predicted memory per rank, without running
-//           [--device-mib X] [--host-mib Y] [--max-seq-len]   ... and the longest sequence that fits
+//   minilst plan DECK [--set ...] [--ranks N] [--format json]   every rank's predicted memory,
+//           [--device-mib X] [--host-mib Y] [--max-seq-len]      FLOPs, communication (nothing runs)
 //   minilst keys                                    list every deck key, default and rule
 //   minilst --help | --version                      (--kokkos-* flags go to Kokkos)
 // Exit codes: 0 valid run, 1 runtime error, 2 bad command line or deck, 3 INVALID run.
@@ -69,12 +69,16 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   run->allow_extras();
   auto* keys = app.add_subcommand("keys", "list every deck key with its default and rule");
   minilst::PlanArgs plan_args;
-  auto* plan = app.add_subcommand("plan", "predict one rank's memory and FLOPs for a deck, without running it");
+  auto* plan = app.add_subcommand("plan", "predict every rank's memory, FLOPs and communication for a deck, without running it");
   plan->add_option("deck", deck_path, "YAML input deck")->required();
   plan->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+  plan->add_option("--ranks", plan_args.ranks, "world size N (data parallel x ulysses x ring)")->check(CLI::PositiveNumber);
   plan->add_option("--format", plan_args.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   plan->add_option("--device-mib", plan_args.device_mib, "device memory budget per rank, MiB")->check(CLI::PositiveNumber);
   plan->add_option("--host-mib", plan_args.host_mib, "host memory budget per rank, MiB")->check(CLI::PositiveNumber);
+  plan->add_option("--activation-mib", plan_args.activation_mib,
+                   "device budget per rank, MiB, for all but weights, gradients and optimizer moments")
+      ->check(CLI::PositiveNumber);
   plan->add_flag("--max-seq-len", plan_args.max_seq_len, "print the longest run.seq_len that fits the budgets");
 
   try {

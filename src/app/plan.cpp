@@ -7,6 +7,7 @@
 #include "model/lm_head.hpp"
 #include "model/memory_model.hpp"
 #include "model/mlp_block.hpp"
+#include "parallel/comm_model.hpp"
 
 namespace minilst {
 
@@ -14,37 +15,68 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 std::size_t scalar_bytes(const Deck& deck) { return deck.run.precision == "double" ? 8 : 4; }
 
+// Device bytes besides the weights, their gradients and the optimizer's moments.
+double activation_bytes(const Plan& p) {
+  return double(p.memory.at("device_total")) -
+         double(p.memory.at("weights") + p.memory.at("gradients") + p.memory.at("optimizer"));
+}
+
 bool fits(const Plan& p, const PlanArgs& a) {
   return (a.device_mib <= 0 || double(p.memory.at("device_total")) <= a.device_mib * kMiB) &&
-         (a.host_mib <= 0 || double(p.memory.at("host_offload")) <= a.host_mib * kMiB);
+         (a.host_mib <= 0 || double(p.memory.at("host_offload")) <= a.host_mib * kMiB) &&
+         (a.activation_mib <= 0 || activation_bytes(p) <= a.activation_mib * kMiB);
+}
+
+std::string layout_of(const Deck& deck, const Plan& p) {
+  const auto& par = deck.parallel;
+  std::string s = std::to_string(p.ranks) + " rank(s) = " + std::to_string(p.data_parallel) + " data-parallel x " +
+                  std::to_string(par.ulysses) + " ulysses x " + std::to_string(par.ring) + " ring";
+  if (par.ring > 1) s += " (" + to_string(par.layout) + ", " + to_string(par.variant) + ")";
+  return s;
 }
 
 void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note) {
-  const std::string name = to_string(p.options.policy);
-  const char* policy = name.c_str();
+  const std::string policy = to_string(p.options.policy);
+  const int mlp = effective_chunks(p.local_tokens, p.options.mlp_chunks);
+  const int head = effective_chunks(p.local_tokens, p.options.lm_head_chunks);
   if (a.format == "json") {
-    std::printf("{\"seq_len\": %lld, \"policy\": \"%s\", \"offload_alpha\": %.6g, \"precision\": \"%s\", "
-                "\"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"flops_per_step\": %.6e, \"memory_bytes\": {",
-                static_cast<long long>(p.seq_len), policy, p.options.offload.alpha, deck.run.precision.c_str(),
-                effective_chunks(p.seq_len, p.options.mlp_chunks),
-                effective_chunks(p.seq_len, p.options.lm_head_chunks), p.flops_per_step);
-    const char* sep = "";
-    for (const auto& [k, v] : p.memory) {
-      std::printf("%s\"%s\": %llu", sep, k.c_str(), static_cast<unsigned long long>(v));
-      sep = ", ";
+    std::printf("{\"seq_len\": %lld, \"ranks\": %d, \"data_parallel\": %d, \"ulysses\": %d, \"ring\": %d, "
+                "\"policy\": \"%s\", \"offload_alpha\": %.6g, \"precision\": \"%s\", \"local_tokens\": %lld, "
+                "\"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"flops_per_step\": %.6e, \"arena_bytes\": %llu, "
+                "\"arena_lower_bound_bytes\": %llu",
+                static_cast<long long>(p.seq_len), p.ranks, p.data_parallel, deck.parallel.ulysses, deck.parallel.ring,
+                policy.c_str(), p.options.offload.alpha, deck.run.precision.c_str(),
+                static_cast<long long>(p.local_tokens), mlp, head, p.flops_per_step,
+                static_cast<unsigned long long>(p.arena_bytes), static_cast<unsigned long long>(p.arena_lower_bound));
+    for (const auto* m : {&p.memory, &p.memory_min, &p.comm}) {
+      std::printf(", \"%s\": {", m == &p.memory ? "memory_bytes" : m == &p.memory_min ? "memory_bytes_min" : "comm_bytes");
+      const char* sep = "";
+      for (const auto& [k, v] : *m) {
+        std::printf("%s\"%s\": %llu", sep, k.c_str(), static_cast<unsigned long long>(v));
+        sep = ", ";
+      }
+      std::printf("}");
     }
-    std::printf("}%s}\n", note[0] ? (std::string(", \"note\": \"") + note + "\"").c_str() : "");
+    std::printf("%s}\n", note[0] ? (std::string(", \"note\": \"") + note + "\"").c_str() : "");
     return;
   }
-  std::printf("plan: %s, S = %lld tokens on 1 rank, %s, memory.policy %s", deck.path.c_str(),
-              static_cast<long long>(p.seq_len), deck.run.precision.c_str(), policy);
+  std::printf("plan: %s, S = %lld tokens, %s, %s, memory.policy %s", deck.path.c_str(),
+              static_cast<long long>(p.seq_len), layout_of(deck, p).c_str(), deck.run.precision.c_str(),
+              policy.c_str());
   if (p.options.policy == MemoryPolicy::offload) std::printf(" (alpha %.4g)", p.options.offload.alpha);
   std::printf("%s%s\n", note[0] ? ": " : "", note);
-  std::printf("  mini-sequences: mlp %d, lm_head %d\n", effective_chunks(p.seq_len, p.options.mlp_chunks),
-              effective_chunks(p.seq_len, p.options.lm_head_chunks));
-  std::printf("  memory per rank, MiB:");
-  for (const auto& [k, v] : p.memory) std::printf("  %s %.2f", k.c_str(), double(v) / kMiB);
-  std::printf("\n  model FLOPs per step: %.4e\n", p.flops_per_step);
+  std::printf("  per rank: up to %lld tokens; mini-sequences: mlp %d, lm_head %d\n",
+              static_cast<long long>(p.local_tokens), mlp, head);
+  std::printf("  memory per rank, MiB         max        min\n");
+  for (const auto& [k, v] : p.memory)
+    std::printf("    %-14s %12.2f %10.2f\n", k.c_str(), double(v) / kMiB, double(p.memory_min.at(k)) / kMiB);
+  if (p.arena_bytes)
+    std::printf("  step arena (memory.planner plan): %.2f MiB = %.3f x lower bound %.2f MiB (%s)\n",
+                double(p.arena_bytes) / kMiB, double(p.arena_bytes) / double(std::max<std::uint64_t>(1, p.arena_lower_bound)),
+                double(p.arena_lower_bound) / kMiB, p.arena_method.c_str());
+  std::printf("  communication per step, MiB sent per rank (max):");
+  for (const auto& [k, v] : p.comm) std::printf("  %s %.2f", k.c_str(), double(v) / kMiB);
+  std::printf("\n  model FLOPs per step: %.4e (%.4e per rank)\n", p.flops_per_step, p.flops_per_step / p.ranks);
 }
 }  // namespace
 
@@ -56,52 +88,112 @@ ModelOptions resolve_chunks(const Deck& deck, const ModelConfig& cfg, std::int64
   };
   o.mlp_chunks = pick(deck.mst.mlp, MlpBlock<float>::workspace_per_token(cfg));
   o.lm_head_chunks = pick(deck.mst.lm_head, LmHeadLoss<float>::workspace_per_token(cfg));
+  if (o.policy == MemoryPolicy::vanilla) o.mlp_chunks = o.lm_head_chunks = 1;  // the baseline has no mini-sequences
   return o;
 }
 
-Plan plan_deck(const Deck& deck, std::int64_t S) {
+Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::string& error) {
   Plan p;
   p.seq_len = S;
-  p.options = resolve_chunks(deck, deck.model, S, scalar_bytes(deck));
-  if (deck.memory.alpha_auto) p.options.offload.alpha = 1.0;  // auto's warm-up step: the most host memory
+  p.ranks = args.ranks;
+  const auto& par = deck.parallel;
+  error = check_parallel(deck.model, par, S, args.ranks);
+  if (!error.empty()) return p;
+  const int P = par.sequence_parallel();
+  p.data_parallel = args.ranks / P;
   const std::size_t T = scalar_bytes(deck);
-  p.memory = predict_memory(deck.model, p.options, S, T, T);
-  p.flops_per_step = double(deck.run.grad_accum) * model_flops_per_sequence(deck.model, double(S));
+  const SequenceLayout layout(S, par.ulysses, par.ring, par.layout, false);
+  MemoryPrediction busiest;
+  // Ranks that hold as many tokens, in groups and ring blocks of the same sizes, need the same:
+  // each such shape is predicted once.
+  std::map<std::vector<std::int64_t>, std::pair<MemoryPrediction, std::map<std::string, std::uint64_t>>> seen;
+  for (int s = 0; s < P; ++s) {
+    const std::int64_t local = layout.tokens(s);
+    const int r = s / par.ulysses;
+    // the rank's tokens, its group's, the next ring member's (the block it never passes on), its group's members'
+    std::vector<std::int64_t> shape{local, layout.group_tokens(r), layout.group_tokens((r + 1) % par.ring)};
+    for (int u = 0; u < par.ulysses; ++u) shape.push_back(layout.tokens(r * par.ulysses + u));
+    ModelOptions o = resolve_chunks(deck, deck.model, local, T);
+    if (deck.memory.alpha_auto) o.offload.alpha = 1.0;  // auto's warm-up step: the most host memory
+    auto it = seen.find(shape);
+    if (it == seen.end()) {
+      auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, T, T, o.offload.alpha);
+      auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, T);
+      it = seen.insert_or_assign(shape, std::make_pair(std::move(pr), std::move(cm))).first;
+    }
+    MemoryPrediction pred = it->second.first;
+    const auto& comm = it->second.second;
+    for (const auto& [k, v] : pred.bytes) {
+      p.memory[k] = s == 0 ? v : std::max(p.memory[k], v);
+      p.memory_min[k] = s == 0 ? v : std::min(p.memory_min[k], v);
+    }
+    for (const auto& [k, v] : comm) p.comm[k] = std::max(p.comm[k], v);
+    if (s == 0 || pred.bytes.at("device_total") > busiest.bytes.at("device_total")) {
+      busiest = std::move(pred);
+      p.busiest = s;
+      p.options = o;
+      p.local_tokens = local;
+    }
+  }
+  p.flops_per_step = double(deck.run.grad_accum) * p.data_parallel * model_flops_per_sequence(deck.model, double(S));
+  if (args.arena && deck.memory.plan) {
+    const auto plan = plan_step(busiest.trace, busiest.segments,
+                                deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy, kArenaAlignment);
+    p.arena_bytes = plan.arena_bytes;
+    p.arena_lower_bound = plan.lower_bound_bytes;
+    p.arena_method = plan.method;
+  }
   return p;
 }
 
 int run_plan(const Deck& deck, const PlanArgs& a) {
-  if (deck.parallel.sequence_parallel() > 1) {
-    std::fprintf(stderr, "error: plan: parallel.ulysses x parallel.ring = %d: the plan covers runs without sequence "
-                 "parallelism for now (set both to 1)\n", deck.parallel.sequence_parallel());
-    return 2;
-  }
   if (a.format != "text" && a.format != "json") {
     std::fprintf(stderr, "error: plan: --format must be text or json\n");
     return 2;
   }
+  std::string error;
   if (!a.max_seq_len) {
-    print(deck, plan_deck(deck, deck.run.seq_len), a, "");
+    const Plan p = plan_deck(deck, deck.run.seq_len, a, error);
+    if (!error.empty()) {
+      std::fprintf(stderr, "error: plan: %s\n", error.c_str());
+      return 2;
+    }
+    print(deck, p, a, "");
     return 0;
   }
-  if (a.device_mib <= 0 && a.host_mib <= 0) {
-    std::fprintf(stderr, "error: plan: --max-seq-len needs a budget: --device-mib MIB (and/or --host-mib MIB)\n");
+  if (a.device_mib <= 0 && a.host_mib <= 0 && a.activation_mib <= 0) {
+    std::fprintf(stderr, "error: plan: --max-seq-len needs a budget: --device-mib MIB (and/or --host-mib, "
+                 "--activation-mib MIB)\n");
     return 2;
   }
-  // Longest S that fits: double until it does not (or 2^40), then bisect.
+  // Longest S that fits: double until it does not (or 2^40), then bisect; the
+  // arena is planned once, for the answer.
+  PlanArgs quick = a;
+  quick.arena = false;
+  const std::int64_t lowest = std::max<std::int64_t>(2, 2LL * deck.parallel.sequence_parallel());
+  const Plan first = plan_deck(deck, lowest, quick, error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "error: plan: %s\n", error.c_str());
+    return 2;
+  }
+  if (!fits(first, a)) {
+    std::fprintf(stderr, "error: plan: not even S = %lld fits: it needs %.2f MiB of device memory per rank "
+                 "(%.2f MiB of it weights, gradients and optimizer moments)%s\n",
+                 static_cast<long long>(lowest), double(first.memory.at("device_total")) / kMiB,
+                 (double(first.memory.at("device_total")) - activation_bytes(first)) / kMiB,
+                 a.host_mib > 0 ? (" and " + std::to_string(first.memory.at("host_offload") / (1 << 20)) +
+                                   " MiB of host memory").c_str() : "");
+    return 2;
+  }
   const std::int64_t limit = std::int64_t(1) << 40;
-  if (!fits(plan_deck(deck, 2), a)) {
-    std::fprintf(stderr, "error: plan: not even S = 2 fits the budget\n");
-    return 2;
-  }
-  std::int64_t lo = 2, hi = 4;
-  while (hi <= limit && fits(plan_deck(deck, hi), a)) lo = hi, hi *= 2;
+  std::int64_t lo = lowest, hi = 2 * lowest;
+  while (hi <= limit && fits(plan_deck(deck, hi, quick, error), a)) lo = hi, hi *= 2;
   if (hi > limit) hi = limit + 1;
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
-    (fits(plan_deck(deck, mid), a) ? lo : hi) = mid;
+    (fits(plan_deck(deck, mid, quick, error), a) ? lo : hi) = mid;
   }
-  print(deck, plan_deck(deck, lo), a, "the longest run.seq_len within the budget");
+  print(deck, plan_deck(deck, lo, a, error), a, "the longest run.seq_len within the budget");
   return 0;
 }
 

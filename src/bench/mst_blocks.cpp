@@ -110,8 +110,8 @@ int run(const Options& opt) {
       const double C = double((S + effective_chunks(S, M) - 1) / effective_chunks(S, M));
       MlpBlock<T> mlp(cfg, M, nullptr);
       std::tie(mlp_s[k], mlp_ws[k]) = measure(opt.repeats, [&] {
-        mlp.forward(z.view(), y.view(), params.layers[0]);
-        mlp.backward(dy.view(), grads.layers[0], z.view(), y.view(), params.layers[0]);
+        mlp.forward(z.view(), y.view(), params.layers[0], LayerActivations<T>{});
+        mlp.backward(dy.view(), grads.layers[0], z.view(), y.view(), params.layers[0], LayerActivations<T>{});
       });
       mlp_model[k] = C * double(MlpBlock<T>::workspace_per_token(cfg)) * sizeof(T);
       mlp_gf[k] = 2.0 * S * d * I * 11 / mlp_s[k] / 1e9;  // 3 forward + 8 backward GEMMs (2 recomputed)

@@ -56,8 +56,8 @@ const std::vector<KeySpec>& schema() {
       {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto"},
       {"mst", "chunk_budget_mib", "256", Kind::Float, 1e-300, {},
        "auto: smallest M whose chunk intermediates fit this many MiB (> 0)"},
-      {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint", "checkpoint_offload", "offload"},
-       "activations kept for backward (offload kinds: in host memory)"},
+      {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint", "checkpoint_offload", "offload", "vanilla"},
+       "activations kept for backward (offload kinds: in host memory; vanilla: the papers' baseline, no chunks)"},
       {"memory", "offload_alpha", "auto", Kind::Float, 0, {},
        "offload: token fraction of q, k, v, y in host memory, the rest recomputed; auto = fit the copy "
        "into a layer's compute", 1.0, true},
@@ -179,6 +179,7 @@ std::string to_string(MemoryPolicy p) {
     case MemoryPolicy::checkpoint: return "checkpoint";
     case MemoryPolicy::checkpoint_offload: return "checkpoint_offload";
     case MemoryPolicy::offload: return "offload";
+    case MemoryPolicy::vanilla: return "vanilla";
   }
   return "?";
 }
@@ -243,7 +244,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.weight_decay = v["run.weight_decay"].f;
   r.init_std = v["run.init_std"].f;
   r.norm_init_noise = v["run.norm_init_noise"].f;
-  for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload})
+  for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload,
+                 MemoryPolicy::vanilla})
     if (v["memory.policy"].text == to_string(p)) d.options.policy = p;
   d.memory.alpha_auto = v["memory.offload_alpha"].text == "auto";
   d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : v["memory.offload_alpha"].f;

@@ -89,7 +89,8 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
   MPI_Gather(moved_mine.data(), int(moved_mine.size()), MPI_UINT64_T, moved_all.data(), int(moved_mine.size()),
              MPI_UINT64_T, 0, comm);
   // [steps] allocations, then the plan's three sizes
-  const std::vector<std::string> plan_keys = {"arena_bytes", "lower_bound_bytes", "unplanned_peak_bytes"};
+  const std::vector<std::string> plan_keys = {"arena_bytes", "lower_bound_bytes", "unplanned_peak_bytes",
+                                              "model_arena_bytes"};
   std::vector<std::uint64_t> alloc_mine, alloc_all;
   for (const auto& st : local.steps) alloc_mine.push_back(st.allocations);
   for (const auto& k : plan_keys) alloc_mine.push_back(local.plan.count(k) ? local.plan.at(k) : 0);

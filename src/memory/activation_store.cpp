@@ -13,6 +13,7 @@ StorePlan store_plan(MemoryPolicy policy, int L) {
     case MemoryPolicy::checkpoint: return {L + 1, 0, false};
     case MemoryPolicy::checkpoint_offload: return {2, 0, true};
     case MemoryPolicy::offload: return {2, 2, true};
+    case MemoryPolicy::vanilla: return {L + 1, L, false};
   }
   throw std::logic_error("store_plan: unknown policy");
 }
@@ -101,6 +102,12 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
     s.o = Tracked<Mat<T>>(uninitialized, "o" + n, act, S, shapes_.q_cols);
     s.stats = Tracked<Mat<A>>(uninitialized, "lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
     s.y = Tracked<Mat<T>>(uninitialized, "y" + n, act, S, shapes_.hidden);
+    if (policy_ == MemoryPolicy::vanilla) {
+      s.mlp_in = Tracked<Mat<T>>(uninitialized, "mlp_in" + n, act, S, shapes_.hidden);
+      s.mlp_gate = Tracked<Mat<T>>(uninitialized, "mlp_gate" + n, act, S, shapes_.intermediate);
+      s.mlp_up = Tracked<Mat<T>>(uninitialized, "mlp_up" + n, act, S, shapes_.intermediate);
+      s.mlp_act = Tracked<Mat<T>>(uninitialized, "mlp_act" + n, act, S, shapes_.intermediate);
+    }
   }
   return s;
 }
@@ -108,7 +115,8 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
 template <class T>
 LayerActivations<T> ActivationStore<T>::views(int l) {
   auto& s = saved_set(l);
-  return {x_view(l), s.q.view(), s.k.view(), s.v.view(), s.o.view(), s.stats.view(), s.y.view()};
+  return {x_view(l), s.q.view(), s.k.view(), s.v.view(), s.o.view(), s.stats.view(), s.y.view(),
+          s.mlp_in.view(), s.mlp_gate.view(), s.mlp_up.view(), s.mlp_act.view()};
 }
 
 template <class T>

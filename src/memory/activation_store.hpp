@@ -16,6 +16,8 @@
 //   offload             2          2              x, o, stats: to host and back; of q, k, v, y the
 //                                                 first alpha S tokens too, the other tokens
 //                                                 recomputed token-wise from x and o (MEMO)
+//   vanilla             L + 1      L              (none is); the saved set also holds the MLP's
+//                                                 input, gate, up and activation (no recompute)
 //
 // With n buffers, buffer b holds layers b, b+n, b+2n, ... (n = 2: MEMO's two
 // "rounding buffers"), so the device keeps two layers whatever L is; x_L (the
@@ -46,6 +48,8 @@ struct LayerActivations {  // views into the store's buffers, one layer
   Mat<T> q, k, v, o;       // [S, H*h], [S, G*h], [S, G*h], [S, H*h]
   Mat<accum_t<T>> stats;   // the attention strategy's statistics
   Mat<T> y;                // [S, d]
+  Mat<T> mlp_in;           // vanilla only: [S, d] rmsnorm(y), the MLP's input
+  Mat<T> mlp_gate, mlp_up, mlp_act;  // vanilla only: [S, I] b Wg, b Wu, silu(b Wg) * b Wu
 };
 
 // What a store may ask the model to redo for layer l before its backward.
@@ -61,6 +65,7 @@ class LayerRecompute {
 
 struct ActivationShapes {
   std::int64_t tokens = 0, hidden = 0, q_cols = 0, kv_cols = 0;  // S, d, H*h, G*h
+  std::int64_t intermediate = 0;                                 // I (vanilla's MLP tensors)
   Extent2 stats;                                                 // the attention strategy's
 };
 
@@ -115,9 +120,10 @@ class ActivationStore {
     bool complete = false;              // saved sets: every row valid (else rows host_rows.. recompute)
     CopyEngine::Ticket pending = 0;     // the last copy into or out of it
   };
-  struct SavedSet {                     // q, k, v, o, stats, y of one layer
+  struct SavedSet {                     // q, k, v, o, stats, y of one layer (vanilla: + the MLP's)
     Tracked<Mat<T>> q, k, v, o, y;
     Tracked<Mat<A>> stats;
+    Tracked<Mat<T>> mlp_in, mlp_gate, mlp_up, mlp_act;
     bool allocated() const { return q.bytes() > 0 || o.bytes() > 0; }
   };
   struct HostLayer {                    // one layer's tensors in host memory

@@ -176,11 +176,16 @@ StepPlan plan_step(const std::vector<TraceBuffer>& buffers, const std::vector<Tr
   StepPlan best;
   best.lower_bound_bytes = plan_lower_bound(all);
 
-  // Flat: every buffer one item.
-  const Placement flat = solve(all, solver);
-  best.offsets = flat.offsets;
-  best.arena_bytes = flat.peak;
-  best.method = std::string("flat ") + (solver == PlanSolver::exact ? "exact" : "greedy");
+  // Flat: every buffer one item (greedy is quadratic: long traces are planned bi-level only).
+  constexpr std::size_t kFlatLimit = 4000;
+  if (all.size() <= kFlatLimit || segments.empty()) {
+    const Placement flat = solve(all, solver);
+    best.offsets = flat.offsets;
+    best.arena_bytes = flat.peak;
+    best.method = std::string("flat ") + (solver == PlanSolver::exact ? "exact" : "greedy");
+  } else {
+    best.arena_bytes = UINT64_MAX;
+  }
 
   // Bi-level: each layer block planned once per shape, then the step with blocks as items.
   if (!segments.empty()) {

@@ -32,6 +32,7 @@ struct Placement {
 };
 
 enum class PlanSolver { greedy, exact };
+constexpr std::uint64_t kArenaAlignment = 256;  // every arena buffer starts on a 256-byte boundary
 
 std::uint64_t plan_lower_bound(const std::vector<PlanItem>& items);
 Placement plan_greedy(const std::vector<PlanItem>& items);

@@ -12,7 +12,7 @@
 namespace minilst {
 
 namespace {
-constexpr std::uint64_t kAlignment = 256;  // every buffer starts on a 256-byte boundary (GPU-friendly)
+constexpr std::uint64_t kAlignment = kArenaAlignment;
 
 // Bytes the allocator behind the step's buffers holds now (glibc's heap and
 // mappings on host builds; the device's used memory on CUDA builds).

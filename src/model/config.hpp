@@ -24,7 +24,10 @@ struct ModelConfig {
 //   checkpoint_offload  checkpoint, the layer inputs in host memory (two device buffers)
 //   offload             MEMO: inputs, o and lse in host memory, a token fraction alpha of
 //                       q, k, v, y too, the other tokens recomputed (two device buffers)
-enum class MemoryPolicy { full, checkpoint, checkpoint_offload, offload };
+//   vanilla             the papers' baseline: full, and the MLP keeps its [S, I]
+//                       intermediates for the backward (no recompute), the LM head
+//                       materialises the [S, V] logits and their gradient; no chunking
+enum class MemoryPolicy { full, checkpoint, checkpoint_offload, offload, vanilla };
 
 struct OffloadOptions {
   double alpha = 1.0;          // offload: token fraction of q, k, v, y kept in host memory

@@ -56,7 +56,7 @@ void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<T>& dw, cons
   // MLP block: dy = dz + mlp'(dz)
   Tracked<Mat<T>> dy(uninitialized, "y_grad", ws, S, d);
   Kokkos::deep_copy(ExecSpace(), dy.view(), dz);
-  mlp_.backward(dy.view(), dw, dz, a.y, w);
+  mlp_.backward(dy.view(), dw, dz, a.y, w, a);
 
   // output projection: dO = dy Wo^T ; dWo += o^T dy
   Tracked<Mat<T>> d_o(uninitialized, "o_grad", ws, S, Hh);

@@ -31,8 +31,10 @@ class DecoderLayer {
   // The same, token-wise, for `rows` only and without attention (o is given):
   // q, k, v = rope(rmsnorm(x) W*) and y = x + o Wo on those rows (MEMO's recompute).
   void recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range rows) const;
-  // z := y + mlp(y);  z, y: [S, d]
-  void forward_mlp(const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>& w) const { mlp_.forward(z, y, w); }
+  // z := y + mlp(a.y);  z: [S, d]
+  void forward_mlp(const Mat<T>& z, const LayerActivations<T>& a, const LayerWeights<T>& w) const {
+    mlp_.forward(z, a.y, w, a);
+  }
   // dx := d(loss)/dx from dz;  grads of w accumulate into dw
   void backward(const Mat<T>& dx, const LayerWeights<T>& dw, const Mat<const T>& dz, const LayerActivations<T>& a,
                 const LayerWeights<T>& w) const;

@@ -26,9 +26,15 @@ double LmHeadLoss<T>::forward_backward(const Mat<T>& dx, const Mat<const T>& x,
     kernels::rmsnorm_forward<T>(f.view(), xc, params.final_norm, cfg_.norm_eps);
     gemm(Op::N, Op::N, T(1), f.view(), params.lm_head, T(0), logits.view());
     const auto labels_c = Kokkos::subview(labels, Kokkos::make_pair(r.begin, r.end));
-    loss_sum += kernels::cross_entropy_fused<T>(logits.view(), labels_c, grad_scale);  // logits := dlogits
-    gemm(Op::T, Op::N, T(1), f.view(), logits.view(), T(1), grads.lm_head);           // dWout += f^T dl
-    gemm(Op::N, Op::T, T(1), logits.view(), params.lm_head, T(0), f.view());          // f := df
+    Tracked<Mat<T>> grad;  // vanilla: the logits' gradient beside them
+    if (vanilla_) {
+      grad = Tracked<Mat<T>>(uninitialized, "logits_grad", MemCategory::workspace, r.size(), cfg_.vocab);
+      Kokkos::deep_copy(ExecSpace(), grad.view(), logits.view());
+    }
+    const Mat<T> dl = vanilla_ ? grad.view() : logits.view();
+    loss_sum += kernels::cross_entropy_fused<T>(dl, labels_c, grad_scale);   // dl := dlogits
+    gemm(Op::T, Op::N, T(1), f.view(), dl, T(1), grads.lm_head);           // dWout += f^T dl
+    gemm(Op::N, Op::T, T(1), dl, params.lm_head, T(0), f.view());          // f := df
     kernels::rmsnorm_backward<T>(rows(dx, r.begin, r.end), grads.final_norm, f.view(), xc, params.final_norm,
                                  cfg_.norm_eps);
   }

@@ -5,6 +5,8 @@
 //   dlogits = (softmax - onehot) / N_valid   dWout += f^T dlogits   dx_c = rmsnorm'(dlogits Wout^T)
 // The loss gradient is known in the forward, so each chunk's backward runs at
 // once and the [S, V] logits never exist. Workspace per chunk: f [C,d] + logits [C,V].
+// memory.policy vanilla (the papers' baseline): one chunk, and the gradient of the
+// logits in a buffer of its own beside them, as autograd keeps both: f [S,d] + 2 [S,V].
 #pragma once
 
 #include "io/phase_timers.hpp"
@@ -16,7 +18,8 @@ namespace minilst {
 template <class T>
 class LmHeadLoss {
  public:
-  LmHeadLoss(const ModelConfig& cfg, int chunks, PhaseTimers* timers) : cfg_(cfg), chunks_(chunks), timers_(timers) {}
+  LmHeadLoss(const ModelConfig& cfg, int chunks, PhaseTimers* timers, bool vanilla = false)
+      : cfg_(cfg), chunks_(chunks), timers_(timers), vanilla_(vanilla) {}
 
   // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=.
   // grad_scale = 1 / (global valid labels ...). Returns sum_i loss_i over local valid labels.
@@ -30,6 +33,7 @@ class LmHeadLoss {
   ModelConfig cfg_;
   int chunks_;
   PhaseTimers* timers_;
+  bool vanilla_;
 };
 
 }  // namespace minilst

@@ -10,11 +10,20 @@ using kernels::gemm;
 using kernels::Op;
 
 template <class T>
-void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>& w) const {
+void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>& w,
+                          const LayerActivations<T>& keep) const {
   ScopedPhase phase(timers_, "mlp");
   const std::int64_t S = y.extent(0);
   const int M = effective_chunks(S, chunks_);
   Kokkos::deep_copy(ExecSpace(), z, y);  // residual: z = y + ...
+  if (keep.mlp_gate.extent(0) > 0) {     // vanilla: the whole sequence, kept for the backward
+    kernels::rmsnorm_forward<T>(keep.mlp_in, y, w.mlp_norm, cfg_.norm_eps);
+    gemm(Op::N, Op::N, T(1), keep.mlp_in, w.w_gate, T(0), keep.mlp_gate);
+    gemm(Op::N, Op::N, T(1), keep.mlp_in, w.w_up, T(0), keep.mlp_up);
+    kernels::swiglu_forward<T>(keep.mlp_act, keep.mlp_gate, keep.mlp_up);
+    gemm(Op::N, Op::N, T(1), keep.mlp_act, w.w_down, T(1), z);
+    return;
+  }
   for (int c = 0; c < M; ++c) {
     const Range r = chunk_range(S, M, c);
     const auto yc = rows(y, r.begin, r.end);
@@ -31,10 +40,22 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
 
 template <class T>
 void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<T>& dw, const Mat<const T>& dz,
-                           const Mat<const T>& y, const LayerWeights<T>& w) const {
+                           const Mat<const T>& y, const LayerWeights<T>& w, const LayerActivations<T>& keep) const {
   ScopedPhase phase(timers_, "mlp");
   const std::int64_t S = y.extent(0);
   const int M = effective_chunks(S, chunks_);
+  if (keep.mlp_gate.extent(0) > 0) {  // vanilla: what the forward kept (then overwritten by gradients)
+    const auto &b = keep.mlp_in, &g = keep.mlp_gate, &u = keep.mlp_up, &m = keep.mlp_act;
+    gemm(Op::T, Op::N, T(1), m, dz, T(1), dw.w_down);             // dWd += m^T dz
+    gemm(Op::N, Op::T, T(1), dz, w.w_down, T(0), m);               // m := dm
+    kernels::swiglu_backward<T>(g, u, m, g, u);                    // g, u := dg, du
+    gemm(Op::T, Op::N, T(1), b, g, T(1), dw.w_gate);
+    gemm(Op::T, Op::N, T(1), b, u, T(1), dw.w_up);
+    gemm(Op::N, Op::T, T(1), g, w.w_gate, T(0), b);                // b := db
+    gemm(Op::N, Op::T, T(1), u, w.w_up, T(1), b);
+    kernels::rmsnorm_backward<T>(dy, dw.mlp_norm, b, y, w.mlp_norm, cfg_.norm_eps);
+    return;
+  }
   for (int c = 0; c < M; ++c) {
     const Range r = chunk_range(S, M, c);
     const auto yc = rows(y, r.begin, r.end);

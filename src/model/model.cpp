@@ -8,7 +8,7 @@ namespace minilst {
 namespace {
 ActivationShapes shapes_of(const ModelConfig& c, std::int64_t S, Extent2 stats) {
   const std::int64_t h = c.head_dim();
-  return {S, c.hidden, c.heads * h, c.kv_heads * h, stats};
+  return {S, c.hidden, c.heads * h, c.kv_heads * h, c.intermediate, stats};
 }
 
 // What the activation store may ask the layers to redo, with this step's weights.
@@ -32,7 +32,7 @@ class Recompute final : public LayerRecompute<T> {
 template <class T>
 Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
                 Vec<const std::int64_t> positions, PhaseTimers* timers)
-    : cfg_(cfg), layer_(cfg, opts, attention, positions, timers), head_(cfg, opts.lm_head_chunks, timers),
+    : cfg_(cfg), layer_(cfg, opts, attention, positions, timers), head_(cfg, opts.lm_head_chunks, timers, opts.policy == MemoryPolicy::vanilla),
       store_(opts, cfg.layers, shapes_of(cfg, std::int64_t(positions.extent(0)), layer_.stats_shape()), timers),
       timers_(timers) {}
 
@@ -51,7 +51,7 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
       const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
       const auto a = store_.forward_begin(l);
       layer_.forward_attention(a, params.layers[l]);
-      layer_.forward_mlp(store_.input(l + 1), a.y, params.layers[l]);
+      layer_.forward_mlp(store_.input(l + 1), a, params.layers[l]);
       store_.forward_end(l);
     }
     {

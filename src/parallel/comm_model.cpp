@@ -12,7 +12,7 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   const u64 r = u64(s) / U, me_ring = r;
   const u64 q = u64(c.heads) / U;
   const u64 k = u64(c.kv_heads) % U == 0 ? u64(c.kv_heads) / U : 1;  // kv heads per member
-  const u64 S_l = layout.positions(s).size(), S_g = layout.group_positions(int(r)).size();
+  const u64 S_l = u64(layout.tokens(s)), S_g = u64(layout.group_tokens(int(r)));
   // checkpoint kinds run the forward attention twice (offload recomputes no attention)
   const bool recompute = o.policy == MemoryPolicy::checkpoint || o.policy == MemoryPolicy::checkpoint_offload;
   const u64 passes = recompute ? 2 : 1;
@@ -28,7 +28,7 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   if (R > 1) {
     const u64 kv_heads_here = U > 1 ? k : u64(c.kv_heads);
     for (u64 b = 0; b < R; ++b) {
-      const u64 block = 2 * layout.group_positions(int(b)).size() * kv_heads_here * h * T;  // K and V
+      const u64 block = 2 * u64(layout.group_tokens(int(b))) * kv_heads_here * h * T;  // K and V
       if (b != (me_ring + 1) % R) ring_fwd += block;  // the last visitor is never passed on
       ring_bwd += block;                             // every block's dK/dV travels
     }

@@ -20,7 +20,8 @@ namespace minilst {
 
 class SequenceLayout {
  public:
-  SequenceLayout(std::int64_t seq_len, int ulysses, int ring, RingLayout layout);
+  // with_positions false: token counts only (memory and communication models at any S).
+  SequenceLayout(std::int64_t seq_len, int ulysses, int ring, RingLayout layout, bool with_positions = true);
 
   int ulysses() const { return U_; }
   int ring() const { return R_; }
@@ -30,10 +31,14 @@ class SequenceLayout {
   // The tokens of ring member r's Ulysses group, in member order (what a rank
   // of that group holds after the Ulysses all-to-all).
   std::vector<std::int64_t> group_positions(int ring_rank) const;
+  // Token counts: of sp rank s, and of ring member r's Ulysses group.
+  std::int64_t tokens(int sp_rank) const { return counts_.at(sp_rank); }
+  std::int64_t group_tokens(int ring_rank) const;
 
  private:
   int U_, R_;
-  std::vector<std::vector<std::int64_t>> positions_;  // [P][S_local]
+  std::vector<std::vector<std::int64_t>> positions_;  // [P][S_local] (empty without positions)
+  std::vector<std::int64_t> counts_;                  // [P]
 };
 
 }  // namespace minilst
