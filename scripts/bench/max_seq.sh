@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The longest sequence each technique stack fits into a fixed per-rank device
+# budget, predicted by `minilst plan --max-seq-len` and confirmed by a real run
+# (one step at the S found: it runs, within the budget; S + 1 is predicted not
+# to fit), at CPU scale; then the same stack predicted for the Llama-3-8B shape
+# on 80 GiB devices with 1, 8 and 64 ranks, beside the seed papers' numbers.
+# Writes runs/bench/max_seq_<UTC time>/ (a metrics file per confirming run,
+# max_seq.h5, max_seq.png) and prints both tables.
+#   scripts/bench/max_seq.sh [--budget-mib 128] [--no-runs]
+# Deck: inputs/max_seq_cpu.yaml (4 layers, d = 128). The Llama table counts the
+# activations, workspace and communication buffers of float runs against 48 GiB
+# (80 GiB less the 32 GiB that bf16 weights and gradients of 8B parameters take;
+# the optimizer states offloaded, as in the papers' single-GPU setups).
+# MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ -z ${MINILST:-} ]]; then
+  bash "$root/scripts/setup.sh"
+  bash "$root/scripts/build.sh" > /dev/null
+fi
+source "$root/scripts/env.sh"
+minilst=${MINILST:-$root/build/minilst}
+budget=128 runs=1
+while (($#)); do
+  case $1 in
+    --budget-mib) budget=$2; shift 2 ;;
+    --no-runs) runs=0; shift ;;
+    *) echo "max_seq.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+out=${OUT:-$root/runs/bench/max_seq_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+mkdir -p "$out"
+deck="$root/inputs/max_seq_cpu.yaml"
+read -r -a launch <<< "${LAUNCH:-mpiexec --oversubscribe -n}"
+
+# name | ranks | settings
+stacks=(
+  "vanilla|1|--set memory.policy=vanilla"
+  "checkpoint|1|--set memory.policy=checkpoint --set mst.mlp_chunks=1 --set mst.lm_head_chunks=1"
+  "+ chunked LM head|1|--set memory.policy=checkpoint --set mst.mlp_chunks=1"
+  "+ chunked MLP|1|--set memory.policy=checkpoint"
+  "+ offload|1|--set memory.policy=checkpoint_offload"
+  "+ 2 ranks (ring)|2|--set memory.policy=checkpoint_offload --set parallel.ring=2"
+  "+ 4 ranks (ring)|4|--set memory.policy=checkpoint_offload --set parallel.ring=4"
+  "+ 4 ranks (2 ulysses x 2 ring)|4|--set memory.policy=checkpoint_offload --set parallel.ulysses=2 --set parallel.ring=2"
+)
+: > "$out/cpu.txt"
+i=0
+for row in "${stacks[@]}"; do
+  IFS='|' read -r name ranks settings <<< "$row"
+  read -r -a set <<< "$settings"
+  "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --device-mib "$budget" --max-seq-len --format json > "$out/plan_$i.json"
+  S=$(/usr/bin/python3 -c "import json; print(json.load(open('$out/plan_$i.json'))['seq_len'])")
+  "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --set run.seq_len=$((S + 1)) --format json > "$out/next_$i.json"
+  status="predicted"
+  if ((runs)); then
+    "${launch[@]}" "$ranks" "$minilst" run "$deck" "${set[@]}" --set run.seq_len="$S" --set output.metrics="$out/run_$i.h5" \
+      > "$out/run_$i.log" 2>&1 || { tail -20 "$out/run_$i.log"; exit 1; }
+    status="ran"
+  fi
+  printf '%s|%s|%s|%s\n' "$i" "$name" "$ranks" "$status" >> "$out/cpu.txt"
+  echo "$name: S = $S on $ranks rank(s) ($status)"
+  i=$((i + 1))
+done
+
+# Llama-3-8B on 80 GiB devices: predictions only.
+l8="$root/inputs/llama3_8b.yaml"
+llama=(
+  "vanilla|1|--set memory.policy=vanilla"
+  "checkpoint|1|--set memory.policy=checkpoint --set mst.mlp_chunks=1 --set mst.lm_head_chunks=1"
+  "+ chunked LM head and MLP|1|--set memory.policy=checkpoint"
+  "+ offload|1|--set memory.policy=checkpoint_offload"
+  "+ 8 ranks (ulysses)|8|--set memory.policy=checkpoint_offload --set parallel.ulysses=8"
+  "+ 64 ranks (8 ulysses x 8 ring)|64|--set memory.policy=checkpoint_offload --set parallel.ulysses=8 --set parallel.ring=8"
+)
+: > "$out/llama.txt"
+j=0
+for row in "${llama[@]}"; do
+  IFS='|' read -r name ranks settings <<< "$row"
+  read -r -a set <<< "$settings"
+  "$minilst" plan "$l8" "${set[@]}" --ranks "$ranks" --activation-mib 49152 --max-seq-len --format json > "$out/llama_$j.json"
+  printf '%s|%s|%s\n' "$j" "$name" "$ranks" >> "$out/llama.txt"
+  j=$((j + 1))
+done
+/usr/bin/python3 "$root/analysis/max_seq.py" "$out" --budget-mib "$budget"
