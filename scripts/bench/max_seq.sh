@@ -12,14 +12,7 @@
 # (80 GiB less the 32 GiB that bf16 weights and gradients of 8B parameters take;
 # the optimizer states offloaded, as in the papers' single-GPU setups).
 # MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -z ${MINILST:-} ]]; then
-  bash "$root/scripts/setup.sh"
-  bash "$root/scripts/build.sh" > /dev/null
-fi
-source "$root/scripts/env.sh"
-minilst=${MINILST:-$root/build/minilst}
+source "$(dirname "$0")/common.sh"
 budget=128 runs=1
 while (($#)); do
   case $1 in
@@ -50,7 +43,7 @@ for row in "${stacks[@]}"; do
   IFS='|' read -r name ranks settings <<< "$row"
   read -r -a set <<< "$settings"
   "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --device-mib "$budget" --max-seq-len --format json > "$out/plan_$i.json"
-  S=$(/usr/bin/python3 -c "import json; print(json.load(open('$out/plan_$i.json'))['seq_len'])")
+  S=$("$py" -c "import json; print(json.load(open('$out/plan_$i.json'))['seq_len'])")
   "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --set run.seq_len=$((S + 1)) --format json > "$out/next_$i.json"
   status="predicted"
   if ((runs)); then
@@ -82,4 +75,4 @@ for row in "${llama[@]}"; do
   printf '%s|%s|%s\n' "$j" "$name" "$ranks" >> "$out/llama.txt"
   j=$((j + 1))
 done
-/usr/bin/python3 "$root/analysis/max_seq.py" "$out" --budget-mib "$budget"
+"$py" "$root/analysis/max_seq.py" "$out" --budget-mib "$budget"

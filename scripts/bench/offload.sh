@@ -12,21 +12,13 @@
 # For CPU timings, let OpenBLAS pick its kernels for the machine, e.g.
 #   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE scripts/bench/offload.sh
 # MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -z ${MINILST:-} ]]; then
-  bash "$root/scripts/setup.sh"
-  bash "$root/scripts/build.sh" > /dev/null
-fi
-source "$root/scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 
 deck="$root/inputs/offload_cpu.yaml"
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
 extra=("$@")
 out=${OUT:-$root/runs/bench/offload_$(date -u +%Y%m%dT%H%M%SZ)_$$}
 mkdir -p "$out"
-minilst=${MINILST:-$root/build/minilst}
-py=/usr/bin/python3
 
 run() {  # run NAME --set ...: one run of the deck into NAME.h5 (log in NAME.log)
   local name=$1; shift

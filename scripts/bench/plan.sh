@@ -7,14 +7,7 @@
 #   scripts/bench/plan.sh [DECK ...] [--np N] [--rounds R] [--set k=v ...]
 # Default: inputs/default.yaml on 2 ranks (its ring), 3 rounds.
 # MINILST=path/to/minilst skips the set-up and the build.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -z ${MINILST:-} ]]; then
-  bash "$root/scripts/setup.sh"
-  bash "$root/scripts/build.sh" > /dev/null
-fi
-source "$root/scripts/env.sh"
-minilst=${MINILST:-$root/build/minilst}
+source "$(dirname "$0")/common.sh"
 decks=() np=2 rounds=3 extra=()
 while (($#)); do
   case $1 in
@@ -39,7 +32,7 @@ for deck in "${decks[@]}"; do
     done
   done
 done
-/usr/bin/python3 - "$out" <<'PY'
+"$py" - "$out" <<'PY'
 import glob, os, re, sys
 import h5py, numpy as np
 out = sys.argv[1]

@@ -13,15 +13,7 @@
 # script measures SGEMM under the detected kernels and a few named ones and runs
 # everything (miniLST and PyTorch, which uses the same OpenBLAS) with the fastest.
 # MINILST_BIN_DIR=dir skips the set-up and the build; OUT=dir names the output directory.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -z ${MINILST_BIN_DIR:-} ]]; then
-  bash "$root/scripts/setup.sh"
-  bash "$root/scripts/build.sh" > /dev/null
-fi
-source "$root/scripts/env.sh"
-bin=${MINILST_BIN_DIR:-$root/build}
-py=/usr/bin/python3
+source "$(dirname "$0")/common.sh"
 
 deck="$root/inputs/step_cpu.yaml" seq_lens="" rounds=2 threads=1 attention_seq=8192 extra=()
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
@@ -60,7 +52,7 @@ echo "BLAS kernels: ${OPENBLAS_CORETYPE:-as detected}" | tee "$out/blas.txt"
 for S in $seq_lens; do
   for r in $(seq 1 "$rounds"); do
     echo "== S = $S, round $r: miniLST"
-    "$bin/minilst" run "$deck" "${extra[@]}" --set run.seq_len="$S" --set output.metrics="$out/minilst_S${S}_r$r.h5" \
+    "$minilst" run "$deck" "${extra[@]}" --set run.seq_len="$S" --set output.metrics="$out/minilst_S${S}_r$r.h5" \
       > "$out/minilst_S${S}_r$r.log" 2>&1 || { tail -20 "$out/minilst_S${S}_r$r.log"; exit 1; }
     grep '^RESULT' "$out/minilst_S${S}_r$r.log"
     steps=$("$py" -c "import h5py; print(len(h5py.File('$out/minilst_S${S}_r$r.h5','r')['loss']))")
