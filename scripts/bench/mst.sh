@@ -6,12 +6,8 @@
 #   scripts/bench/mst.sh [minilst_bench_mst options, e.g. --seq-lens 2048,8192 --vocab 32000]
 # Defaults: S = 1024..8192, M = 1..32, d = 256, I = 688, V = 8192, float, 3 repeats
 # (about 2 minutes on one core). On a cluster node, change the shapes to your model's.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh" > /dev/null
-source "$root/scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 mkdir -p "$root/runs/bench"
 out="$root/runs/bench/mst_$(date -u +%Y%m%dT%H%M%SZ).h5"
-"$root/build/minilst_bench_mst" --output "$out" "$@"
-/usr/bin/python3 "$root/analysis/plot_mst_bench.py" "$out"
+"$bin/minilst_bench_mst" --output "$out" "$@"
+"$py" "$root/analysis/plot_mst_bench.py" "$out"
