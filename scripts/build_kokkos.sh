@@ -68,10 +68,35 @@ if [[ $backend == cuda ]]; then
   fi
 fi
 
-# What identifies an install: the sources (name, size, mtime), patches, options.
+common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=OFF)
+kokkos_opts=(-DKokkos_ENABLE_SERIAL=ON)
+kernels_opts=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON
+  -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_INST_FLOAT=ON -DKokkosKernels_INST_DOUBLE=ON
+  -DKokkosKernels_INST_LAYOUTRIGHT=ON -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_ORDINAL_INT=OFF
+  -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
+  -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_PERFTESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF)
+if [[ $backend == openmp ]]; then
+  # Kokkos 4.6's mdspan-based View puts an empty accessor at the address of its data
+  # handle ([[no_unique_address]]); GCC before 13 zero-initialises that empty member
+  # over the handle's reference-count bits, so a default View crashes when destroyed.
+  # The legacy View implementation has no such member (nvcc builds never use the attribute).
+  kokkos_opts+=(-DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_IMPL_VIEW_LEGACY=ON)
+  [[ -z $arch ]] || kokkos_opts+=("-DKokkos_ARCH_$arch=ON")
+  kernels_opts+=(-DKokkosKernels_ENABLE_TPL_BLAS=ON -DBLAS_LIBRARIES=openblas
+    -DKokkosKernels_INST_EXECSPACE_OPENMP=ON -DKokkosKernels_INST_EXECSPACE_SERIAL=ON
+    -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=ON)
+else
+  export PATH=$cuda_home/bin:$PATH
+  kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$arch=ON" -DKokkos_ENABLE_CUDA_CONSTEXPR=ON)
+  kernels_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON -DKokkosKernels_ENABLE_TPL_BLAS=OFF
+    -DKokkosKernels_INST_EXECSPACE_CUDA=ON -DKokkosKernels_INST_MEMSPACE_CUDASPACE=ON
+    -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=OFF)
+fi
+
+# What identifies an install: the sources (name, size, mtime), patches, and the options.
 describe() { for f in "$@"; do [[ -z $f ]] || stat -c '%n %s %Y' "$f"; done; }
 stamp_text=$(printf '%s\n' "backend=$backend arch=$arch kernels=$kernels" \
-  "$(describe "$kokkos_src" "$kernels_src" "${patches[@]}")" "$(sha256sum "$0" | cut -c1-16)")
+  "$(describe "$kokkos_src" "$kernels_src" "${patches[@]}")" "${kokkos_opts[*]}" "${kernels_opts[*]}")
 stamp=$(sha256sum <<< "$stamp_text" | cut -c1-12)
 cache=${MINILST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/minilst}
 prefix=${prefix:-$cache/kokkos-$backend-$stamp}
@@ -97,29 +122,9 @@ step() {  # step NAME CMD...: run quietly into a log, show it on failure
 }
 
 log "installing the $backend stack into $prefix"
+common+=(-DCMAKE_INSTALL_PREFIX="$prefix")
 unpack "$kokkos_src" "$work/kokkos"
 for p in "${patches[@]}"; do step "patch-$(basename "$p")" patch -d "$work/kokkos" -p1 -i "$p"; done
-
-common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DCMAKE_INSTALL_PREFIX="$prefix" -DBUILD_SHARED_LIBS=OFF)
-kokkos_opts=(-DKokkos_ENABLE_SERIAL=ON)
-kernels_opts=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON
-  -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_INST_FLOAT=ON -DKokkosKernels_INST_DOUBLE=ON
-  -DKokkosKernels_INST_LAYOUTRIGHT=ON -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_ORDINAL_INT=OFF
-  -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
-  -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_PERFTESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF)
-if [[ $backend == openmp ]]; then
-  kokkos_opts+=(-DKokkos_ENABLE_OPENMP=ON)
-  [[ -z $arch ]] || kokkos_opts+=("-DKokkos_ARCH_$arch=ON")
-  kernels_opts+=(-DKokkosKernels_ENABLE_TPL_BLAS=ON -DBLAS_LIBRARIES=openblas
-    -DKokkosKernels_INST_EXECSPACE_OPENMP=ON -DKokkosKernels_INST_EXECSPACE_SERIAL=ON
-    -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=ON)
-else
-  export PATH=$cuda_home/bin:$PATH
-  kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$arch=ON" -DKokkos_ENABLE_CUDA_CONSTEXPR=ON)
-  kernels_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON -DKokkosKernels_ENABLE_TPL_BLAS=OFF
-    -DKokkosKernels_INST_EXECSPACE_CUDA=ON -DKokkosKernels_INST_MEMSPACE_CUDASPACE=ON
-    -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=OFF)
-fi
 
 compiler=()  # CUDA: Kokkos' nvcc_wrapper, from the source tree, then the installed one
 [[ $backend == cuda ]] && compiler=(-DCMAKE_CXX_COMPILER="$work/kokkos/bin/nvcc_wrapper")

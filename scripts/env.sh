@@ -1,6 +1,14 @@
 # Sourced by the scripts: the run-time environment miniLST expects.
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}   # one BLAS thread per MPI rank
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# Threads per MPI rank: MINILST_THREADS (default 1) sets both Kokkos' (OpenMP
+# builds: OMP_NUM_THREADS) and OpenBLAS's (OPENBLAS_NUM_THREADS), unless those are
+# set already. The two take turns (BLAS runs between Kokkos kernels), so a rank
+# uses MINILST_THREADS cores; OMP_WAIT_POLICY=passive stops idle OpenMP threads
+# from spinning while OpenBLAS's threads work. Ranks x threads = cores per node.
+export MINILST_THREADS=${MINILST_THREADS:-1}
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$MINILST_THREADS}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$MINILST_THREADS}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
 if [[ $(id -u) -eq 0 ]]; then                             # Open MPI refuses root otherwise
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi

@@ -1,11 +1,41 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a tested build: installs what is
-# missing, builds, runs every test with ctest (unit, reference, app checks).
+# missing, builds, runs every test with ctest (unit, reference, app checks), on:
+#   serial  Debian's Kokkos 3.4 (Serial), in build/; its ctest includes
+#           cuda_compile_check (the whole program compiled for CUDA against a
+#           Kokkos 4 CUDA stack it builds, where the CUDA toolkit is found)
+#   openmp  Kokkos 4 with OpenMP, 2 threads per rank, in build-omp/ (the stack is
+#           built once by scripts/build_kokkos.sh into ~/.cache/minilst), where the
+#           Kokkos sources are found (MINILST_VENDOR, or the snapshots beside the
+#           source tree); the build-only checks run in the serial stage
 #   scripts/test.sh [ctest arguments, e.g. -L reference or -R deck]
+#   MINILST_TEST_BACKENDS="serial"     only the Debian build (default: "serial openmp")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh"
-source "$root/scripts/env.sh"
-cd "$root/build"
-ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@"
+backends=${MINILST_TEST_BACKENDS:-serial openmp}
+vendor=$(realpath -m "${MINILST_VENDOR:-$root/../shared/vendor}")
+status=0
+for backend in $backends; do
+  t0=$SECONDS
+  case $backend in
+    serial)
+      bash "$root/scripts/build.sh"
+      (source "$root/scripts/env.sh"; cd "$root/build" && ctest --output-on-failure --timeout 3000 -j "$(nproc)" "$@") \
+        || status=1
+      ;;
+    openmp)
+      if ! ls "$vendor"/kokkos-[0-9]*.tar.gz > /dev/null 2>&1; then
+        echo "test.sh: no Kokkos sources in $vendor (set MINILST_VENDOR): the OpenMP stage is skipped"
+        continue
+      fi
+      prefix=$(MINILST_VENDOR=$vendor bash "$root/scripts/build_kokkos.sh" --backend openmp | tail -n 1)
+      KOKKOS_PREFIX=$prefix BUILD_DIR=build-omp bash "$root/scripts/build.sh"
+      (export MINILST_THREADS=2; source "$root/scripts/env.sh"; cd "$root/build-omp" &&
+        ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE build "$@") || status=1
+      ;;
+    *) echo "test.sh: unknown backend '$backend' (serial, openmp)" >&2; exit 2 ;;
+  esac
+  echo "test.sh: $backend stage took $((SECONDS - t0)) s"
+done
+exit $status

@@ -196,6 +196,9 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   if (root) {
     std::printf("model: %zu parameters, %s, memory.policy=%s\n", parameter_count(cfg), deck.run.precision.c_str(),
                 to_string(opts.policy).c_str());
+    const auto th = thread_counts();
+    std::printf("threads per rank: Kokkos %s %d, BLAS %d%s\n", th.kokkos_space.c_str(), th.kokkos, th.blas,
+                th.kokkos > 1 && th.blas > 1 ? " (they take turns: BLAS runs between Kokkos kernels)" : "");
     std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d): %s, "
                 "rank 0 holds %lld of %lld tokens\n",
                 ctx.nranks, D, P, deck.parallel.ulysses, deck.parallel.ring, par.strategy_name().c_str(),
@@ -240,6 +243,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   auto& arena = StepArena::instance();  // the first step is recorded and planned; later ones run in the arena
   arena.configure(deck.memory.plan, deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy);
   for (long step = 0; step < deck.run.steps; ++step) {
+    const compat::ScopedRegion step_region("step");  // what Kokkos Tools show as the step
     timers.clear();
     Kokkos::Timer wall;
     double dump_seconds = 0;
@@ -330,6 +334,12 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
   metrics.attributes["ring_variant"] = to_string(deck.parallel.variant);
   metrics.attributes["ring_overlap"] = deck.parallel.overlap ? "true" : "false";
   metrics.attributes["cuda_aware_mpi"] = cuda_aware_mpi() ? "true" : "false";
+  {
+    const auto th = thread_counts();
+    metrics.integers["kokkos_threads"] = th.kokkos;
+    metrics.integers["blas_threads"] = th.blas;
+    metrics.attributes["kokkos_execution_space"] = th.kokkos_space;
+  }
   metrics.integers["data_parallel"] = D;
   metrics.integers["sequence_parallel"] = P;
   metrics.integers["ulysses"] = deck.parallel.ulysses;

@@ -44,6 +44,18 @@ std::string blas_name() {
   return "unknown (reference BLAS?)";
 }
 
+}  // namespace
+
+ThreadCounts thread_counts() {
+  ThreadCounts t;
+  t.kokkos = int(Kokkos::DefaultExecutionSpace().concurrency());
+  t.kokkos_space = Kokkos::DefaultExecutionSpace::name();
+  using count_fn = int (*)();
+  if (auto fn = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) t.blas = fn();
+  return t;
+}
+
+namespace {
 std::string kokkos_version() {
   return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
          std::to_string(KOKKOS_VERSION % 100);

@@ -15,6 +15,14 @@ namespace minilst {
 
 std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, char** argv);
 
+// Threads one rank computes with: Kokkos' (its default execution space's
+// concurrency) and the BLAS's (OpenBLAS reports its own; 1 when unknown).
+struct ThreadCounts {
+  int kokkos = 1, blas = 1;
+  std::string kokkos_space;  // "Serial", "OpenMP", "Cuda", ...
+};
+ThreadCounts thread_counts();
+
 // "minilst <version> (git <commit>[-dirty])"
 std::string version_string();
 
