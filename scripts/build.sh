@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
+mkdir -p "$(dirname "$build")"
 prefix=()
 if [[ -n ${KOKKOS_PREFIX:-} ]]; then
   prefix=(-DKokkos_ROOT="$KOKKOS_PREFIX" -DKokkosKernels_ROOT="$KOKKOS_PREFIX")

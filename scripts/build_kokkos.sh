@@ -93,8 +93,13 @@ else
     -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=OFF)
 fi
 
-# What identifies an install: the sources (name, size, mtime), patches, and the options.
-describe() { for f in "$@"; do [[ -z $f ]] || stat -c '%n %s %Y' "$f"; done; }
+# What identifies an install: the sources and patches (by content: copies and fresh
+# checkouts of the same files hit the cache), and the options.
+describe() { for f in "$@"; do [[ -z $f ]] || echo "$(basename "$f") $(tar_or_dir_hash "$f")"; done; }
+tar_or_dir_hash() {  # a file's sha256, or a directory's (its files' names and contents)
+  if [[ -d $1 ]]; then (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  else sha256sum "$1" | cut -c1-16; fi
+}
 stamp_text=$(printf '%s\n' "backend=$backend arch=$arch kernels=$kernels" \
   "$(describe "$kokkos_src" "$kernels_src" "${patches[@]}")" "${kokkos_opts[*]}" "${kernels_opts[*]}")
 stamp=$(sha256sum <<< "$stamp_text" | cut -c1-12)

@@ -9,6 +9,11 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$MINILST_THREADS}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$MINILST_THREADS}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
+# The scripts' default launcher. Open MPI binds each rank to one core when ranks <=
+# cores, which would put a rank's threads on that one core: unbound when threaded.
+MINILST_LAUNCH="mpiexec --oversubscribe"
+if ((MINILST_THREADS > 1)); then MINILST_LAUNCH+=" --bind-to none"; fi
+MINILST_LAUNCH+=" -n"
 if [[ $(id -u) -eq 0 ]]; then                             # Open MPI refuses root otherwise
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi

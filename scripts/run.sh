@@ -4,7 +4,7 @@
 # the summary and the metrics file's path.
 #   scripts/run.sh [DECK] [--set section.key=value ...]
 #   NP=4 scripts/run.sh ...        the number of MPI ranks (default 2, as the default deck's ring needs)
-#   LAUNCH="srun -n" NP=8 ...      another launcher (default: mpiexec --oversubscribe -n)
+#   LAUNCH="srun -n" NP=8 ...      another launcher (default: mpiexec --oversubscribe [--bind-to none] -n)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
@@ -15,7 +15,7 @@ deck="$root/inputs/default.yaml"
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
 mkdir -p "$root/runs"
 cd "$root/runs"
-read -r -a launcher <<< "${LAUNCH:-mpiexec --oversubscribe -n}"
+read -r -a launcher <<< "${LAUNCH:-$MINILST_LAUNCH}"
 launcher+=("${NP:-2}")
 log=$(mktemp)
 set +e

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a tested build: installs what is
-# missing, builds, runs every test with ctest (unit, reference, app checks), on:
-#   serial  Debian's Kokkos 3.4 (Serial), in build/; its ctest includes
-#           cuda_compile_check (the whole program compiled for CUDA against a
-#           Kokkos 4 CUDA stack it builds, where the CUDA toolkit is found)
+# missing, builds, runs every test with ctest (unit, reference, app checks), in stages:
+#   serial  Debian's Kokkos 3.4 (Serial), in build/
 #   openmp  Kokkos 4 with OpenMP, 2 threads per rank, in build-omp/ (the stack is
 #           built once by scripts/build_kokkos.sh into ~/.cache/minilst), where the
 #           Kokkos sources are found (MINILST_VENDOR, or the snapshots beside the
 #           source tree); the build-only checks run in the serial stage
+#   cuda    ctest's cuda_compile_check in build/: the whole program compiled for CUDA
+#           against a Kokkos 4 CUDA stack it builds (and caches), where the CUDA
+#           toolkit and the Kokkos sources are found; skipped with a message otherwise
 #   scripts/test.sh [ctest arguments, e.g. -L reference or -R deck]
-#   MINILST_TEST_BACKENDS="serial"     only the Debian build (default: "serial openmp")
+#   MINILST_TEST_BACKENDS="serial"     only these stages (default: "serial openmp cuda")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
-backends=${MINILST_TEST_BACKENDS:-serial openmp}
+backends=${MINILST_TEST_BACKENDS:-serial openmp cuda}
 vendor=$(realpath -m "${MINILST_VENDOR:-$root/../shared/vendor}")
 status=0
 for backend in $backends; do
@@ -21,7 +22,7 @@ for backend in $backends; do
   case $backend in
     serial)
       bash "$root/scripts/build.sh"
-      (source "$root/scripts/env.sh"; cd "$root/build" && ctest --output-on-failure --timeout 3000 -j "$(nproc)" "$@") \
+      (source "$root/scripts/env.sh"; cd "$root/build" && ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE cuda "$@") \
         || status=1
       ;;
     openmp)
@@ -34,7 +35,11 @@ for backend in $backends; do
       (export MINILST_THREADS=2; source "$root/scripts/env.sh"; cd "$root/build-omp" &&
         ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE build "$@") || status=1
       ;;
-    *) echo "test.sh: unknown backend '$backend' (serial, openmp)" >&2; exit 2 ;;
+    cuda)
+      [[ -f $root/build/CTestTestfile.cmake ]] || bash "$root/scripts/build.sh"
+      (cd "$root/build" && ctest --output-on-failure -L cuda "$@") || status=1
+      ;;
+    *) echo "test.sh: unknown stage '$backend' (serial, openmp, cuda)" >&2; exit 2 ;;
   esac
   echo "test.sh: $backend stage took $((SECONDS - t0)) s"
 done

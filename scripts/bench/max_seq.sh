@@ -24,7 +24,7 @@ done
 out=${OUT:-$root/runs/bench/max_seq_$(date -u +%Y%m%dT%H%M%SZ)_$$}
 mkdir -p "$out"
 deck="$root/inputs/max_seq_cpu.yaml"
-read -r -a launch <<< "${LAUNCH:-mpiexec --oversubscribe -n}"
+read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 
 # name | ranks | settings
 stacks=(

@@ -20,7 +20,7 @@ done
 ((${#decks[@]})) || decks=("$root/inputs/default.yaml")
 out=${OUT:-$root/runs/bench/plan_$(date -u +%Y%m%dT%H%M%SZ)_$$}
 mkdir -p "$out"
-read -r -a launch <<< "${LAUNCH:-mpiexec --oversubscribe -n}"
+read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 for deck in "${decks[@]}"; do
   name=$(basename "$deck" .yaml)
   for r in $(seq 1 "$rounds"); do

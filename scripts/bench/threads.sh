@@ -4,12 +4,11 @@
 # threaded Kokkos, e.g. build-omp), alternating, and the speed-ups of the step
 # time over 1 x 1. Writes runs/bench/threads_<UTC time>/ (metrics files, threads.h5).
 #   MINILST_BIN_DIR=build-omp scripts/bench/threads.sh [DECK ...] [--threads T] [--rounds R]
-# Default decks: inputs/default.yaml (ring 2 on 2 ranks; Ulysses/ring turned off for
-# the 1-rank runs, as its ring needs 2 ranks) and inputs/step_cpu.yaml.
-# The 1-rank runs of a ring deck use --set parallel.ring=1; the T-rank runs keep the deck's
-# layout if it needs T ranks, else run T data-parallel replicas (the same work per rank).
+# Default decks: inputs/default.yaml and inputs/step_cpu.yaml (the step benchmark's
+# 1-layer d=1024 shape). The same tokens in every configuration: the 1-rank runs set
+# parallel.ring=1 (and ulysses=1), the T-rank runs split the sequence over a ring of T.
 source "$(dirname "$0")/common.sh"
-threads=$(nproc) rounds=2 decks=()
+threads=$(getconf _NPROCESSORS_ONLN) rounds=2 decks=()  # not nproc: it obeys OMP_NUM_THREADS
 while (($#)); do
   case $1 in
     --threads) threads=$2; shift 2 ;;
@@ -28,7 +27,7 @@ for deck in "${decks[@]}"; do
       f="$out/${name}_${cfg}_r$r.h5"
       layout=(--set parallel.ring=1 --set parallel.ulysses=1)
       if [[ $ranks -gt 1 ]]; then layout=(--set parallel.ring="$ranks" --set parallel.ulysses=1); fi
-      MINILST_THREADS=$t OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t mpiexec --oversubscribe -n "$ranks" \
+      MINILST_THREADS=$t OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t mpiexec --oversubscribe --bind-to none -n "$ranks" \
         "$minilst" run "$deck" "${layout[@]}" --set output.metrics="$f" > "${f%.h5}.log" 2>&1 \
         || { tail -20 "${f%.h5}.log"; exit 1; }
       echo "$name $cfg round $r: $(sed -n 's/^RESULT: \(.*\) metrics=.*/\1/p' "${f%.h5}.log")"

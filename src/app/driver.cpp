@@ -199,6 +199,13 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     const auto th = thread_counts();
     std::printf("threads per rank: Kokkos %s %d, BLAS %d%s\n", th.kokkos_space.c_str(), th.kokkos, th.blas,
                 th.kokkos > 1 && th.blas > 1 ? " (they take turns: BLAS runs between Kokkos kernels)" : "");
+    const int host_threads = th.kokkos_space == "OpenMP" ? th.kokkos : 1;
+    if (th.cores_allowed > 0 && std::max(host_threads, th.blas) > th.cores_allowed)
+      std::printf("warning: rank 0 may run on %d core(s) only (its CPU affinity) but asks for %d threads: they share "
+                  "it. Open MPI binds a rank to one core: mpiexec --bind-to none (or --map-by slot:PE=%d); Slurm: "
+                  "--cpus-per-task=%d\n",
+                  th.cores_allowed, std::max(host_threads, th.blas), std::max(host_threads, th.blas),
+                  std::max(host_threads, th.blas));
     std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d): %s, "
                 "rank 0 holds %lld of %lld tokens\n",
                 ctx.nranks, D, P, deck.parallel.ulysses, deck.parallel.ring, par.strategy_name().c_str(),
@@ -338,6 +345,7 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
     const auto th = thread_counts();
     metrics.integers["kokkos_threads"] = th.kokkos;
     metrics.integers["blas_threads"] = th.blas;
+    metrics.integers["cores_allowed"] = th.cores_allowed;
     metrics.attributes["kokkos_execution_space"] = th.kokkos_space;
   }
   metrics.integers["data_parallel"] = D;

@@ -2,6 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <dlfcn.h>
+#include <sched.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -52,6 +53,10 @@ ThreadCounts thread_counts() {
   t.kokkos_space = Kokkos::DefaultExecutionSpace::name();
   using count_fn = int (*)();
   if (auto fn = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) t.blas = fn();
+#ifdef __linux__
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) t.cores_allowed = CPU_COUNT(&mask);
+#endif
   return t;
 }
 

@@ -19,6 +19,7 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
 // concurrency) and the BLAS's (OpenBLAS reports its own; 1 when unknown).
 struct ThreadCounts {
   int kokkos = 1, blas = 1;
+  int cores_allowed = 0;     // the cores this process may run on (its affinity mask); 0 = unknown
   std::string kokkos_space;  // "Serial", "OpenMP", "Cuda", ...
 };
 ThreadCounts thread_counts();

@@ -15,6 +15,7 @@ if [[ ! -x $cuda/bin/nvcc ]]; then echo "skipped: no CUDA toolkit ($cuda/bin/nvc
 if ! ls "${MINILST_VENDOR:-/nonexistent}"/kokkos-[0-9]*.tar.gz > /dev/null 2>&1; then
   echo "skipped: no Kokkos sources (MINILST_VENDOR)"; exit 77
 fi
+mkdir -p "$out"
 t0=$SECONDS
 prefix=$(bash "$src/scripts/build_kokkos.sh" --backend cuda | tail -n 1)
 echo "CUDA Kokkos stack: $prefix ($((SECONDS - t0)) s)"
