@@ -1,13 +1,21 @@
 #include "app/driver.hpp"
+#include "app/stop.hpp"
 
 #include <unistd.h>
+#include <Kokkos_Core.hpp>
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <numeric>
 
 #include "app/plan.hpp"
+#include "io/h5.hpp"
 #include "io/metrics.hpp"
 #include "io/provenance.hpp"
 #include "io/tensor_dump.hpp"
@@ -40,6 +48,90 @@ double host_budget_bytes(const Deck& deck, MPI_Comm comm) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &budget, 1, MPI_DOUBLE, MPI_MIN, comm);
   return budget;
+}
+
+// Memory this rank may use, the smallest over ranks: host memory is what the node
+// has available (MemAvailable, within a cgroup's limit) shared by its ranks; on
+// CUDA builds the device's is the free memory of the rank's GPU.
+struct AvailableMemory {
+  double host = 0, device = 0;  // bytes; 0 = unknown
+};
+
+double meminfo_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  return 0;
+}
+
+double cgroup_available() {  // cgroup v2: memory.max - memory.current; 0 when unlimited or unknown
+  std::ifstream max_in("/sys/fs/cgroup/memory.max"), cur_in("/sys/fs/cgroup/memory.current");
+  std::string max_text;
+  double current = 0;
+  if (!(max_in >> max_text) || max_text == "max" || !(cur_in >> current)) return 0;
+  return std::max(0.0, std::strtod(max_text.c_str(), nullptr) - current);
+}
+
+AvailableMemory available_memory(MPI_Comm comm) {
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  AvailableMemory a;
+  double host = meminfo_available();
+  if (const double cg = cgroup_available(); cg > 0 && (host == 0 || cg < host)) host = cg;
+  a.host = host / local_ranks;
+#ifdef KOKKOS_ENABLE_CUDA
+  std::size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) a.device = double(free_b);
+#endif
+  double v[2] = {a.host > 0 ? a.host : HUGE_VAL, a.device > 0 ? a.device : HUGE_VAL};
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MIN, comm);
+  a.host = v[0] == HUGE_VAL ? 0 : v[0];
+  a.device = v[1] == HUGE_VAL ? 0 : v[1];
+  return a;
+}
+
+// Before anything is allocated: the memory model's prediction for the busiest rank
+// against what the ranks have (collective; the same verdict on every rank). A
+// lower bound (weights, gradients, AdamW moments and one [S_local, d] activation)
+// is checked first, so that impossible sizes are refused without modelling them.
+std::string check_memory(const Deck& deck, const RunContext& ctx) {
+  const auto avail = available_memory(ctx.comm);
+  const double T = deck.run.precision == "double" ? 8 : 4;
+  const double local_tokens = std::ceil(double(deck.run.seq_len) / deck.parallel.sequence_parallel());
+  const double host_inputs = 2.0 * 8.0 * double(deck.run.grad_accum) * double(deck.run.seq_len);  // tokens, labels
+  const auto refuse = [&](double need, double have, const char* what) {
+    char msg[512];
+    std::snprintf(msg, sizeof msg,
+                  "the run needs %.1f MiB of %s per rank (memory model) but %.1f MiB are available per rank: "
+                  "lower run.seq_len, use memory.policy checkpoint or offload, or more ranks "
+                  "(`minilst plan DECK --max-seq-len --device-mib N` finds what fits)",
+                  need / kMiB, what, have / kMiB);
+    return std::string(msg);
+  };
+  const bool cuda = avail.device > 0;
+  const double budget = cuda ? avail.device : avail.host;
+  const double lower = 4 * T * double(parameter_count(deck.model)) + T * local_tokens * deck.model.hidden;
+  if (budget > 0 && lower > budget) return refuse(lower, budget, cuda ? "device memory" : "memory");
+  PlanArgs args;
+  args.ranks = ctx.nranks;
+  args.arena = false;
+  std::string error;
+  const Plan p = plan_deck(deck, deck.run.seq_len, args, error);
+  if (!error.empty()) return error;
+  const double device = double(p.memory.at("device_total")), host = double(p.memory.at("host_offload")) + host_inputs;
+  if (cuda) {
+    if (device > avail.device) return refuse(device, avail.device, "device memory");
+    if (avail.host > 0 && host > avail.host) return refuse(host, avail.host, "host memory");
+  } else if (avail.host > 0 && device + host > avail.host) {
+    return refuse(device + host, avail.host, "memory (device and host are one here)");
+  }
+  return "";
 }
 
 // What the offload policies decided before the first step and measured in it.
@@ -93,6 +185,11 @@ std::string plan_offload(const Deck& deck, const ModelConfig& cfg, ModelOptions&
   }
   run.alpha_max_used = opts.policy == MemoryPolicy::offload ? opts.offload.alpha : 0.0;
   return "";
+}
+
+std::string prepare_output_file(const std::string& key, const std::string& path) {
+  const auto problem = h5::prepare_output(path);
+  return problem.empty() ? "" : key + ": " + problem;
 }
 
 std::string metrics_path(const std::string& configured) {
@@ -168,8 +265,9 @@ void choose_alpha(const ModelConfig& cfg, std::int64_t S_local, ActivationStore<
 }
 
 template <class T>
-int run_typed(const Deck& deck, const RunContext& ctx) {
+int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) {
   const bool root = ctx.rank == 0;
+  StopControl stopper(deck.run.time_limit_s, deck.run.watchdog_s, ctx.rank);
   const auto& cfg = deck.model;
   const std::int64_t S = deck.run.seq_len;
 
@@ -249,6 +347,80 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
 
   auto& arena = StepArena::instance();  // the first step is recorded and planned; later ones run in the arena
   arena.configure(deck.memory.plan, deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy);
+  // What the metrics file holds besides the steps: memory, plan, models, provenance (collective).
+  const auto fill_metrics = [&]() {
+    if (arena.planning()) {
+      metrics.plan["arena_bytes"] = arena.plan().arena_bytes;
+      metrics.plan["lower_bound_bytes"] = arena.plan().lower_bound_bytes;
+      metrics.plan["unplanned_peak_bytes"] = arena.unplanned_peak_bytes();
+      metrics.attributes["plan_method"] = arena.plan().method;
+      metrics.reals["plan_seconds"] = arena.plan_seconds();
+      metrics.integers["plans_made"] = arena.plans_made();
+    }
+    metrics.attributes["planner"] = deck.memory.plan ? "plan" : "none";
+    metrics.attributes["planner_solver"] = arena.solver_name();
+    const auto& tracker = MemoryTracker::instance();
+    for (int c = 0; c < kNumMemCategories; ++c)
+      metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
+    metrics.memory["device_total"] = tracker.device_high_water();
+    metrics.comm_model = predict_comm_bytes(cfg, opts, deck.parallel, par.layout(), par.sp_rank(), ctx.nranks,
+                                            deck.run.grad_accum, sizeof(T));
+    {  // the analytic model of this rank: the last step's alpha; host buffers sized by the run's largest
+      ModelOptions now = opts;
+      now.offload.alpha = trainer.activations().alpha();
+      const auto pred = predict_rank_memory(cfg, now, deck.parallel, par.layout(), par.sp_rank(), deck.run.grad_accum,
+                                            sizeof(T), sizeof(accum_t<T>), offload.alpha_max_used);
+      metrics.memory_model = pred.bytes;
+      if (deck.memory.plan)
+        metrics.plan["model_arena_bytes"] =
+            plan_step(pred.trace, pred.segments, deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy,
+                      kArenaAlignment).arena_bytes;
+    }
+    for (auto& [k, v] : collect_provenance(ctx.comm, ctx.argc, ctx.argv)) metrics.attributes[k] = v;
+    metrics.attributes["precision"] = deck.run.precision;
+    metrics.attributes["memory_policy"] = to_string(opts.policy);
+    metrics.attributes["comm_backend"] = par.world().backend();
+    metrics.attributes["attention"] = par.strategy_name();
+    metrics.attributes["ring_layout"] = to_string(deck.parallel.layout);
+    metrics.attributes["ring_variant"] = to_string(deck.parallel.variant);
+    metrics.attributes["ring_overlap"] = deck.parallel.overlap ? "true" : "false";
+    metrics.attributes["cuda_aware_mpi"] = cuda_aware_mpi() ? "true" : "false";
+    {
+      const auto th = thread_counts();
+      metrics.integers["kokkos_threads"] = th.kokkos;
+      metrics.integers["blas_threads"] = th.blas;
+      metrics.integers["cores_allowed"] = th.cores_allowed;
+      metrics.attributes["kokkos_execution_space"] = th.kokkos_space;
+    }
+    metrics.integers["data_parallel"] = D;
+    metrics.integers["sequence_parallel"] = P;
+    metrics.integers["ulysses"] = deck.parallel.ulysses;
+    metrics.integers["ring"] = deck.parallel.ring;
+    metrics.integers["seq_len"] = S;
+    metrics.integers["grad_accum"] = deck.run.grad_accum;
+    metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
+    metrics.integers["mlp_chunks"] = effective_chunks(S_local, opts.mlp_chunks);  // what ran: chunks of the local tokens
+    metrics.integers["lm_head_chunks"] = effective_chunks(S_local, opts.lm_head_chunks);
+    if (offload.on) {
+      metrics.attributes["offload_engine"] = trainer.activations().engine()->name();
+      metrics.reals["offload_bandwidth_measured_gbs"] = offload.bandwidth / 1e9;
+      metrics.reals["offload_layer_forward_s"] = offload.layer_seconds;
+      metrics.reals["offload_bandwidth_cap_gbs"] = opts.offload.bandwidth_gbs;
+      metrics.reals["offload_host_budget_mib"] = offload.budget / kMiB;
+      const auto layer = offload_layer_bytes(cfg, S_local, sizeof(T), sizeof(accum_t<T>));
+      metrics.reals["offload_layer_bytes_x"] = layer.x;
+      metrics.reals["offload_layer_bytes_o"] = layer.o;
+      metrics.reals["offload_layer_bytes_rest"] = layer.rest;
+      if (opts.policy == MemoryPolicy::offload) {
+        metrics.reals["offload_alpha"] = trainer.activations().alpha();
+        metrics.attributes["offload_alpha_mode"] = offload.alpha_auto ? "auto" : "deck";
+        metrics.integers["offload_host_rows"] = trainer.activations().host_rows();
+      }
+    }
+    metrics.attributes["mlp_chunks_mode"] = deck.mst.mlp.automatic ? "auto" : "deck";
+    metrics.attributes["lm_head_chunks_mode"] = deck.mst.lm_head.automatic ? "auto" : "deck";
+  };
+
   for (long step = 0; step < deck.run.steps; ++step) {
     const compat::ScopedRegion step_region("step");  // what Kokkos Tools show as the step
     timers.clear();
@@ -302,90 +474,41 @@ int run_typed(const Deck& deck, const RunContext& ctx) {
                   step < deck.run.warmup_steps ? "  (warm-up)" : "");
       std::fflush(stdout);
     }
-  }
-
-  if (arena.planning()) {
-    metrics.plan["arena_bytes"] = arena.plan().arena_bytes;
-    metrics.plan["lower_bound_bytes"] = arena.plan().lower_bound_bytes;
-    metrics.plan["unplanned_peak_bytes"] = arena.unplanned_peak_bytes();
-    metrics.attributes["plan_method"] = arena.plan().method;
-    metrics.reals["plan_seconds"] = arena.plan_seconds();
-    metrics.integers["plans_made"] = arena.plans_made();
-  }
-  metrics.attributes["planner"] = deck.memory.plan ? "plan" : "none";
-  metrics.attributes["planner_solver"] = arena.solver_name();
-  arena.reset();  // every step buffer is gone; the arena goes before Kokkos does
-  const auto& tracker = MemoryTracker::instance();
-  for (int c = 0; c < kNumMemCategories; ++c)
-    metrics.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
-  metrics.memory["device_total"] = tracker.device_high_water();
-  metrics.comm_model = predict_comm_bytes(cfg, opts, deck.parallel, par.layout(), par.sp_rank(), ctx.nranks,
-                                          deck.run.grad_accum, sizeof(T));
-  {  // the analytic model of this rank: the last step's alpha; host buffers sized by the run's largest
-    ModelOptions now = opts;
-    now.offload.alpha = trainer.activations().alpha();
-    const auto pred = predict_rank_memory(cfg, now, deck.parallel, par.layout(), par.sp_rank(), deck.run.grad_accum,
-                                          sizeof(T), sizeof(accum_t<T>), offload.alpha_max_used);
-    metrics.memory_model = pred.bytes;
-    if (deck.memory.plan)
-      metrics.plan["model_arena_bytes"] =
-          plan_step(pred.trace, pred.segments, deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy,
-                    kArenaAlignment).arena_bytes;
-  }
-  for (auto& [k, v] : collect_provenance(ctx.comm, ctx.argc, ctx.argv)) metrics.attributes[k] = v;
-  metrics.attributes["precision"] = deck.run.precision;
-  metrics.attributes["memory_policy"] = to_string(opts.policy);
-  metrics.attributes["comm_backend"] = par.world().backend();
-  metrics.attributes["attention"] = par.strategy_name();
-  metrics.attributes["ring_layout"] = to_string(deck.parallel.layout);
-  metrics.attributes["ring_variant"] = to_string(deck.parallel.variant);
-  metrics.attributes["ring_overlap"] = deck.parallel.overlap ? "true" : "false";
-  metrics.attributes["cuda_aware_mpi"] = cuda_aware_mpi() ? "true" : "false";
-  {
-    const auto th = thread_counts();
-    metrics.integers["kokkos_threads"] = th.kokkos;
-    metrics.integers["blas_threads"] = th.blas;
-    metrics.integers["cores_allowed"] = th.cores_allowed;
-    metrics.attributes["kokkos_execution_space"] = th.kokkos_space;
-  }
-  metrics.integers["data_parallel"] = D;
-  metrics.integers["sequence_parallel"] = P;
-  metrics.integers["ulysses"] = deck.parallel.ulysses;
-  metrics.integers["ring"] = deck.parallel.ring;
-  metrics.integers["seq_len"] = S;
-  metrics.integers["grad_accum"] = deck.run.grad_accum;
-  metrics.integers["parameters"] = std::int64_t(parameter_count(cfg));
-  metrics.integers["mlp_chunks"] = effective_chunks(S_local, opts.mlp_chunks);  // what ran: chunks of the local tokens
-  metrics.integers["lm_head_chunks"] = effective_chunks(S_local, opts.lm_head_chunks);
-  if (offload.on) {
-    metrics.attributes["offload_engine"] = trainer.activations().engine()->name();
-    metrics.reals["offload_bandwidth_measured_gbs"] = offload.bandwidth / 1e9;
-    metrics.reals["offload_layer_forward_s"] = offload.layer_seconds;
-    metrics.reals["offload_bandwidth_cap_gbs"] = opts.offload.bandwidth_gbs;
-    metrics.reals["offload_host_budget_mib"] = offload.budget / kMiB;
-    const auto layer = offload_layer_bytes(cfg, S_local, sizeof(T), sizeof(accum_t<T>));
-    metrics.reals["offload_layer_bytes_x"] = layer.x;
-    metrics.reals["offload_layer_bytes_o"] = layer.o;
-    metrics.reals["offload_layer_bytes_rest"] = layer.rest;
-    if (opts.policy == MemoryPolicy::offload) {
-      metrics.reals["offload_alpha"] = trainer.activations().alpha();
-      metrics.attributes["offload_alpha_mode"] = offload.alpha_auto ? "auto" : "deck";
-      metrics.integers["offload_host_rows"] = trainer.activations().host_rows();
+    const bool last = step + 1 == deck.run.steps;
+    const std::string stop = stopper.after_step(ctx.comm, ctx.nranks, timers.get("step"));  // the same on every rank
+    if (!stop.empty() && !last) {
+      metrics.complete = false;
+      metrics.stop_reason = stop + ": stopped after step " + std::to_string(step + 1) + " of " +
+                            std::to_string(deck.run.steps);
+      if (root) std::printf("stopping: %s\n", metrics.stop_reason.c_str());
+      break;
+    }
+    if (deck.output.flush_every > 0 && (step + 1) % deck.output.flush_every == 0 && !last) {
+      metrics.complete = false;  // a snapshot of a run that goes on
+      metrics.stop_reason = "running: written after step " + std::to_string(step + 1) + " of " +
+                            std::to_string(deck.run.steps);
+      fill_metrics();
+      gather_and_write_metrics(ctx.comm, metrics, path);
+      stopper.kick();
+      metrics.complete = true;
+      metrics.stop_reason.clear();
     }
   }
-  metrics.attributes["mlp_chunks_mode"] = deck.mst.mlp.automatic ? "auto" : "deck";
-  metrics.attributes["lm_head_chunks_mode"] = deck.mst.lm_head.automatic ? "auto" : "deck";
 
-  const std::string path = root ? metrics_path(deck.output.metrics) : "";
+  stopper.kick();  // the final gather and write are progress too
+  fill_metrics();
+  arena.reset();  // every step buffer is gone; the arena goes before Kokkos does
   const auto summary = gather_and_write_metrics(ctx.comm, metrics, path);
   if (!root) return 0;  // the verdict is rank 0's, shared by run_deck
   print_summary(summary, path);
   const double final_loss = metrics.steps.back().loss;
-  std::printf("RESULT: %s FOM=%.1f tokens/s/rank steps=%d final_loss=%.6f ranks=%d metrics=%s\n",
-              summary.valid ? "VALID" : "INVALID", summary.fom, deck.run.steps, final_loss, ctx.nranks,
-              path.c_str());
+  const std::string verdict = !metrics.complete ? "INCOMPLETE (" + metrics.stop_reason + ")"
+                              : summary.valid   ? "VALID"
+                                                : "INVALID";
+  std::printf("RESULT: %s FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d metrics=%s\n", verdict.c_str(),
+              summary.fom, metrics.steps.size(), final_loss, ctx.nranks, path.c_str());
   std::fflush(stdout);
-  return summary.valid ? 0 : 3;
+  return !metrics.complete ? 4 : summary.valid ? 0 : 3;
 }
 
 }  // namespace
@@ -405,6 +528,23 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: deck: %s\n", error.c_str());
     return 2;
   }
+  if (const auto why = check_memory(deck, ctx); !why.empty()) {
+    if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", why.c_str());
+    return 2;
+  }
+  // The outputs: created and probed by rank 0 before the first step, not after the last.
+  std::string path, output_error;
+  if (ctx.rank == 0) {
+    path = metrics_path(deck.output.metrics);
+    output_error = prepare_output_file("output.metrics", path);
+    if (output_error.empty() && !deck.output.dump.empty()) output_error = prepare_output_file("output.dump", deck.output.dump);
+  }
+  int output_ok = output_error.empty();
+  MPI_Bcast(&output_ok, 1, MPI_INT, 0, ctx.comm);
+  if (!output_ok) {
+    if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", output_error.c_str());
+    return 2;
+  }
   if (ctx.rank == 0) {
     std::printf("%s\ndeck: %s\nresolved configuration:\n%s\n", version_string().c_str(), deck.path.c_str(),
                 deck.resolved_yaml.c_str());
@@ -412,7 +552,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   }
   for (const auto& [k, v] : std::map<std::string, std::string>{{"deck", deck.path}, {"precision", deck.run.precision}})
     compat::declare_metadata(k, v);
-  int code = deck.run.precision == "double" ? run_typed<double>(deck, ctx) : run_typed<float>(deck, ctx);
+  int code = deck.run.precision == "double" ? run_typed<double>(deck, ctx, path) : run_typed<float>(deck, ctx, path);
   MPI_Bcast(&code, 1, MPI_INT, 0, ctx.comm);  // every rank exits with rank 0's verdict
   return code;
 }

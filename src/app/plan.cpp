@@ -1,5 +1,6 @@
 #include "app/plan.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "model/chunking.hpp"
@@ -13,6 +14,7 @@ namespace minilst {
 
 namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr long kMaxChunkPasses = 1L << 22;
 std::size_t scalar_bytes(const Deck& deck) { return deck.run.precision == "double" ? 8 : 4; }
 
 // Device bytes besides the weights, their gradients and the optimizer's moments.
@@ -115,6 +117,18 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     for (int u = 0; u < par.ulysses; ++u) shape.push_back(layout.tokens(r * par.ulysses + u));
     ModelOptions o = resolve_chunks(deck, deck.model, local, T);
     if (deck.memory.alpha_auto) o.offload.alpha = 1.0;  // auto's warm-up step: the most host memory
+    // Chunk passes of one step: each costs kernel launches and a model replay event; past
+    // millions a step is all overhead (and the model's replay would not fit memory).
+    const double passes = double(deck.run.grad_accum) *
+                          (double(deck.model.layers) * effective_chunks(local, o.mlp_chunks) +
+                           effective_chunks(local, o.lm_head_chunks));
+    if (passes > double(kMaxChunkPasses)) {
+      error = "mst: " + std::to_string(static_cast<long long>(passes)) +
+              " mini-sequence passes per step (run.grad_accum x (model.layers x MLP chunks + LM-head chunks), "
+              "for " + std::to_string(static_cast<long long>(local)) + " tokens per rank) exceed " +
+              std::to_string(kMaxChunkPasses) + ": raise mst.chunk_budget_mib or set fewer chunks";
+      return p;
+    }
     auto it = seen.find(shape);
     if (it == seen.end()) {
       auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, T, T, o.offload.alpha);

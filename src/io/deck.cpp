@@ -2,11 +2,16 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace minilst {
@@ -21,7 +26,7 @@ struct KeySpec {
   double min = 0;                    // Int/Float: inclusive lower bound
   std::vector<std::string> choices;  // Choice
   std::string help;
-  double max = HUGE_VAL;             // Float: inclusive upper bound
+  double max = HUGE_VAL;             // Int/Float/ChunkCount: inclusive upper bound
   bool or_auto = false;              // Float: `auto` is a value too
   std::string name() const { return section + "." + key; }
 };
@@ -29,49 +34,57 @@ struct KeySpec {
 // The one table of deck keys.
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> keys = {
-      {"model", "hidden", "256", Kind::Int, 1, {}, "hidden size d; divisible by model.heads"},
-      {"model", "layers", "4", Kind::Int, 1, {}, "decoder layers L"},
-      {"model", "heads", "8", Kind::Int, 1, {}, "query heads H; head dim h = hidden/heads must be even (RoPE)"},
-      {"model", "kv_heads", "4", Kind::Int, 1, {}, "key/value heads G; divides model.heads (G=H: MHA, G=1: MQA)"},
-      {"model", "intermediate", "688", Kind::Int, 1, {}, "MLP intermediate size I"},
-      {"model", "vocab", "4096", Kind::Int, 2, {}, "vocabulary size V"},
+      {"model", "hidden", "256", Kind::Int, 1, {}, "hidden size d; divisible by model.heads", 1 << 20},
+      {"model", "layers", "4", Kind::Int, 1, {}, "decoder layers L", 1 << 14},
+      {"model", "heads", "8", Kind::Int, 1, {}, "query heads H; head dim h = hidden/heads must be even (RoPE)", 1 << 16},
+      {"model", "kv_heads", "4", Kind::Int, 1, {}, "key/value heads G; divides model.heads (G=H: MHA, G=1: MQA)", 1 << 16},
+      {"model", "intermediate", "688", Kind::Int, 1, {}, "MLP intermediate size I", 1 << 22},
+      {"model", "vocab", "4096", Kind::Int, 2, {}, "vocabulary size V", 1 << 27},
       {"model", "rope_theta", "10000", Kind::Float, 1e-300, {}, "RoPE base theta (> 0)"},
       {"model", "norm_eps", "1e-5", Kind::Float, 0, {}, "RMSNorm epsilon (>= 0)"},
-      {"run", "seq_len", "512", Kind::Int, 2, {}, "sequence length S (tokens per micro-step)"},
-      {"run", "steps", "10", Kind::Int, 1, {}, "training steps"},
-      {"run", "warmup_steps", "1", Kind::Int, 0, {}, "first steps left out of the timing statistics; < run.steps"},
-      {"run", "grad_accum", "1", Kind::Int, 1, {}, "micro-steps per optimizer step"},
+      {"run", "seq_len", "512", Kind::Int, 2, {}, "sequence length S (tokens per micro-step)", double(1LL << 40)},
+      {"run", "steps", "10", Kind::Int, 1, {}, "training steps", 1e9},
+      {"run", "warmup_steps", "1", Kind::Int, 0, {}, "first steps left out of the timing statistics; < run.steps", 1e9},
+      {"run", "grad_accum", "1", Kind::Int, 1, {}, "micro-steps per optimizer step", 4096},
       {"run", "precision", "float", Kind::Choice, 0, {"float", "double"}, "scalar type"},
-      {"run", "seed", "1234", Kind::Int, 0, {}, "seed of the parameters and the synthetic data"},
+      {"run", "seed", "1234", Kind::Int, 0, {}, "seed of the parameters and the synthetic data", 9.007199254740992e15},
       {"run", "learning_rate", "3e-4", Kind::Float, 0, {}, "AdamW learning rate (>= 0)"},
       {"run", "weight_decay", "0.1", Kind::Float, 0, {}, "AdamW decoupled weight decay (>= 0)"},
       {"run", "init_std", "0.02", Kind::Float, 0, {}, "std of the normal init of weight matrices"},
       {"run", "norm_init_noise", "0", Kind::Float, 0, {}, "norm weights start at 1 + normal(0, this) (0: ones)"},
-      {"parallel", "ulysses", "1", Kind::Int, 1, {}, "Ulysses degree U: divides model.heads; kv heads a multiple or divisor"},
-      {"parallel", "ring", "1", Kind::Int, 1, {}, "ring degree R; world = D x U x R (D data parallel)"},
+      {"run", "time_limit_s", "0", Kind::Float, 0, {},
+       "stop cleanly (metrics written, complete = false) before one more step would pass this many seconds; 0 = none",
+       1e9},
+      {"run", "watchdog_s", "auto", Kind::Float, 1e-300, {},
+       "end the rank (exit 1) when no step finishes for this many seconds (a stopped or dead peer); auto = "
+       "max(60, 10 x the slowest step), from the first step on", 1e9, true},
+      {"parallel", "ulysses", "1", Kind::Int, 1, {}, "Ulysses degree U: divides model.heads; kv heads a multiple or divisor", 1 << 16},
+      {"parallel", "ring", "1", Kind::Int, 1, {}, "ring degree R; world = D x U x R (D data parallel)", 1 << 20},
       {"parallel", "ring_layout", "zigzag", Kind::Choice, 0, {"zigzag", "contiguous"}, "tokens of ring members"},
       {"parallel", "ring_variant", "flash", Kind::Choice, 0, {"flash", "rsa"}, "ring attention algorithm"},
       {"parallel", "ring_overlap", "true", Kind::Choice, 0, {"true", "false"}, "overlap ring transfers with compute"},
-      {"mst", "mlp_chunks", "auto", Kind::ChunkCount, 1, {}, "MLP mini-sequences M (1 = unchunked) or auto"},
-      {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto"},
+      {"mst", "mlp_chunks", "auto", Kind::ChunkCount, 1, {}, "MLP mini-sequences M (1 = unchunked) or auto", 1 << 30},
+      {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto", 1 << 30},
       {"mst", "chunk_budget_mib", "256", Kind::Float, 1e-300, {},
-       "auto: smallest M whose chunk intermediates fit this many MiB (> 0)"},
+       "auto: smallest M whose chunk intermediates fit this many MiB (> 0)", double(1LL << 40)},
       {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint", "checkpoint_offload", "offload", "vanilla"},
        "activations kept for backward (offload kinds: in host memory; vanilla: the papers' baseline, no chunks)"},
       {"memory", "offload_alpha", "auto", Kind::Float, 0, {},
        "offload: token fraction of q, k, v, y in host memory, the rest recomputed; auto = fit the copy "
        "into a layer's compute", 1.0, true},
       {"memory", "offload_bandwidth_gbs", "0", Kind::Float, 0, {},
-       "host copy engine: modelled host link in GB/s (0 = unthrottled; host builds only)"},
+       "host copy engine: modelled host link in GB/s (0 = unthrottled; host builds only)", 1e9},
       {"memory", "host_budget_mib", "auto", Kind::Float, 1e-300, {},
        "host memory for offloaded activations per rank (> 0); auto = 3/4 of the node's memory / its ranks",
-       HUGE_VAL, true},
+       double(1LL << 40), true},
       {"memory", "planner", "plan", Kind::Choice, 0, {"plan", "none"},
        "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request"},
       {"memory", "planner_solver", "greedy", Kind::Choice, 0, {"greedy", "exact"},
        "memory plan solver: greedy best-fit, or exact (MIP, GLPK) on small traces"},
       {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>_<jobid|pid>.h5"},
       {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
+      {"output", "flush_every", "0", Kind::Int, 0, {},
+       "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only", 1e9},
   };
   return keys;
 }
@@ -113,6 +126,20 @@ std::string yaml_float(double x) {
   return mantissa + exponent;
 }
 
+// A whole decimal integer: digits with an optional leading '-', nothing else
+// (no blanks, no '+', no exponent); false also when it overflows 64 bits.
+bool parse_integer(const std::string& text, long long& out) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
+
+std::string integer_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
 // Typed value of one key, validated against its spec.
 struct Value {
   std::string text;
@@ -126,23 +153,25 @@ Value convert(const KeySpec& spec, const std::string& text) {
   std::size_t used = 0;
   switch (spec.kind) {
     case Kind::Int:
-      try { v.i = std::stoll(text, &used); } catch (...) { used = 0; }
-      if (used == 0 || used != text.size()) throw DeckError(where + "expected an integer");
-      if (v.i < spec.min)
-        throw DeckError(where + "must be >= " + std::to_string(static_cast<long long>(spec.min)));
+      if (!parse_integer(text, v.i)) throw DeckError(where + "expected an integer");
+      if (double(v.i) < spec.min || double(v.i) > spec.max)
+        throw DeckError(where + "must be in [" + integer_text(spec.min) + ", " + integer_text(spec.max) + "]");
       break;
     case Kind::Float:
       if (spec.or_auto && text == "auto") break;
       try { v.f = std::stod(text, &used); } catch (...) { used = 0; }
-      if (used == 0 || used != text.size() || !std::isfinite(v.f))
+      if (used == 0 || used != text.size() || !std::isfinite(v.f) || std::isspace(static_cast<unsigned char>(text[0])))
         throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : ""));
       v.text = yaml_float(v.f);
       if (v.f < spec.min || v.f > spec.max) {
         std::ostringstream msg;
-        if (spec.max < HUGE_VAL)
-          msg << where << "must be in [" << spec.min << ", " << spec.max << "]";
-        else
+        if (spec.max == HUGE_VAL) {
           msg << where << "must be " << (spec.min > 0 ? "> 0" : ">= " + yaml_float(spec.min));
+        } else if (spec.min > 0 && spec.min <= 1e-300) {  // a lower bound of 1e-300 stands for "> 0"
+          msg << where << "must be in (0, " << spec.max << "]";
+        } else {
+          msg << where << "must be in [" << spec.min << ", " << spec.max << "]";
+        }
         throw DeckError(msg.str());
       }
       break;
@@ -158,9 +187,8 @@ Value convert(const KeySpec& spec, const std::string& text) {
     }
     case Kind::ChunkCount:
       if (text == "auto") break;
-      try { v.i = std::stoll(text, &used); } catch (...) { used = 0; }
-      if (used == 0 || used != text.size() || v.i < 1)
-        throw DeckError(where + "expected an integer >= 1 or 'auto'");
+      if (!parse_integer(text, v.i) || v.i < 1 || double(v.i) > spec.max)
+        throw DeckError(where + "expected an integer in [1, " + integer_text(spec.max) + "] or 'auto'");
       break;
     case Kind::Path: break;
   }
@@ -169,6 +197,47 @@ Value convert(const KeySpec& spec, const std::string& text) {
 
 void check(bool ok, const std::string& message) {
   if (!ok) throw DeckError("deck: " + message);
+}
+
+// Two names of one file: the same path once normalised, or (where both exist) one inode.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto norm = [&](const std::string& p) { return fs::weakly_canonical(fs::absolute(p, ec).lexically_normal(), ec); };
+  if (norm(a) == norm(b) && !ec) return true;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec) && !ec;
+}
+
+// Outputs never overwrite the deck or each other (what the file system allows is
+// probed at start, where the output is created).
+void check_output_paths(const Deck& d) {
+  if (d.output.metrics != "auto")
+    check(!same_file(d.output.metrics, d.path), "output.metrics '" + d.output.metrics + "' is the deck itself");
+  if (!d.output.dump.empty()) {
+    check(!same_file(d.output.dump, d.path), "output.dump '" + d.output.dump + "' is the deck itself");
+    check(d.output.metrics == "auto" || !same_file(d.output.dump, d.output.metrics),
+          "output.dump and output.metrics name the same file '" + d.output.dump + "'");
+  }
+}
+
+// Every size the run derives from the keys stays far inside 64 bits: the largest
+// tensors (S x V logits of the unchunked LM head, S x I of the MLP, the weights
+// and their optimizer state) are bounded here, in floating point, before any
+// integer product is formed. What does not fit the machine is refused later,
+// against its memory, with the numbers.
+void check_sizes(const Deck& d) {
+  const auto& m = d.model;
+  const double S = double(d.run.seq_len), V = m.vocab, I = m.intermediate, D = m.hidden;
+  const double params = 2 * V * D + m.layers * (2 * D * D + 2 * D * D * m.kv_heads / m.heads + 3 * D * I + 2 * D) + D;
+  const double widest = std::max({V, I, 4 * D});
+  const double limit = std::ldexp(1.0, 56);  // 64 PiB, in bytes
+  char msg[256];
+  std::snprintf(msg, sizeof msg, "the model's %.3g parameters (%.3g bytes with gradients and AdamW moments in double) "
+                "exceed what any machine holds", params, params * 32);
+  check(params * 32 < limit, msg);
+  std::snprintf(msg, sizeof msg, "run.seq_len x the widest row (%.0f x %.0f = %.3g elements, x run.grad_accum %d) "
+                "exceeds what any machine holds", S, widest, S * widest, d.run.grad_accum);
+  check(S * widest * 8 * d.run.grad_accum < limit, msg);
 }
 
 }  // namespace
@@ -184,27 +253,71 @@ std::string to_string(MemoryPolicy p) {
   return "?";
 }
 
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  if (!std::filesystem::is_regular_file(path)) throw DeckError("deck: file '" + path + "' not found");
-  YAML::Node root;
+namespace {
+
+constexpr std::uintmax_t kMaxDeckBytes = 1 << 20;
+
+// The deck file's text as one YAML map: refuses what is not a readable regular
+// file, several documents, an empty deck, and anything but plain keys.
+YAML::Node read_deck_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw DeckError("deck: cannot access '" + path + "': " + ec.message());
+  if (!fs::exists(st)) throw DeckError("deck: file '" + path + "' not found");
+  if (fs::is_directory(st)) throw DeckError("deck: '" + path + "' is a directory, not a deck file");
+  if (!fs::is_regular_file(st)) throw DeckError("deck: '" + path + "' is not a regular file");
+  if (fs::file_size(path, ec) > kMaxDeckBytes)
+    throw DeckError("deck: '" + path + "' is larger than " + std::to_string(kMaxDeckBytes) + " bytes: not a deck");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DeckError("deck: cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();  // (an empty file sets failbit here: it is refused as empty below)
+  // yaml-cpp 0.7 never returns (its memory grows until the process dies) on a line
+  // that starts with ',' (a flow indicator, never valid there in a block deck).
+  std::istringstream lines(text.str());
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    const auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == ',')
+      throw DeckError("deck: '" + path + "' is not valid YAML: line " + std::to_string(number) + " starts with ','");
+  }
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::LoadFile(path);
+    docs = YAML::LoadAll(text.str());
   } catch (const YAML::Exception& e) {
     throw DeckError("deck: '" + path + "' is not valid YAML: " + e.what());
   }
-  if (root && !root.IsNull() && !root.IsMap()) throw DeckError("deck: '" + path + "' must be a map of sections");
+  if (docs.size() > 1)
+    throw DeckError("deck: '" + path + "' holds " + std::to_string(docs.size()) + " YAML documents; a deck is one");
+  if (docs.empty() || !docs[0] || docs[0].IsNull())
+    throw DeckError("deck: '" + path + "' is empty (a deck is a map of sections: model, run, ...)");
+  if (!docs[0].IsMap()) throw DeckError("deck: '" + path + "' must be a map of sections");
+  return docs[0];
+}
 
+}  // namespace
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  const YAML::Node root = read_deck_file(path);
   std::map<std::string, std::string> given;  // "section.key" -> text
+  std::set<std::string> sections;
   for (const auto& section : root) {
-    const auto sname = section.first.as<std::string>();
+    if (!section.first.IsScalar()) throw DeckError("deck: a section name must be a plain word");
+    const auto sname = section.first.Scalar();
     if (known_keys(sname).empty()) unknown_key(sname, "");
+    if (!sections.insert(sname).second) throw DeckError("deck: section '" + sname + "' appears twice");
     if (section.second.IsNull()) continue;  // an empty section: all defaults
     if (!section.second.IsMap()) throw DeckError("deck: section '" + sname + "' must be a map of keys");
     for (const auto& kv : section.second) {
-      const auto key = kv.first.as<std::string>();
+      if (!kv.first.IsScalar()) throw DeckError("deck: a key of section '" + sname + "' must be a plain word");
+      const auto key = kv.first.Scalar();
       if (!find_key(sname, key)) unknown_key(sname, key);
       if (!kv.second.IsScalar()) throw DeckError("deck: " + sname + "." + key + " must be a single value");
-      given[sname + "." + key] = kv.second.as<std::string>();
+      if (!given.emplace(sname + "." + key, kv.second.Scalar()).second)
+        throw DeckError("deck: " + sname + "." + key + " is given twice");
     }
   }
   for (const auto& o : overrides) {
@@ -244,6 +357,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.weight_decay = v["run.weight_decay"].f;
   r.init_std = v["run.init_std"].f;
   r.norm_init_noise = v["run.norm_init_noise"].f;
+  r.time_limit_s = v["run.time_limit_s"].f;
+  r.watchdog_s = v["run.watchdog_s"].text == "auto" ? 0.0 : v["run.watchdog_s"].f;
   for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload,
                  MemoryPolicy::vanilla})
     if (v["memory.policy"].text == to_string(p)) d.options.policy = p;
@@ -267,6 +382,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   d.parallel.overlap = v["parallel.ring_overlap"].text == "true";
   d.output.metrics = v["output.metrics"].text;
   d.output.dump = v["output.dump"].text;
+  d.output.flush_every = v["output.flush_every"].i;
 
   // Rules that relate keys.
   const auto n = [](long long x) { return std::to_string(x); };
@@ -279,6 +395,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   check(r.warmup_steps < r.steps, "run.warmup_steps (" + n(r.warmup_steps) + ") must be < run.steps (" +
                                       n(r.steps) + "), or no step is measured");
   check(d.output.metrics != "", "output.metrics must name a file (or be 'auto')");
+  check_output_paths(d);
+  check_sizes(d);
   // The parallel rules that need no world size (that one is checked at start).
   const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());
   check(parallel_error.empty(), parallel_error);
@@ -306,9 +424,9 @@ std::string deck_key_reference() {
     if (k.kind == Kind::Choice) {
       for (const auto& c : k.choices) rule += (rule.empty() ? "" : "|") + c;
     } else if (k.kind == Kind::ChunkCount) {
-      rule = "integer >= 1 | auto";
+      rule = "integer in [1, " + integer_text(k.max) + "] | auto";
     } else if (k.kind == Kind::Int) {
-      rule = "integer >= " + std::to_string(static_cast<long long>(k.min));
+      rule = "integer in [" + integer_text(k.min) + ", " + integer_text(k.max) + "]";
     } else if (k.kind == Kind::Float) {
       rule = k.max < HUGE_VAL ? "number in [" + yaml_float(k.min) + ", " + yaml_float(k.max) + "]" : "number";
       if (k.or_auto) rule += " | auto";

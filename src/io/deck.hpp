@@ -24,6 +24,8 @@ struct RunConfig {
   std::string precision;  // float | double
   std::uint64_t seed = 0;
   double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
+  double time_limit_s = 0;  // stop cleanly before this budget (0: none)
+  double watchdog_s = 0;    // end the rank when no step finishes for this long (0: auto)
 };
 
 struct ChunkSetting {
@@ -47,6 +49,7 @@ struct MemoryConfig {  // memory.*: the activation policy's run-time choices
 struct OutputConfig {
   std::string metrics;  // HDF5 metrics file path ("auto": minilst_<UTC time>_<job or pid>.h5)
   std::string dump;     // tensor dump path ("" = none)
+  long long flush_every = 0;  // write the metrics every this many steps too (0: at the end only)
 };
 
 struct Deck {

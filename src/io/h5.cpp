@@ -1,6 +1,14 @@
 #include "io/h5.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <stdexcept>
+#include <vector>
 #include <utility>
 
 namespace minilst::h5 {
@@ -19,6 +27,99 @@ Handle& Handle::operator=(Handle&& o) noexcept {
     close_ = o.close_;
   }
   return *this;
+}
+
+void Handle::close() {
+  if (id_ < 0 || !close_) return;
+  const herr_t status = close_(std::exchange(id_, -1));
+  if (status < 0) throw std::runtime_error("HDF5: close failed (disk full or I/O error?)");
+}
+
+namespace {
+namespace fs = std::filesystem;
+
+// The target of a rename must be absent or a regular file.
+std::string target_problem(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot access '" + path + "': " + ec.message();
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    return "'" + path + "' exists and is not a regular file (" +
+           (fs::is_directory(st) ? std::string("a directory") : std::string("a device, pipe or socket")) + ")";
+  return "";
+}
+
+void fsync_path(const std::string& path, bool directory) {  // best effort: the rename is made durable
+  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+}  // namespace
+
+std::string prepare_output(const std::string& path) {
+  if (path.empty()) return "no file name";
+  if (const auto problem = target_problem(path); !problem.empty()) return problem;
+  const std::string partial = path + ".partial";
+  if (const auto problem = target_problem(partial); !problem.empty()) return problem;
+  std::error_code ec;
+  const auto dir = fs::absolute(path, ec).parent_path();
+  if (!dir.empty() && !fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return "cannot create the directory '" + dir.string() + "': " + ec.message();
+  }
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return "cannot create '" + partial + "': " + std::strerror(errno);
+  ::close(fd);
+  ::unlink(partial.c_str());
+  return "";
+}
+
+// The file is built in memory (HDF5's core driver, no backing store), so HDF5
+// itself never writes to the disk: the bytes go out through plain POSIX calls
+// whose every error is checked (a full disk cannot leave HDF5 half-closed).
+AtomicFile::AtomicFile(const std::string& path) : path_(path), partial_(path + ".partial") {
+  if (const auto problem = target_problem(partial_); !problem.empty()) throw std::runtime_error(problem);
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create a file access list");
+  if (H5Pset_fapl_core(fapl.id(), 1 << 20, 0) < 0) throw std::runtime_error("HDF5: cannot select the core driver");
+  file_ = Handle(H5Fcreate(partial_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose,
+                 "create file '" + path + "' in memory");
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) ::unlink(partial_.c_str());
+}
+
+void AtomicFile::commit() {
+  if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("HDF5: cannot flush '" + path_ + "'");
+  const ssize_t size = H5Fget_file_image(file_.id(), nullptr, 0);
+  if (size < 0) throw std::runtime_error("HDF5: cannot get the image of '" + path_ + "'");
+  std::vector<char> image(std::size_t(size) + 1);
+  if (H5Fget_file_image(file_.id(), image.data(), std::size_t(size)) != size)
+    throw std::runtime_error("HDF5: cannot get the image of '" + path_ + "'");
+  file_.close();
+  const auto fail = [&](const std::string& what) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(partial_.c_str());
+    throw std::runtime_error("cannot " + what + " '" + partial_ + "': " + reason);
+  };
+  const int fd = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail("create");
+  for (ssize_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, image.data() + done, std::size_t(size - done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) { ::close(fd); fail("write"); }
+    done += n;
+  }
+  if (::fsync(fd) != 0) { ::close(fd); fail("write to disk"); }
+  if (::close(fd) != 0) fail("close");
+  if (const auto problem = target_problem(path_); !problem.empty()) {
+    ::unlink(partial_.c_str());
+    throw std::runtime_error(problem);
+  }
+  if (std::rename(partial_.c_str(), path_.c_str()) != 0) fail("rename to '" + path_ + "'");
+  committed_ = true;
+  fsync_path(fs::absolute(path_).parent_path().string(), true);
 }
 
 Handle create_file(const std::string& path) {

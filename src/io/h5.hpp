@@ -21,6 +21,7 @@ class Handle {  // closes an hid_t with the matching H5*close
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   hid_t id() const { return id_; }
+  void close();  // now, checked (throws when HDF5 fails, e.g. a full disk); the destructor ignores errors
 
  private:
   hid_t id_ = -1;
@@ -28,6 +29,29 @@ class Handle {  // closes an hid_t with the matching H5*close
 };
 
 Handle create_file(const std::string& path);  // truncates
+
+// A result file: built in memory, written as <path>.partial and renamed to <path>
+// only once every byte is on disk (fsync), so <path> is whole or absent (or the
+// previous whole version). Without commit() nothing is left behind.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  hid_t id() const { return file_.id(); }
+  void commit();
+
+ private:
+  std::string path_, partial_;
+  Handle file_;
+  bool committed_ = false;
+};
+
+// Before a run writes `path`: its directory is created, the path must be absent
+// or a regular file (never a device, a directory, ...), and a file can be created
+// beside it. "" when all holds, else the reason.
+std::string prepare_output(const std::string& path);
 Handle open_file_readonly(const std::string& path);
 // The group at `path` ("/a/b"), created with its parents if missing.
 Handle group(hid_t file, const std::string& path);

@@ -151,13 +151,15 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
   }
   if (path.empty()) return summary;
 
-  const std::string partial = path + ".partial";
+  h5::AtomicFile file(path);
   {
-    auto file = h5::create_file(partial);
     const hid_t f = file.id();
     h5::attr(f, "schema", std::string("minilst-metrics"));
     h5::attr(f, "schema_version", std::int64_t(1));
     h5::attr(f, "valid", std::string(valid ? "PASSED" : "FAILED"));
+    h5::attr(f, "complete", std::string(local.complete ? "true" : "false"));
+    h5::attr(f, "stop_reason", local.stop_reason);
+    h5::attr(f, "steps_done", std::int64_t(nsteps));
     h5::attr(f, "fom", summary.fom);
     h5::attr(f, "fom_unit", std::string("tokens/s per rank"));
     h5::attr(f, "config", local.config_yaml);
@@ -214,8 +216,7 @@ RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, cons
     for (const auto& [k, v] : summary.memory_model)
       h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
   }
-  if (std::rename(partial.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename '" + partial + "' to '" + path + "'");
+  file.commit();
   return summary;
 }
 

@@ -7,7 +7,8 @@
 //   /offload/bytes_to_host, /offload/bytes_to_device [steps, ranks] B moved by the copy engine
 //   /memory/plan/{arena_bytes, lower_bound_bytes, unplanned_peak_bytes} [ranks] B (memory.planner: plan)
 //   /memory/plan/allocations_per_step [steps, ranks]
-//   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom.
+//   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom,
+//   complete, stop_reason, steps_done.
 #pragma once
 
 #include <mpi.h>
@@ -45,6 +46,8 @@ struct RunMetrics {
   std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
   std::map<std::string, double> reals;            // root floating-point attributes (offload measurements)
   std::string config_yaml;
+  bool complete = true;     // false: stopped early (stop_reason), or a flush during the run
+  std::string stop_reason;  // why the run stopped before run.steps ("" when complete)
   int warmup_steps = 0;
   double tokens_per_step = 0;   // global tokens of one optimizer step
   double flops_per_step = 0;    // model FLOPs of one optimizer step

@@ -10,9 +10,8 @@ namespace minilst {
 void write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
                        const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
                        const std::vector<double>& params, const std::vector<double>& grads) {
-  const std::string partial = path + ".partial";
+  h5::AtomicFile file(path);
   {
-    auto file = h5::create_file(partial);
     const hid_t f = file.id();
     h5::attr(f, "schema", std::string("minilst-tensor-dump"));
     h5::attr(f, "config", config_yaml);
@@ -45,8 +44,7 @@ void write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int
       h5::write(f, "grads/" + slot.name, std::vector<double>(grads.begin() + begin, grads.begin() + end), shape, "1");
     }
   }
-  if (std::rename(partial.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename '" + partial + "' to '" + path + "'");
+  file.commit();
 }
 
 }  // namespace minilst

@@ -15,7 +15,8 @@ namespace minilst {
 
 inline int chunks_for_budget(std::int64_t tokens, double bytes_per_token, double budget_bytes) {
   const double per_chunk = std::max(1.0, std::floor(budget_bytes / bytes_per_token));
-  return int(std::min<double>(double(tokens), std::ceil(double(tokens) / per_chunk)));
+  // at most one token per chunk, and at most 2^30 chunks (an int; plan_deck refuses far fewer)
+  return int(std::min({double(tokens), std::ceil(double(tokens) / per_chunk), double(1 << 30)}));
 }
 
 }  // namespace minilst

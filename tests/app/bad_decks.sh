@@ -32,18 +32,35 @@ set_() { local regex=$1; shift; local args=(); for kv in "$@"; do args+=(--set "
 set_ "unknown key 'model.hiden'.*keys of 'model': hidden, layers"      model.hiden=8
 set_ "model.hidden \(40\) is not divisible by model.heads \(6\)"      model.heads=6
 set_ "model.heads \(4\) is not divisible by model.kv_heads \(3\)"    model.kv_heads=3
-set_ "run.seq_len = '1': must be >= 2"                                 run.seq_len=1
-set_ "model.hidden = '-8': must be >= 1"                               model.hidden=-8
-set_ "model.layers = '-1': must be >= 1"                               model.layers=-1
-set_ "model.vocab = '0': must be >= 2"                                 model.vocab=0
+set_ "run.seq_len = '1': must be in \[2, "                              run.seq_len=1
+set_ "model.hidden = '-8': must be in \[1, 1048576\]"                   model.hidden=-8
+set_ "model.layers = '-1': must be in \[1, "                             model.layers=-1
+set_ "model.vocab = '0': must be in \[2, "                               model.vocab=0
+set_ "model.hidden = '4294967336': must be in \[1, 1048576\]"           model.hidden=4294967336
+set_ "run.grad_accum = '2147483648': must be in \[1, 4096\]"            run.grad_accum=2147483648
+set_ "model.hidden = ' 40': expected an integer"                         "model.hidden= 40"
+set_ "model.hidden = '40 ': expected an integer"                         "model.hidden=40 "
+set_ "mst.chunk_budget_mib = '2e302': must be in"                        mst.chunk_budget_mib=2e302
+set_ "the run needs .* MiB of .*per rank \(memory model\) but .* MiB are available" run.seq_len=1000000000000
+set_ "output.metrics: '/dev/full' exists and is not a regular file"      output.metrics=/dev/full
+set_ "output.metrics: '/tmp' exists and is not a regular file \(a directory\)" output.metrics=/tmp
+set_ "output.metrics: cannot create '/proc/m.h5.partial'"                output.metrics=/proc/m.h5
+set_ "output.metrics '.*tiny.yaml' is the deck itself"                   "output.metrics=$deck"
+set_ "output.dump and output.metrics name the same file"                 output.metrics=x.h5 output.dump=./x.h5
+[[ -c /dev/full ]] || { echo "FAIL: /dev/full is no longer a device"; failures=$((failures + 1)); }
+expect "not expected: --kokkos-bogus" "$MINILST" run "$deck" --kokkos-bogus=1
+run  "'$tmp' is a directory, not a deck file"                           "$tmp"
+for bad in "$MINILST_SOURCE"/tests/fuzz/corpus/*.yaml; do  # decks that once crashed, hung or passed silently
+  run "error: deck: " "$bad"
+done
 set_ "model.layers = '2.5': expected an integer"                       model.layers=2.5
 set_ "run.precision = 'half': allowed values: float\|double"           run.precision=half
 set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|checkpoint_offload\|offload" memory.policy=swap
 set_ "memory.offload_alpha = '1.5': must be in \[0, 1\]"               memory.offload_alpha=1.5
 set_ "memory.offload_alpha = '-0.1': must be in \[0, 1\]"              memory.offload_alpha=-0.1
 set_ "memory.offload_alpha = 'half': expected a finite number or 'auto'" memory.offload_alpha=half
-set_ "memory.offload_bandwidth_gbs = '-2': must be >= 0"               memory.offload_bandwidth_gbs=-2
-set_ "memory.host_budget_mib = '0': must be > 0"                       memory.host_budget_mib=0
+set_ "memory.offload_bandwidth_gbs = '-2': must be in \[0, "            memory.offload_bandwidth_gbs=-2
+set_ "memory.host_budget_mib = '0': must be in \(0, "                   memory.host_budget_mib=0
 set_ "memory.policy offload needs 0.06 MiB of host memory per rank even at memory.offload_alpha = 0, but memory.host_budget_mib allows 0.00 MiB" \
      memory.policy=offload model.layers=4 memory.host_budget_mib=0.001
 set_ "memory.offload_alpha = 1 needs .* MiB of host memory per rank, but memory.host_budget_mib allows .* \(the largest alpha that fits: 0\.[0-9]+\)" \
@@ -70,6 +87,12 @@ if [[ -n ${MPIEXEC:-} ]]; then  # every rank exits non-zero, no hang
     "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set model.kv_heads=3 --set output.metrics=m.h5
   expect "the world size \(3 ranks\) is not a multiple of parallel.ulysses x parallel.ring \(1 x 2 = 2\)" \
     "$MPIEXEC" -n 3 --oversubscribe "$MINILST" run "$deck" --set parallel.ring=2 --set output.metrics=m.h5
+  # a deck that differs between ranks, or is missing on one: refused on every rank before any collective
+  expect "the deck differs between ranks \(run.seed = 3 on rank 0, 4 on rank 1\)" \
+    "$MPIEXEC" -n 2 --oversubscribe bash -c "exec '$MINILST' run '$deck' --set output.metrics=m.h5 --set run.seed=\$((3 + OMPI_COMM_WORLD_RANK))"
+  cp "$deck" only0.yaml
+  expect "the deck could not be used on rank\(s\) 1 of 2" \
+    "$MPIEXEC" -n 2 --oversubscribe bash -c "exec '$MINILST' run only\$OMPI_COMM_WORLD_RANK.yaml --set output.metrics=m.h5"
 fi
 
 echo "bad decks: $failures failure(s)"

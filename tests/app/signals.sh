@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Nothing lost at a time limit, nothing hung when a rank dies:
+#  1. SIGTERM to both ranks of a 2-rank ring run (what Slurm does at the time limit)
+#     mid-way: every rank exits within 10 s, non-zero; the metrics file is whole
+#     HDF5 with the steps done and complete = false; the RESULT line says INCOMPLETE;
+#  2. SIGUSR1 to rank 1 alone (sbatch --signal): both ranks stop after the same step;
+#  3. SIGKILL to rank 1: rank 0 is gone within 30 s, with a message, and no metrics file;
+#     SIGSTOP to rank 1: rank 0's watchdog (run.watchdog_s) ends the job, with a message;
+#  4. output.flush_every: a run killed (SIGKILL) after some steps leaves the last
+#     flushed file, whole, with complete = false;
+#  5. run.time_limit_s: the run stops before the limit, exit 4, complete = false.
+# Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON, MPIEXEC.
+source "$(dirname "$0")/common.sh"
+deck=$MINILST_SOURCE/inputs/default.yaml
+long=(--set run.steps=100000 --set run.seq_len=256 --set run.warmup_steps=1)
+
+ranks_of() { pgrep -f -- "output.metrics=$1" | while read -r p; do [[ $(cat /proc/"$p"/comm) == minilst ]] && echo "$p"; done; }
+wait_for_step() {  # wait_for_step LOG N: until the run printed step N (at most 120 s)
+  for _ in $(seq 1200); do grep -qE "^step +$2/" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "FAIL: no step $2 in $1"; cat "$1"; exit 1
+}
+check_file() {  # check_file H5 MIN_STEPS REASON_WORD
+  "$PYTHON" - "$@" <<'PY'
+import sys, h5py
+path, min_steps, word = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+f = h5py.File(path, "r")
+done, reason = int(f.attrs["steps_done"]), str(f.attrs["stop_reason"])
+print(f"{path}: complete={f.attrs['complete']} steps_done={done} loss[{f['loss'].shape[0]}] "
+      f"timings/step{f['timings/step'].shape} reason='{reason}'")
+ok = (f.attrs["complete"] == "false" and done >= min_steps and f["loss"].shape[0] == done
+      and f["timings/step"].shape[0] == done and word in reason)
+sys.exit(0 if ok else 1)
+PY
+}
+
+echo "== 1. SIGTERM to every rank"
+"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=term.h5 > term.log 2>&1 &
+launcher=$!
+wait_for_step term.log 3
+kill -TERM $(ranks_of term.h5)
+t0=$SECONDS
+rc=0; wait $launcher || rc=$?
+echo "exit $rc after $((SECONDS - t0)) s"; grep -E "stopping|RESULT" term.log
+((rc != 0 && SECONDS - t0 <= 10)) || { echo "FAIL: exit code $rc or too slow"; tail term.log; exit 1; }
+grep -q "RESULT: INCOMPLETE (SIGTERM" term.log || { echo "FAIL: no INCOMPLETE RESULT line"; exit 1; }
+check_file term.h5 3 SIGTERM
+[[ ! -e term.h5.partial ]] || { echo "FAIL: a .partial file is left"; exit 1; }
+
+echo "== 2. SIGUSR1 to rank 1 alone"
+"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=usr1.h5 > usr1.log 2>&1 &
+launcher=$!
+wait_for_step usr1.log 2
+kill -USR1 "$(ranks_of usr1.h5 | sort -n | tail -1)"
+t0=$SECONDS
+rc=0; wait $launcher || rc=$?
+echo "exit $rc after $((SECONDS - t0)) s"
+((rc != 0 && SECONDS - t0 <= 10)) || { echo "FAIL: exit code $rc or too slow"; tail usr1.log; exit 1; }
+check_file usr1.h5 2 SIGUSR1
+
+echo "== 3. SIGKILL to rank 1"
+"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=kill.h5 > kill.log 2>&1 &
+launcher=$!
+wait_for_step kill.log 2
+kill -KILL "$(ranks_of kill.h5 | sort -n | tail -1)"
+t0=$SECONDS
+rc=0; wait $launcher || rc=$?
+echo "exit $rc after $((SECONDS - t0)) s"; grep -iE "killed|signal|exited" kill.log | head -3
+((rc != 0 && SECONDS - t0 <= 30)) || { echo "FAIL: exit code $rc or too slow"; exit 1; }
+[[ -z $(ranks_of kill.h5) ]] || { echo "FAIL: a rank is still running"; exit 1; }
+[[ ! -e kill.h5 && ! -e kill.h5.partial ]] || { echo "FAIL: a metrics file was left"; exit 1; }
+
+echo "== 3b. SIGSTOP to rank 1 (run.watchdog_s 5): rank 0's watchdog ends the job"
+"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set run.watchdog_s=5 \
+  --set output.metrics=stop.h5 > stop.log 2>&1 &
+launcher=$!
+wait_for_step stop.log 2
+stopped=$(ranks_of stop.h5 | sort -n | tail -1)
+kill -STOP "$stopped"
+t0=$SECONDS
+rc=0; wait $launcher || rc=$?
+echo "exit $rc after $((SECONDS - t0)) s"; grep -m1 "no step finished" stop.log
+kill -KILL "$stopped" 2>/dev/null || true
+((rc != 0 && SECONDS - t0 <= 30)) || { echo "FAIL: exit code $rc or too slow"; exit 1; }
+grep -q "no step finished for" stop.log || { echo "FAIL: no watchdog message"; exit 1; }
+
+echo "== 4. output.flush_every, then SIGKILL"
+"$MINILST" run "$deck" "${long[@]}" --set parallel.ring=1 --set output.flush_every=2 --set output.metrics=flush.h5 > flush.log 2>&1 &
+pid=$!
+wait_for_step flush.log 5
+kill -KILL $pid; wait $pid || true
+check_file flush.h5 4 running
+
+echo "== 5. run.time_limit_s"
+t0=$SECONDS
+rc=0; "$MINILST" run "$deck" "${long[@]}" --set parallel.ring=1 --set run.time_limit_s=4 --set output.metrics=limit.h5 > limit.log 2>&1 || rc=$?
+echo "exit $rc after $((SECONDS - t0)) s"; grep -E "stopping" limit.log
+((rc == 4 && SECONDS - t0 <= 6)) || { echo "FAIL: exit code $rc (expected 4) or past the limit"; exit 1; }
+check_file limit.h5 2 time_limit_s
+echo PASSED
