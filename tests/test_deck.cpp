@@ -16,11 +16,18 @@ using namespace minilst;
 
 namespace {
 
+// The decks of this run live in one scratch directory, removed at exit.
+struct ScratchDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("minilst_test_deck_" + std::to_string(::getpid()));
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
 std::string write_deck(const std::string& text) {
+  static ScratchDir dir;
   static int n = 0;
-  const auto path = (std::filesystem::temp_directory_path() /
-                     ("minilst_test_deck_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".yaml"))
-                        .string();
+  const auto path = (dir.path / ("deck_" + std::to_string(n++) + ".yaml")).string();
   std::ofstream(path) << text;
   return path;
 }
@@ -106,15 +113,17 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
             std::string::npos);
   EXPECT_NE(error_of("model:\n  heads: 8\n  kv_heads: 3\n").find("model.heads (8) is not divisible by model.kv_heads (3)"),
             std::string::npos);
-  EXPECT_NE(error_of("run:\n  seq_len: 1\n").find("run.seq_len = '1': must be >= 2"), std::string::npos);
-  EXPECT_NE(error_of("model:\n  hidden: -4\n").find("model.hidden = '-4': must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of("run:\n  seq_len: 1\n").find("run.seq_len = '1': must be in [2, 1099511627776]"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  hidden: -4\n").find("model.hidden = '-4': must be in [1, 1048576]"), std::string::npos);
   EXPECT_NE(error_of("model:\n  intermediate: 1e3\n").find("expected an integer"), std::string::npos);
   EXPECT_NE(error_of("model:\n  rope_theta: 0\n").find("model.rope_theta = '0': must be > 0"), std::string::npos);
   EXPECT_NE(error_of("run:\n  precision: bf16\n").find("allowed values: float|double"), std::string::npos);
   EXPECT_NE(error_of("model:\n  hidden: [1, 2]\n").find("model.hidden must be a single value"), std::string::npos);
   EXPECT_NE(error_of("parallel:\n  ulysses: 3\n").find("model.heads (8) is not divisible by the Ulysses degree parallel.ulysses (3)"),
             std::string::npos);
-  EXPECT_NE(error_of("model:\n  heads: 8\n  kv_heads: 2\nparallel:\n  ulysses: 8\n").find(""), std::string::npos);
+  EXPECT_NE(error_of("model:\n  heads: 8\n  kv_heads: 2\nparallel:\n  ulysses: 16\n")
+                .find("model.heads (8) is not divisible by the Ulysses degree parallel.ulysses (16)"),
+            std::string::npos);
   EXPECT_EQ(error_of("model:\n  heads: 8\n  kv_heads: 2\nparallel:\n  ulysses: 8\n"), "") << "kv heads replicated";
   EXPECT_NE(error_of("model:\n  heads: 12\n  hidden: 96\n  kv_heads: 4\nparallel:\n  ulysses: 6\n")
                 .find("model.kv_heads (4) and parallel.ulysses (6)"),
@@ -122,14 +131,74 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NE(error_of("run:\n  seq_len: 7\nparallel:\n  ring: 4\n").find("run.seq_len (7) must be at least 8"),
             std::string::npos);
   EXPECT_NE(error_of("parallel:\n  ring_layout: striped\n").find("allowed values: zigzag|contiguous"), std::string::npos);
-  EXPECT_NE(error_of("mst:\n  mlp_chunks: 0\n").find("mst.mlp_chunks = '0': expected an integer >= 1 or 'auto'"),
+  EXPECT_NE(error_of("mst:\n  mlp_chunks: 0\n").find("mst.mlp_chunks = '0': expected an integer in [1, 1073741824] or 'auto'"),
             std::string::npos);
-  EXPECT_NE(error_of("mst:\n  lm_head_chunks: many\n").find("expected an integer >= 1 or 'auto'"), std::string::npos);
-  EXPECT_NE(error_of("mst:\n  chunk_budget_mib: 0\n").find("mst.chunk_budget_mib = '0': must be > 0"),
+  EXPECT_NE(error_of("mst:\n  lm_head_chunks: many\n").find("or 'auto'"), std::string::npos);
+  EXPECT_NE(error_of("mst:\n  chunk_budget_mib: 0\n").find("mst.chunk_budget_mib = '0': must be in (0, "),
             std::string::npos);
   EXPECT_NE(error_of("- a\n- b\n").find("must be a map of sections"), std::string::npos);
   EXPECT_NE(error_of("{}\n", {"run.nope=1"}).find("unknown key 'run.nope'"), std::string::npos);
   EXPECT_NE(error_of("{}\n", {"run.steps"}).find("expected section.key=value"), std::string::npos);
+}
+
+// What the robustness probe found: sizes past 32 bits, blanks, signs, duplicates,
+// several documents, empty decks, complex keys, sizes beyond any machine, outputs
+// that would overwrite the deck or each other.
+TEST(Deck, ImpossibleAndAmbiguousInputIsRefused) {
+  const auto refused = [](const std::string& text, const std::string& message,
+                          const std::vector<std::string>& overrides = {}) {
+    const auto e = error_of(text, overrides);
+    EXPECT_NE(e.find(message), std::string::npos) << "deck:\n" << text << "error: '" << e << "'";
+  };
+  refused("model:\n  hidden: 4294967336\n", "model.hidden = '4294967336': must be in [1, 1048576]");
+  refused("run:\n  grad_accum: 2147483648\n", "run.grad_accum = '2147483648': must be in [1, 4096]");
+  refused("model:\n  heads: 4294967296\n", "must be in [1, 65536]");
+  refused("model:\n  vocab: 4294967296\n", "must be in [2, 134217728]");
+  refused("parallel:\n  ring: 99999999999999999999\n", "parallel.ring = '99999999999999999999': expected an integer");
+  refused("{}\n", "model.hidden = ' 40': expected an integer", {"model.hidden= 40"});
+  refused("{}\n", "model.hidden = '40 ': expected an integer", {"model.hidden=40 "});
+  refused("{}\n", "model.hidden = '+40': expected an integer", {"model.hidden=+40"});
+  refused("mst:\n  chunk_budget_mib: 2e302\n", "mst.chunk_budget_mib = '2e302': must be in (0, ");
+  refused("model:\n  hidden: 40\n  hidden: 48\n", "model.hidden is given twice");
+  refused("model:\n  hidden: 40\nmodel:\n  layers: 2\n", "section 'model' appears twice");
+  refused("model:\n  hidden: 40\n---\nrun:\n  steps: 3\n", "holds 2 YAML documents");
+  refused("", "is empty");
+  refused("~\n", "is empty");
+  refused("? [model, run]\n: 1\n", "a section name must be a plain word");
+  refused("model:\n  ? [hidden]\n  : 40\n", "a key of section 'model' must be a plain word");
+  refused(",model:\n  hidden: 40\n", "line 1 starts with ','");
+  refused("model:\n  hidden: 1048576\n  intermediate: 4194304\n  layers: 16384\n  heads: 8\n  kv_heads: 8\n",
+          "exceed what any machine holds");
+  refused("run:\n  seq_len: 1099511627776\n  grad_accum: 4096\nmodel:\n  vocab: 134217728\n",
+          "exceeds what any machine holds");
+  refused("output:\n  metrics: same.h5\n  dump: ./same.h5\n", "output.dump and output.metrics name the same file");
+  const auto deck = write_deck("{}\n");
+  for (const char* key : {"output.metrics=", "output.dump="}) {
+    try {
+      load_deck(deck, {key + deck});
+      FAIL() << key << " the deck itself was accepted";
+    } catch (const DeckError& e) {
+      EXPECT_NE(std::string(e.what()).find("is the deck itself"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    load_deck(std::filesystem::temp_directory_path().string(), {});
+    FAIL() << "a directory was taken as a deck";
+  } catch (const DeckError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory, not a deck file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Deck, RunControlKeys) {
+  const auto d = load_deck(write_deck("run:\n  time_limit_s: 90\n  watchdog_s: 30\noutput:\n  flush_every: 5\n"), {});
+  EXPECT_EQ(d.run.time_limit_s, 90);
+  EXPECT_EQ(d.run.watchdog_s, 30);
+  EXPECT_EQ(d.output.flush_every, 5);
+  const auto defaults = load_deck(write_deck("{}\n"), {});
+  EXPECT_EQ(defaults.run.time_limit_s, 0) << "no budget unless asked";
+  EXPECT_EQ(defaults.run.watchdog_s, 0) << "auto";
+  EXPECT_EQ(defaults.output.flush_every, 0);
+  EXPECT_NE(error_of("run:\n  watchdog_s: 0\n").find("run.watchdog_s = '0': must be in (0, "), std::string::npos);
 }
 
 TEST(Deck, MissingFileIsAnError) {

@@ -18,6 +18,7 @@
 #include "model/memory_model.hpp"
 #include "parallel/comm_model.hpp"
 #include "parallel/parallel_setup.hpp"
+#include "parallel/step_reduce.hpp"
 #include "test_util.hpp"
 
 using namespace minilst;
@@ -92,19 +93,15 @@ void check_case(const Case& c) {
   ASSERT_EQ(tracker.device_current(), 0u) << c.name << ": nothing left from earlier cases";
   tracker.reset_high_water();
   Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr, setup.attention_factory<double>(cfg, nullptr));
-  std::vector<Batch> local;
-  for (const auto& b : sequences(c, setup.dp_index())) local.push_back(setup.shard(b));
-  double loss = t.compute_gradients(local, 1.0 / setup.dp_size());
+  double loss = t.compute_gradients(shard_batches(setup, sequences(c, setup.dp_index())), 1.0 / setup.dp_size());
   const auto predicted = predict_rank_memory(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), c.grad_accum,
                                              sizeof(double), sizeof(double), c.opts.offload.alpha);
   for (int k = 0; k < kNumMemCategories; ++k)
     EXPECT_EQ(tracker.high_water(MemCategory(k)), predicted.bytes.at(category_name(MemCategory(k))))
         << c.name << ": " << category_name(MemCategory(k)) << " high-water, sp rank " << setup.sp_rank();
   EXPECT_EQ(tracker.device_high_water(), predicted.bytes.at("device_total")) << c.name << ": device_total";
+  loss = reduce_step(t, setup, loss, nullptr);  // the driver's own data-parallel reduction
   const auto g = t.grads().flat();
-  setup.world().allreduce_sum(g.data(), g.extent(0), DType::f64, "allreduce");
-  MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  loss /= setup.dp_size();
 
   const auto ref = reference(c, setup.dp_size());
   const double err = rel_err(host(g), ref.grads);
@@ -136,6 +133,24 @@ Case make(std::string name, int U, int R, RingLayout layout = RingLayout::zigzag
 std::vector<Case> cases() {
   std::vector<Case> out;
   out.push_back(make("no sequence parallelism (data parallel)", 1, 1));
+  // At every world size, also paths that differ from the reference's (full, unchunked, one micro-step):
+  // on one rank these are what the comparison tests.
+  auto cc = make("no sp, chunks 3/5, checkpoint, S=41", 1, 1);
+  cc.seq_len = 41;
+  cc.opts.mlp_chunks = 3;
+  cc.opts.lm_head_chunks = 5;
+  cc.opts.policy = MemoryPolicy::checkpoint;
+  out.push_back(cc);
+  auto co = make("no sp, offload alpha 0.37, L=3, grad_accum 2", 1, 1);
+  co.opts.policy = MemoryPolicy::offload;
+  co.opts.offload.alpha = 0.37;
+  co.layers = 3;
+  co.grad_accum = 2;
+  out.push_back(co);
+  auto cv = make("no sp, vanilla, MQA", 1, 1);
+  cv.opts.policy = MemoryPolicy::vanilla;
+  cv.kv_heads = 1;
+  out.push_back(cv);
   for (int P : {2, 4}) {
     if (world_size() % P != 0) continue;
     auto u = make("ulysses " + std::to_string(P) + ", GQA 4/2", P, 1);

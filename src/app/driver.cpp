@@ -26,6 +26,7 @@
 #include "model/trainer.hpp"
 #include "parallel/comm_model.hpp"
 #include "parallel/parallel_setup.hpp"
+#include "parallel/step_reduce.hpp"
 
 namespace minilst {
 
@@ -426,8 +427,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) 
     timers.clear();
     Kokkos::Timer wall;
     double dump_seconds = 0;
-    std::vector<Batch> local;
-    for (const auto& b : batches_of(deck, step, par.dp_index())) local.push_back(par.shard(b));
+    const auto local = shard_batches(par, batches_of(deck, step, par.dp_index()));
     arena.begin_step();
     double loss = trainer.compute_gradients(local, 1.0 / D);
     arena.end_step();
@@ -438,14 +438,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) 
       offload.layer_seconds = trainer.activations().forward_layer_seconds();
       if (offload.alpha_auto) choose_alpha<T>(cfg, S_local, trainer.activations(), offload, ctx.comm, root);
     }
-    if (ctx.nranks > 1) {  // every rank shares the weights: sum the partial, 1/D-scaled gradients
-      ScopedPhase phase(&timers, "comm");
-      const auto g = trainer.grads().flat();
-      compat::fence("gradients ready");
-      par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<T>(), "allreduce");
-      MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);  // a host scalar: plain MPI
-      loss /= D;
-    }
+    loss = reduce_step(trainer, par, loss, &timers);  // every rank shares the weights: the step's gradient
     const double gnorm = trainer.grad_norm();
     if (step == 0 && !deck.output.dump.empty()) {
       Kokkos::Timer dump_timer;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 
@@ -36,187 +37,169 @@ std::vector<std::string> memory_keys() {
   keys.push_back("device_total");
   return keys;
 }
-}  // namespace
 
-RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path) {
+const std::vector<std::string>& plan_keys() {
+  static const std::vector<std::string> keys = {"arena_bytes", "lower_bound_bytes", "unplanned_peak_bytes",
+                                                "model_arena_bytes"};
+  return keys;
+}
+
+template <class V> MPI_Datatype mpi_type();
+template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <> MPI_Datatype mpi_type<std::uint64_t>() { return MPI_UINT64_T; }
+
+// Every rank's [rows, keys] table (value(row, key) on each rank) gathered on rank 0
+// as key -> [rows x ranks], row-major; empty on the other ranks. Collective.
+template <class V, class Value>
+std::map<std::string, std::vector<V>> gather_by_key(MPI_Comm comm, const std::vector<std::string>& keys, int rows,
+                                                    Value value) {
   int rank = 0, nranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &nranks);
-  const auto& phases = metric_phases();
-  const int nsteps = int(local.steps.size()), nph = int(phases.size());
-
-  // Per rank: seconds [steps x phases], memory [categories].
-  std::vector<double> mine(std::size_t(nsteps) * nph);
-  for (int s = 0; s < nsteps; ++s)
-    for (int p = 0; p < nph; ++p) {
-      const auto it = local.steps[s].seconds.find(phases[p]);
-      mine[std::size_t(s) * nph + p] = it == local.steps[s].seconds.end() ? 0.0 : it->second;
-    }
-  const auto mkeys = memory_keys();
-  std::vector<std::uint64_t> mem_mine;  // measured, then predicted, per key
-  for (const auto* source : {&local.memory, &local.memory_model})
-    for (const auto& k : mkeys) {
-      const auto it = source->find(k);
-      mem_mine.push_back(it == source->end() ? 0 : it->second);
-    }
-  std::vector<double> all(rank == 0 ? mine.size() * nranks : 0);
-  std::vector<std::uint64_t> mem_all(rank == 0 ? mem_mine.size() * nranks : 0);
-  MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, comm);
-  const auto& ops = metric_comm_ops();
-  const int nops = int(ops.size());
-  // [steps + 1, ops]: the measured bytes of every step, then the analytic bytes per step
-  std::vector<std::uint64_t> bytes_mine(std::size_t(nsteps + 1) * nops), bytes_all(rank == 0 ? bytes_mine.size() * nranks : 0);
-  for (int o = 0; o < nops; ++o) {
-    for (int s = 0; s < nsteps; ++s) {
-      const auto it = local.steps[s].comm_bytes.find(ops[o]);
-      bytes_mine[std::size_t(s) * nops + o] = it == local.steps[s].comm_bytes.end() ? 0 : it->second;
-    }
-    const auto it = local.comm_model.find(ops[o]);
-    bytes_mine[std::size_t(nsteps) * nops + o] = it == local.comm_model.end() ? 0 : it->second;
+  const std::size_t nk = keys.size(), per_rank = std::size_t(rows) * nk;
+  std::vector<V> mine(per_rank), all(rank == 0 ? per_rank * nranks : 0);
+  for (int row = 0; row < rows; ++row)
+    for (std::size_t k = 0; k < nk; ++k) mine[row * nk + k] = value(row, keys[k]);
+  MPI_Gather(mine.data(), int(per_rank), mpi_type<V>(), all.data(), int(per_rank), mpi_type<V>(), 0, comm);
+  std::map<std::string, std::vector<V>> out;
+  if (rank != 0) return out;
+  for (std::size_t k = 0; k < nk; ++k) {
+    auto& v = out[keys[k]];
+    v.resize(std::size_t(rows) * nranks);
+    for (int row = 0; row < rows; ++row)
+      for (int r = 0; r < nranks; ++r) v[std::size_t(row) * nranks + r] = all[std::size_t(r) * per_rank + row * nk + k];
   }
-  MPI_Gather(bytes_mine.data(), int(bytes_mine.size()), MPI_UINT64_T, bytes_all.data(), int(bytes_mine.size()),
-             MPI_UINT64_T, 0, comm);
-  MPI_Gather(mem_mine.data(), int(mem_mine.size()), MPI_UINT64_T, mem_all.data(), int(mem_mine.size()),
-             MPI_UINT64_T, 0, comm);
-  const auto& dirs = metric_offload_directions();
-  const int ndirs = int(dirs.size());
-  std::vector<std::uint64_t> moved_mine(std::size_t(nsteps) * ndirs), moved_all(rank == 0 ? moved_mine.size() * nranks : 0);
-  for (int s = 0; s < nsteps; ++s)  // [steps, directions]
-    for (int k = 0; k < ndirs; ++k) {
-      const auto it = local.steps[s].offload_bytes.find(dirs[k]);
-      moved_mine[std::size_t(s) * ndirs + k] = it == local.steps[s].offload_bytes.end() ? 0 : it->second;
-    }
-  MPI_Gather(moved_mine.data(), int(moved_mine.size()), MPI_UINT64_T, moved_all.data(), int(moved_mine.size()),
-             MPI_UINT64_T, 0, comm);
-  // [steps] allocations, then the plan's three sizes
-  const std::vector<std::string> plan_keys = {"arena_bytes", "lower_bound_bytes", "unplanned_peak_bytes",
-                                              "model_arena_bytes"};
-  std::vector<std::uint64_t> alloc_mine, alloc_all;
-  for (const auto& st : local.steps) alloc_mine.push_back(st.allocations);
-  for (const auto& k : plan_keys) alloc_mine.push_back(local.plan.count(k) ? local.plan.at(k) : 0);
-  alloc_all.resize(rank == 0 ? alloc_mine.size() * nranks : 0);
-  MPI_Gather(alloc_mine.data(), int(alloc_mine.size()), MPI_UINT64_T, alloc_all.data(), int(alloc_mine.size()),
-             MPI_UINT64_T, 0, comm);
-  const std::size_t nal = alloc_mine.size();
+  return out;
+}
 
+template <class M>
+typename M::mapped_type get_or_zero(const M& m, const std::string& key) {
+  const auto it = m.find(key);
+  return it == m.end() ? typename M::mapped_type{} : it->second;
+}
+
+std::vector<std::int64_t> as_int64(const std::vector<std::uint64_t>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+GatheredMetrics gather_metrics(MPI_Comm comm, const RunMetrics& local) {
+  GatheredMetrics g;
+  MPI_Comm_size(comm, &g.nranks);
+  g.nsteps = int(local.steps.size());
+  const auto& steps = local.steps;
+  g.seconds = gather_by_key<double>(comm, metric_phases(), g.nsteps,
+                                    [&](int s, const std::string& p) { return get_or_zero(steps[s].seconds, p); });
+  g.comm_bytes = gather_by_key<std::uint64_t>(comm, metric_comm_ops(), g.nsteps, [&](int s, const std::string& op) {
+    return get_or_zero(steps[s].comm_bytes, op);
+  });
+  g.comm_model = gather_by_key<std::uint64_t>(comm, metric_comm_ops(), 1,
+                                              [&](int, const std::string& op) { return get_or_zero(local.comm_model, op); });
+  g.offload_bytes = gather_by_key<std::uint64_t>(comm, metric_offload_directions(), g.nsteps,
+                                                 [&](int s, const std::string& d) { return get_or_zero(steps[s].offload_bytes, d); });
+  g.allocations = gather_by_key<std::uint64_t>(comm, {"allocations"}, g.nsteps,
+                                               [&](int s, const std::string&) { return steps[s].allocations; })["allocations"];
+  g.memory = gather_by_key<std::uint64_t>(comm, memory_keys(), 1,
+                                          [&](int, const std::string& k) { return get_or_zero(local.memory, k); });
+  g.memory_model = gather_by_key<std::uint64_t>(comm, memory_keys(), 1,
+                                                [&](int, const std::string& k) { return get_or_zero(local.memory_model, k); });
+  g.plan = gather_by_key<std::uint64_t>(comm, plan_keys(), 1,
+                                        [&](int, const std::string& k) { return get_or_zero(local.plan, k); });
+  return g;
+}
+
+RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) {
   RunSummary summary;
-  if (rank != 0) return summary;
-
-  auto seconds = [&](int r, int s, int p) { return all[(std::size_t(r) * nsteps + s) * nph + p]; };
-  const int first = std::min(local.warmup_steps, nsteps);
-  const int measured = nsteps - first;
-
-  std::vector<double> loss, tokens_per_s(nsteps), tflops(nsteps);
+  const int nsteps = g.nsteps, nranks = g.nranks;
+  const int first = std::min(local.warmup_steps, nsteps), measured = nsteps - first;
   bool valid = measured > 0;
-  for (const auto& st : local.steps) {
-    loss.push_back(st.loss);
-    valid = valid && std::isfinite(st.loss) && std::isfinite(st.grad_norm);
-  }
-  for (int s = 0; s < nsteps; ++s) {
-    double slowest = 0;
-    for (int r = 0; r < nranks; ++r) slowest = std::max(slowest, seconds(r, s, 0));
-    tokens_per_s[s] = slowest > 0 ? local.tokens_per_step / slowest : 0.0;
-    tflops[s] = slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0;
-  }
-  double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
-  for (int s = first; s < nsteps; ++s) measured_seconds += tokens_per_s[s] > 0 ? local.tokens_per_step / tokens_per_s[s] : 0;
-  summary.fom = measured_seconds > 0 ? local.tokens_per_step * measured / measured_seconds / nranks : 0.0;
+  for (const auto& st : local.steps) valid = valid && std::isfinite(st.loss) && std::isfinite(st.grad_norm);
   summary.valid = valid;
-  for (int p = 0; p < nph; ++p) {
-    auto& avg = summary.phase_avg_per_rank[phases[p]];
-    for (int r = 0; r < nranks; ++r) {
-      double sum = 0;
-      for (int s = first; s < nsteps; ++s) sum += seconds(r, s, p);
-      avg.push_back(measured > 0 ? sum / measured : 0.0);
-    }
+  const auto& step = g.seconds.at("step");
+  double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
+  for (int s = 0; s < nsteps; ++s) {
+    const double slowest = *std::max_element(step.begin() + std::ptrdiff_t(s) * nranks, step.begin() + std::ptrdiff_t(s + 1) * nranks);
+    summary.slowest_step_seconds.push_back(slowest);
+    if (s >= first) measured_seconds += slowest;
   }
-  const std::size_t nk = mkeys.size();
-  for (std::size_t k = 0; k < nk; ++k)
-    for (int r = 0; r < nranks; ++r) {
-      summary.memory[mkeys[k]].push_back(mem_all[r * 2 * nk + k]);
-      if (local.memory_model.count(mkeys[k])) summary.memory_model[mkeys[k]].push_back(mem_all[r * 2 * nk + nk + k]);
-    }
-  for (int o = 0; o < nops; ++o)
-    for (int r = 0; r < nranks; ++r) {
-      double sum = 0;
-      for (int s = first; s < nsteps; ++s) sum += double(bytes_all[(std::size_t(r) * (nsteps + 1) + s) * nops + o]);
-      summary.comm_bytes[ops[o]].push_back(measured > 0 ? sum / measured : 0.0);
-    }
+  summary.fom = measured_seconds > 0 ? local.tokens_per_step * measured / measured_seconds / nranks : 0.0;
+  const auto mean_measured = [&](const auto& per_step, int r) {  // [steps x ranks] -> rank r's mean over measured steps
+    double sum = 0;
+    for (int s = first; s < nsteps; ++s) sum += double(per_step[std::size_t(s) * nranks + r]);
+    return measured > 0 ? sum / measured : 0.0;
+  };
+  for (const auto& [phase, t] : g.seconds)
+    for (int r = 0; r < nranks; ++r) summary.phase_avg_per_rank[phase].push_back(mean_measured(t, r));
+  for (const auto& [op, b] : g.comm_bytes)
+    for (int r = 0; r < nranks; ++r) summary.comm_bytes[op].push_back(mean_measured(b, r));
+  summary.memory = g.memory;
+  for (const auto& [k, v] : g.memory_model)
+    if (local.memory_model.count(k)) summary.memory_model[k] = v;
+  if (!local.plan.empty()) summary.plan = g.plan;
   for (int r = 0; r < nranks; ++r) {
     std::uint64_t most = 0;
-    for (int s = 1; s < nsteps; ++s) most = std::max(most, alloc_all[r * nal + s]);
+    for (int s = 1; s < nsteps; ++s) most = std::max(most, g.allocations[std::size_t(s) * nranks + r]);
     summary.allocations_after_first.push_back(most);
-    if (!local.plan.empty())
-      for (std::size_t k = 0; k < plan_keys.size(); ++k) summary.plan[plan_keys[k]].push_back(alloc_all[r * nal + nsteps + k]);
   }
-  if (path.empty()) return summary;
+  return summary;
+}
 
+void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
+                        const RunMetrics& local) {
+  const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
+  std::vector<double> loss, tokens_per_s, tflops;
+  for (const auto& st : local.steps) loss.push_back(st.loss);
+  for (const double slowest : summary.slowest_step_seconds) {
+    tokens_per_s.push_back(slowest > 0 ? local.tokens_per_step / slowest : 0.0);
+    tflops.push_back(slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0);
+  }
   h5::AtomicFile file(path);
-  {
-    const hid_t f = file.id();
-    h5::attr(f, "schema", std::string("minilst-metrics"));
-    h5::attr(f, "schema_version", std::int64_t(1));
-    h5::attr(f, "valid", std::string(valid ? "PASSED" : "FAILED"));
-    h5::attr(f, "complete", std::string(local.complete ? "true" : "false"));
-    h5::attr(f, "stop_reason", local.stop_reason);
-    h5::attr(f, "steps_done", std::int64_t(nsteps));
-    h5::attr(f, "fom", summary.fom);
-    h5::attr(f, "fom_unit", std::string("tokens/s per rank"));
-    h5::attr(f, "config", local.config_yaml);
-    h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
-    for (const auto& [k, v] : local.attributes) h5::attr(f, k, v);
-    for (const auto& [k, v] : local.integers) h5::attr(f, k, v);
-    for (const auto& [k, v] : local.reals) h5::attr(f, k, v);
-    h5::attr(f, "tokens_per_step", local.tokens_per_step);
+  const hid_t f = file.id();
+  h5::attr(f, "schema", std::string("minilst-metrics"));
+  h5::attr(f, "schema_version", std::int64_t(1));
+  h5::attr(f, "valid", std::string(summary.valid ? "PASSED" : "FAILED"));
+  h5::attr(f, "complete", std::string(local.complete ? "true" : "false"));
+  h5::attr(f, "stop_reason", local.stop_reason);
+  h5::attr(f, "steps_done", std::int64_t(g.nsteps));
+  h5::attr(f, "fom", summary.fom);
+  h5::attr(f, "fom_unit", std::string("tokens/s per rank"));
+  h5::attr(f, "config", local.config_yaml);
+  h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
+  for (const auto& [k, v] : local.attributes) h5::attr(f, k, v);
+  for (const auto& [k, v] : local.integers) h5::attr(f, k, v);
+  for (const auto& [k, v] : local.reals) h5::attr(f, k, v);
+  h5::attr(f, "tokens_per_step", local.tokens_per_step);
 
-    h5::write(f, "loss", loss, {hsize_t(nsteps)}, "1");
-    h5::write(f, "throughput/tokens_per_s", tokens_per_s, {hsize_t(nsteps)}, "tokens/s (all ranks)");
-    h5::write(f, "throughput/model_tflops", tflops, {hsize_t(nsteps)}, "TFLOP/s (all ranks)");
-    for (int p = 0; p < nph; ++p) {
-      std::vector<double> t(std::size_t(nsteps) * nranks);  // [steps, ranks]
-      for (int s = 0; s < nsteps; ++s)
-        for (int r = 0; r < nranks; ++r) t[std::size_t(s) * nranks + r] = seconds(r, s, p);
-      const std::string name = "timings/" + phases[p];
-      h5::write(f, name, t, {hsize_t(nsteps), hsize_t(nranks)}, "s");
-      const auto& avg = summary.phase_avg_per_rank[phases[p]];
-      auto ds = h5::Handle(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose, "open " + name);
-      h5::attr(ds.id(), "Min time/rank", *std::min_element(avg.begin(), avg.end()));
-      h5::attr(ds.id(), "Max time/rank", *std::max_element(avg.begin(), avg.end()));
-      h5::attr(ds.id(), "Avg time/rank", std::accumulate(avg.begin(), avg.end(), 0.0) / nranks);
-    }
-    for (const auto& k : mkeys) {
-      const auto& v = summary.memory[k];
-      h5::write(f, "memory/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
-    }
-    for (int o = 0; o < nops; ++o) {
-      std::vector<std::int64_t> b(std::size_t(nsteps) * nranks);  // [steps, ranks]
-      const auto at = [&](int r, int s) { return std::int64_t(bytes_all[(std::size_t(r) * (nsteps + 1) + s) * nops + o]); };
-      for (int s = 0; s < nsteps; ++s)
-        for (int r = 0; r < nranks; ++r) b[std::size_t(s) * nranks + r] = at(r, s);
-      h5::write(f, "comm/" + ops[o] + "/bytes", b, {hsize_t(nsteps), hsize_t(nranks)}, "B");
-      std::vector<std::int64_t> model(nranks);
-      for (int r = 0; r < nranks; ++r) model[r] = at(r, nsteps);
-      h5::write(f, "comm/" + ops[o] + "/model_bytes", model, {hsize_t(nranks)}, "B per step");
-    }
-    for (int k = 0; k < ndirs; ++k) {
-      std::vector<std::int64_t> b(std::size_t(nsteps) * nranks);  // [steps, ranks]
-      for (int s = 0; s < nsteps; ++s)
-        for (int r = 0; r < nranks; ++r)
-          b[std::size_t(s) * nranks + r] = std::int64_t(moved_all[(std::size_t(r) * nsteps + s) * ndirs + k]);
-      h5::write(f, "offload/bytes_" + dirs[k], b, {hsize_t(nsteps), hsize_t(nranks)}, "B");
-    }
-    {
-      std::vector<std::int64_t> a(std::size_t(nsteps) * nranks);  // [steps, ranks]
-      for (int s = 0; s < nsteps; ++s)
-        for (int r = 0; r < nranks; ++r) a[std::size_t(s) * nranks + r] = std::int64_t(alloc_all[r * nal + s]);
-      h5::write(f, "memory/plan/allocations_per_step", a, {hsize_t(nsteps), hsize_t(nranks)}, "1");
-      for (const auto& [k, v] : summary.plan)
-        h5::write(f, "memory/plan/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
-    }
-    for (const auto& [k, v] : summary.memory_model)
-      h5::write(f, "memory/model/" + k, std::vector<std::int64_t>(v.begin(), v.end()), {hsize_t(nranks)}, "B");
+  h5::write(f, "loss", loss, {steps}, "1");
+  h5::write(f, "throughput/tokens_per_s", tokens_per_s, {steps}, "tokens/s (all ranks)");
+  h5::write(f, "throughput/model_tflops", tflops, {steps}, "TFLOP/s (all ranks)");
+  for (const auto& [phase, t] : g.seconds) {
+    const std::string name = "timings/" + phase;
+    h5::write(f, name, t, {steps, ranks}, "s");
+    const auto& avg = summary.phase_avg_per_rank.at(phase);
+    auto ds = h5::Handle(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose, "open " + name);
+    h5::attr(ds.id(), "Min time/rank", *std::min_element(avg.begin(), avg.end()));
+    h5::attr(ds.id(), "Max time/rank", *std::max_element(avg.begin(), avg.end()));
+    h5::attr(ds.id(), "Avg time/rank", std::accumulate(avg.begin(), avg.end(), 0.0) / double(g.nranks));
   }
+  for (const auto& [k, v] : summary.memory) h5::write(f, "memory/" + k, as_int64(v), {ranks}, "B");
+  for (const auto& [op, b] : g.comm_bytes) {
+    h5::write(f, "comm/" + op + "/bytes", as_int64(b), {steps, ranks}, "B");
+    h5::write(f, "comm/" + op + "/model_bytes", as_int64(g.comm_model.at(op)), {ranks}, "B per step");
+  }
+  for (const auto& [dir, b] : g.offload_bytes) h5::write(f, "offload/bytes_" + dir, as_int64(b), {steps, ranks}, "B");
+  h5::write(f, "memory/plan/allocations_per_step", as_int64(g.allocations), {steps, ranks}, "1");
+  for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
+  for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
   file.commit();
+}
+
+RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const auto gathered = gather_metrics(comm, local);
+  if (rank != 0) return {};
+  const auto summary = summarise_metrics(gathered, local);
+  if (!path.empty()) write_metrics_file(path, gathered, summary, local);
   return summary;
 }
 

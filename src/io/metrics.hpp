@@ -62,9 +62,28 @@ struct RunSummary {  // what rank 0 prints
   std::map<std::string, std::vector<double>> comm_bytes;          // operation -> [ranks] mean B per measured step
   std::map<std::string, std::vector<std::uint64_t>> plan;         // arena_bytes, ... -> [ranks]
   std::vector<std::uint64_t> allocations_after_first;             // [ranks] most allocations in a step after the first
+  std::vector<double> slowest_step_seconds;                       // [steps] the slowest rank's step time
 };
 
-// Collective over comm. Rank 0 writes `path` (if non-empty) and returns the summary.
+// Every rank's records on rank 0, by name: [steps x ranks] (row-major) or [ranks].
+struct GatheredMetrics {
+  int nranks = 1, nsteps = 0;
+  std::map<std::string, std::vector<double>> seconds;                // phase -> [steps x ranks]
+  std::map<std::string, std::vector<std::uint64_t>> comm_bytes;      // operation -> [steps x ranks]
+  std::map<std::string, std::vector<std::uint64_t>> comm_model;      // operation -> [ranks]
+  std::map<std::string, std::vector<std::uint64_t>> offload_bytes;   // to_host | to_device -> [steps x ranks]
+  std::vector<std::uint64_t> allocations;                            // [steps x ranks]
+  std::map<std::string, std::vector<std::uint64_t>> memory, memory_model, plan;  // key -> [ranks]
+};
+
+// Collective over comm; the result is filled on rank 0 only.
+GatheredMetrics gather_metrics(MPI_Comm comm, const RunMetrics& local);
+// Rank 0: validity, figure of merit, per-rank means over the measured steps.
+RunSummary summarise_metrics(const GatheredMetrics& gathered, const RunMetrics& local);
+// Rank 0: the metrics file, written atomically (h5::AtomicFile).
+void write_metrics_file(const std::string& path, const GatheredMetrics& gathered, const RunSummary& summary,
+                        const RunMetrics& local);
+// The three in order (collective). Rank 0 writes `path` (if non-empty) and returns the summary.
 RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path);
 
 }  // namespace minilst

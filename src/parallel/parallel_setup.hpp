@@ -30,6 +30,7 @@ class ParallelSetup {
   ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::int64_t seq_len);
 
   Communicator& world() { return *world_; }
+  MPI_Comm world_comm() const { return world_comm_; }  // for host scalars (plain MPI)
   int dp_index() const { return dp_index_; }
   int dp_size() const { return dp_size_; }
   int sp_rank() const { return sp_->rank(); }
@@ -49,6 +50,7 @@ class ParallelSetup {
 
  private:
   ParallelConfig config_;
+  MPI_Comm world_comm_;
   std::unique_ptr<Communicator> world_, sp_, ulysses_, ring_;
   SequenceLayout layout_;
   int dp_index_ = 0, dp_size_ = 1;
