@@ -195,6 +195,74 @@ Value convert(const KeySpec& spec, const std::string& text) {
   return v;
 }
 
+// Where each key's value goes: one setter per key of schema(), with its type.
+using Setter = void (*)(Deck&, const Value&);
+const std::map<std::string, Setter>& bindings() {
+  static const std::map<std::string, Setter> table = {
+      {"model.hidden", [](Deck& d, const Value& x) { d.model.hidden = int(x.i); }},
+      {"model.layers", [](Deck& d, const Value& x) { d.model.layers = int(x.i); }},
+      {"model.heads", [](Deck& d, const Value& x) { d.model.heads = int(x.i); }},
+      {"model.kv_heads", [](Deck& d, const Value& x) { d.model.kv_heads = int(x.i); }},
+      {"model.intermediate", [](Deck& d, const Value& x) { d.model.intermediate = int(x.i); }},
+      {"model.vocab", [](Deck& d, const Value& x) { d.model.vocab = int(x.i); }},
+      {"model.rope_theta", [](Deck& d, const Value& x) { d.model.rope_theta = x.f; }},
+      {"model.norm_eps", [](Deck& d, const Value& x) { d.model.norm_eps = x.f; }},
+      {"run.seq_len", [](Deck& d, const Value& x) { d.run.seq_len = x.i; }},
+      {"run.steps", [](Deck& d, const Value& x) { d.run.steps = int(x.i); }},
+      {"run.warmup_steps", [](Deck& d, const Value& x) { d.run.warmup_steps = int(x.i); }},
+      {"run.grad_accum", [](Deck& d, const Value& x) { d.run.grad_accum = int(x.i); }},
+      {"run.precision", [](Deck& d, const Value& x) { d.run.precision = x.text; }},
+      {"run.seed", [](Deck& d, const Value& x) { d.run.seed = std::uint64_t(x.i); }},
+      {"run.learning_rate", [](Deck& d, const Value& x) { d.run.learning_rate = x.f; }},
+      {"run.weight_decay", [](Deck& d, const Value& x) { d.run.weight_decay = x.f; }},
+      {"run.init_std", [](Deck& d, const Value& x) { d.run.init_std = x.f; }},
+      {"run.norm_init_noise", [](Deck& d, const Value& x) { d.run.norm_init_noise = x.f; }},
+      {"run.time_limit_s", [](Deck& d, const Value& x) { d.run.time_limit_s = x.f; }},
+      {"run.watchdog_s", [](Deck& d, const Value& x) { d.run.watchdog_s = x.text == "auto" ? 0.0 : x.f; }},
+      {"parallel.ulysses", [](Deck& d, const Value& x) { d.parallel.ulysses = int(x.i); }},
+      {"parallel.ring", [](Deck& d, const Value& x) { d.parallel.ring = int(x.i); }},
+      {"parallel.ring_layout",
+       [](Deck& d, const Value& x) { d.parallel.layout = x.text == "zigzag" ? RingLayout::zigzag : RingLayout::contiguous; }},
+      {"parallel.ring_variant",
+       [](Deck& d, const Value& x) { d.parallel.variant = x.text == "flash" ? RingVariant::flash : RingVariant::rsa; }},
+      {"parallel.ring_overlap", [](Deck& d, const Value& x) { d.parallel.overlap = x.text == "true"; }},
+      {"mst.mlp_chunks", [](Deck& d, const Value& x) { d.mst.mlp = {x.text == "auto", x.text == "auto" ? 0 : int(x.i)}; }},
+      {"mst.lm_head_chunks",
+       [](Deck& d, const Value& x) { d.mst.lm_head = {x.text == "auto", x.text == "auto" ? 0 : int(x.i)}; }},
+      {"mst.chunk_budget_mib", [](Deck& d, const Value& x) { d.mst.budget_mib = x.f; }},
+      {"memory.policy",
+       [](Deck& d, const Value& x) {
+         for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload,
+                        MemoryPolicy::offload, MemoryPolicy::vanilla})
+           if (x.text == to_string(p)) d.options.policy = p;
+       }},
+      {"memory.offload_alpha",
+       [](Deck& d, const Value& x) {
+         d.memory.alpha_auto = x.text == "auto";
+         d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : x.f;  // auto starts at 1 (bounded by the budget)
+       }},
+      {"memory.offload_bandwidth_gbs", [](Deck& d, const Value& x) { d.options.offload.bandwidth_gbs = x.f; }},
+      {"memory.host_budget_mib",
+       [](Deck& d, const Value& x) {
+         d.memory.host_budget_auto = x.text == "auto";
+         d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : x.f;
+       }},
+      {"memory.planner", [](Deck& d, const Value& x) { d.memory.plan = x.text == "plan"; }},
+      {"memory.planner_solver", [](Deck& d, const Value& x) { d.memory.exact_solver = x.text == "exact"; }},
+      {"output.metrics", [](Deck& d, const Value& x) { d.output.metrics = x.text; }},
+      {"output.dump", [](Deck& d, const Value& x) { d.output.dump = x.text; }},
+      {"output.flush_every", [](Deck& d, const Value& x) { d.output.flush_every = x.i; }},
+  };
+  return table;
+}
+
+// The setter of a key of schema(); a key without one is a programming error.
+Setter bind(const std::string& name) {
+  const auto it = bindings().find(name);
+  if (it == bindings().end()) throw std::logic_error("deck key '" + name + "' has no binding in deck.cpp");
+  return it->second;
+}
+
 void check(bool ok, const std::string& message) {
   if (!ok) throw DeckError("deck: " + message);
 }
@@ -337,52 +405,9 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   Deck d;
   d.path = path;
-  auto& m = d.model;
-  m.hidden = int(v["model.hidden"].i);
-  m.layers = int(v["model.layers"].i);
-  m.heads = int(v["model.heads"].i);
-  m.kv_heads = int(v["model.kv_heads"].i);
-  m.intermediate = int(v["model.intermediate"].i);
-  m.vocab = int(v["model.vocab"].i);
-  m.rope_theta = v["model.rope_theta"].f;
-  m.norm_eps = v["model.norm_eps"].f;
-  auto& r = d.run;
-  r.seq_len = v["run.seq_len"].i;
-  r.steps = int(v["run.steps"].i);
-  r.warmup_steps = int(v["run.warmup_steps"].i);
-  r.grad_accum = int(v["run.grad_accum"].i);
-  r.precision = v["run.precision"].text;
-  r.seed = std::uint64_t(v["run.seed"].i);
-  r.learning_rate = v["run.learning_rate"].f;
-  r.weight_decay = v["run.weight_decay"].f;
-  r.init_std = v["run.init_std"].f;
-  r.norm_init_noise = v["run.norm_init_noise"].f;
-  r.time_limit_s = v["run.time_limit_s"].f;
-  r.watchdog_s = v["run.watchdog_s"].text == "auto" ? 0.0 : v["run.watchdog_s"].f;
-  for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload,
-                 MemoryPolicy::vanilla})
-    if (v["memory.policy"].text == to_string(p)) d.options.policy = p;
-  d.memory.alpha_auto = v["memory.offload_alpha"].text == "auto";
-  d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : v["memory.offload_alpha"].f;
-  d.options.offload.bandwidth_gbs = v["memory.offload_bandwidth_gbs"].f;
-  d.memory.host_budget_auto = v["memory.host_budget_mib"].text == "auto";
-  d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : v["memory.host_budget_mib"].f;
-  d.memory.plan = v["memory.planner"].text == "plan";
-  d.memory.exact_solver = v["memory.planner_solver"].text == "exact";
-  const auto chunks = [&](const std::string& key) {
-    return ChunkSetting{v[key].text == "auto", v[key].text == "auto" ? 0 : int(v[key].i)};
-  };
-  d.mst.mlp = chunks("mst.mlp_chunks");
-  d.mst.lm_head = chunks("mst.lm_head_chunks");
-  d.mst.budget_mib = v["mst.chunk_budget_mib"].f;
-  d.parallel.ulysses = int(v["parallel.ulysses"].i);
-  d.parallel.ring = int(v["parallel.ring"].i);
-  d.parallel.layout = v["parallel.ring_layout"].text == "zigzag" ? RingLayout::zigzag : RingLayout::contiguous;
-  d.parallel.variant = v["parallel.ring_variant"].text == "flash" ? RingVariant::flash : RingVariant::rsa;
-  d.parallel.overlap = v["parallel.ring_overlap"].text == "true";
-  d.output.metrics = v["output.metrics"].text;
-  d.output.dump = v["output.dump"].text;
-  d.output.flush_every = v["output.flush_every"].i;
+  for (const auto& spec : schema()) bind(spec.name())(d, v.at(spec.name()));
+  const auto& m = d.model;
+  const auto& r = d.run;
 
   // Rules that relate keys.
   const auto n = [](long long x) { return std::to_string(x); };
@@ -410,7 +435,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
       section = spec.section;
       out << YAML::Key << section << YAML::Value << YAML::BeginMap;
     }
-    out << YAML::Key << spec.key << YAML::Value << v[spec.name()].text;
+    out << YAML::Key << spec.key << YAML::Value << v.at(spec.name()).text;
   }
   out << YAML::EndMap << YAML::EndMap;
   d.resolved_yaml = out.c_str();
@@ -428,7 +453,9 @@ std::string deck_key_reference() {
     } else if (k.kind == Kind::Int) {
       rule = "integer in [" + integer_text(k.min) + ", " + integer_text(k.max) + "]";
     } else if (k.kind == Kind::Float) {
-      rule = k.max < HUGE_VAL ? "number in [" + yaml_float(k.min) + ", " + yaml_float(k.max) + "]" : "number";
+      const std::string low = k.min > 0 && k.min <= 1e-300 ? "(0" : "[" + yaml_float(k.min);
+      rule = k.max < HUGE_VAL ? "number in " + low + ", " + yaml_float(k.max) + "]"
+                              : k.min > 0 ? "number > 0" : "number >= " + yaml_float(k.min);
       if (k.or_auto) rule += " | auto";
     } else {
       rule = "path";
