@@ -7,7 +7,7 @@
 #   RANKS="1 2 4 8" scripts/scaling.sh                          other rank counts
 #   LAUNCH="srun --mpi=pmix -n" RANKS="1 4 8 16" scripts/scaling.sh   on a cluster
 #
-# Runs, in runs/scaling_<UTC time>/ (one <strategy>_np<N>.h5 metrics file and
+# Runs, in runs/scaling_<UTC time>_<job>_<pid>/ (a new directory per sweep; one <strategy>_np<N>.h5 metrics file and
 # one .log each):
 #   N = 1        local       (parallel.ulysses = ring = 1)
 #   each N > 1   ulysses     (U = N)
@@ -39,6 +39,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 [[ ${SKIP_SETUP:-0} == 1 ]] || bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
 source "$root/scripts/env.sh"
+source "$root/scripts/lib/unique_dir.sh"
 
 deck="$root/inputs/scaling_cpu.yaml"
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
@@ -48,7 +49,7 @@ read -r -a ranks <<< "${RANKS:-1 2 4}"
 layout=${RING_LAYOUT:-zigzag}
 exe="$root/${BUILD_DIR:-build}/minilst"
 
-out="$root/runs/scaling_$(date -u +%Y%m%dT%H%M%SZ)"
+out=$(unique_dir "$root/runs" scaling)
 mkdir -p "$out"
 cd "$out"
 echo "scaling: deck $deck, ranks ${ranks[*]}, launcher '${launch[*]}', into $out"

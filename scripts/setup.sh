@@ -14,6 +14,7 @@ packages=(
   libglpk-dev                                             # the memory planner's exact solver
   python3-torch python3-h5py python3-numpy python3-yaml   # reference and metrics checks
   python3-matplotlib python3-pandas                       # analysis/
+  slurmctld slurmd slurm-client munge                     # tests: the Slurm workflow on a private localhost Slurm
 )
 
 missing=()

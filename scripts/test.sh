@@ -5,7 +5,7 @@
 #   openmp  Kokkos 4 with OpenMP, 2 threads per rank, in build-omp/ (the stack is
 #           built once by scripts/build_kokkos.sh into ~/.cache/minilst), where the
 #           Kokkos sources are found (MINILST_VENDOR, or the snapshots beside the
-#           source tree); the build-only checks run in the serial stage
+#           source tree); the build-only and Slurm checks run in the serial stage
 #   cuda    ctest's cuda_compile_check in build/: the whole program compiled for CUDA
 #           against a Kokkos 4 CUDA stack it builds (and caches), where the CUDA
 #           toolkit and the Kokkos sources are found; skipped with a message otherwise
@@ -33,7 +33,7 @@ for backend in $backends; do
       prefix=$(MINILST_VENDOR=$vendor bash "$root/scripts/build_kokkos.sh" --backend openmp | tail -n 1)
       KOKKOS_PREFIX=$prefix BUILD_DIR=build-omp bash "$root/scripts/build.sh"
       (export MINILST_THREADS=2; source "$root/scripts/env.sh"; cd "$root/build-omp" &&
-        ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE build "$@") || status=1
+        ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE "build|slurm" "$@") || status=1
       ;;
     cuda)
       [[ -f $root/build/CTestTestfile.cmake ]] || bash "$root/scripts/build.sh"

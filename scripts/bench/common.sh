@@ -8,6 +8,7 @@ if [[ -z ${MINILST:-}${MINILST_BIN_DIR:-} ]]; then
   bash "$root/scripts/build.sh" > /dev/null
 fi
 source "$root/scripts/env.sh"
+source "$root/scripts/lib/unique_dir.sh"
 bin=${MINILST_BIN_DIR:-$(dirname "${MINILST:-$root/build/minilst}")}
 minilst=${MINILST:-$bin/minilst}
 py=/usr/bin/python3

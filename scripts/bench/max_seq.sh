@@ -21,7 +21,7 @@ while (($#)); do
     *) echo "max_seq.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-out=${OUT:-$root/runs/bench/max_seq_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+out=${OUT:-$(unique_dir "$root/runs/bench" max_seq)}
 mkdir -p "$out"
 deck="$root/inputs/max_seq_cpu.yaml"
 read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"

@@ -17,7 +17,7 @@ source "$(dirname "$0")/common.sh"
 deck="$root/inputs/offload_cpu.yaml"
 if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
 extra=("$@")
-out=${OUT:-$root/runs/bench/offload_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+out=${OUT:-$(unique_dir "$root/runs/bench" offload)}
 mkdir -p "$out"
 
 run() {  # run NAME --set ...: one run of the deck into NAME.h5 (log in NAME.log)

@@ -18,7 +18,7 @@ while (($#)); do
   esac
 done
 ((${#decks[@]})) || decks=("$root/inputs/default.yaml")
-out=${OUT:-$root/runs/bench/plan_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+out=${OUT:-$(unique_dir "$root/runs/bench" plan)}
 mkdir -p "$out"
 read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 for deck in "${decks[@]}"; do

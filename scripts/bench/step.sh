@@ -27,7 +27,7 @@ while (($#)); do
     *) echo "step.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-out=${OUT:-$root/runs/bench/step_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+out=${OUT:-$(unique_dir "$root/runs/bench" step)}
 mkdir -p "$out"
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 

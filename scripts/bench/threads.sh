@@ -17,7 +17,7 @@ while (($#)); do
   esac
 done
 ((${#decks[@]})) || decks=("$root/inputs/default.yaml" "$root/inputs/step_cpu.yaml")
-out=${OUT:-$root/runs/bench/threads_$(date -u +%Y%m%dT%H%M%SZ)_$$}
+out=${OUT:-$(unique_dir "$root/runs/bench" threads)}
 mkdir -p "$out"
 for deck in "${decks[@]}"; do
   name=$(basename "$deck" .yaml)

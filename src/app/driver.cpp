@@ -193,10 +193,14 @@ std::string prepare_output_file(const std::string& key, const std::string& path)
   return problem.empty() ? "" : key + ": " + problem;
 }
 
+// "auto": minilst_<UTC time>_<Slurm job id>[_<array task>]_<pid>.h5, unique for
+// runs started in the same second (the process id), in the same job step too.
 std::string metrics_path(const std::string& configured) {
   if (configured != "auto") return configured;
-  const char* job = std::getenv("SLURM_JOB_ID");
-  return "minilst_" + utc_time(true) + "_" + (job ? std::string(job) : std::to_string(getpid())) + ".h5";
+  std::string name = "minilst_" + utc_time(true);
+  if (const char* job = std::getenv("SLURM_JOB_ID")) name += std::string("_") + job;
+  if (const char* task = std::getenv("SLURM_ARRAY_TASK_ID")) name += std::string("_") + task;
+  return name + "_" + std::to_string(getpid()) + ".h5";
 }
 
 template <class T>

@@ -81,7 +81,7 @@ const std::vector<KeySpec>& schema() {
        "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request"},
       {"memory", "planner_solver", "greedy", Kind::Choice, 0, {"greedy", "exact"},
        "memory plan solver: greedy best-fit, or exact (MIP, GLPK) on small traces"},
-      {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>_<jobid|pid>.h5"},
+      {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>[_<job>[_<array task>]]_<pid>.h5"},
       {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
       {"output", "flush_every", "0", Kind::Int, 0, {},
        "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only", 1e9},
