@@ -37,6 +37,9 @@ class UsageError(Exception):
 
 
 def expand(args):
+    dirs = [a for a in args if os.path.isdir(a)]
+    if len(dirs) > 1:  # two sweeps (other decks, machines or builds) must not be averaged together
+        raise UsageError(f"give one sweep directory, not {len(dirs)} ({', '.join(dirs)}): sweeps are not mixed")
     paths = []
     for a in args:
         if os.path.isdir(a):

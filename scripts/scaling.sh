@@ -36,8 +36,12 @@
 # such timings only show that the code runs, not how it scales.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-[[ ${SKIP_SETUP:-0} == 1 ]] || bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh"
+if [[ -n ${SLURM_JOB_ID:-} ]]; then  # inside a job: never install or build (build on the login node)
+  [[ -x $root/${BUILD_DIR:-build}/minilst ]] || { echo "scaling: no $root/${BUILD_DIR:-build}/minilst: build first" >&2; exit 2; }
+else
+  [[ ${SKIP_SETUP:-0} == 1 ]] || bash "$root/scripts/setup.sh"
+  bash "$root/scripts/build.sh"
+fi
 source "$root/scripts/env.sh"
 source "$root/scripts/lib/unique_dir.sh"
 
@@ -86,6 +90,10 @@ run() {
 
 user_sets=("$@")  # the caller's --set overrides; the strategy's own --set come after them and win
 for n in "${ranks[@]}"; do
+  if [[ -n ${SLURM_NTASKS:-} && $n -gt $SLURM_NTASKS ]]; then  # beyond the allocation: recorded, not fatal
+    skipped+=("every strategy on $n ranks (the allocation has $SLURM_NTASKS tasks)")
+    continue
+  fi
   if [[ $n -eq 1 ]]; then
     run local 1 --set parallel.ulysses=1 --set parallel.ring=1
     continue

@@ -56,7 +56,8 @@ echo "== longest run.seq_len within $budget MiB of device memory (plan, then a 2
 for policy in full offload; do
   S=$("$minilst" plan "$deck" "${extra[@]}" --set memory.policy=$policy --device-mib "$budget" --max-seq-len \
       --format json | "$py" -c "import json,sys; print(json.load(sys.stdin)['seq_len'])")
-  run "longest_$policy" --set memory.policy=$policy --set run.seq_len="$S" --set run.steps=2 --set run.warmup_steps=1
+  run "longest_$policy" --set memory.policy=$policy --set run.seq_len="$S" --set run.steps=2 --set run.warmup_steps=1 \
+    --set reference.losses=  # another S: the deck's reference losses do not apply
 done
 
 "$py" "$root/analysis/offload_bench.py" "$out" --device-mib "$budget"

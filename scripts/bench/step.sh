@@ -48,11 +48,14 @@ if [[ -z ${OPENBLAS_CORETYPE+x} ]]; then
 fi
 echo "BLAS kernels: ${OPENBLAS_CORETYPE:-as detected}" | tee "$out/blas.txt"
 
-[[ -n $seq_lens ]] || seq_lens=$("$py" -c "import yaml; print(yaml.safe_load(open('$deck'))['run']['seq_len'])")
+deck_S=$("$py" -c "import yaml; print(yaml.safe_load(open('$deck')).get('run', {}).get('seq_len', ''))")
+[[ -n $seq_lens ]] || seq_lens=$deck_S
 for S in $seq_lens; do
+  ref=()  # another S is another problem: the deck's reference losses do not apply
+  [[ $S == "$deck_S" ]] || ref=(--set reference.losses=)
   for r in $(seq 1 "$rounds"); do
     echo "== S = $S, round $r: miniLST"
-    "$minilst" run "$deck" "${extra[@]}" --set run.seq_len="$S" --set output.metrics="$out/minilst_S${S}_r$r.h5" \
+    "$minilst" run "$deck" "${extra[@]}" "${ref[@]}" --set run.seq_len="$S" --set output.metrics="$out/minilst_S${S}_r$r.h5" \
       > "$out/minilst_S${S}_r$r.log" 2>&1 || { tail -20 "$out/minilst_S${S}_r$r.log"; exit 1; }
     grep '^RESULT' "$out/minilst_S${S}_r$r.log"
     steps=$("$py" -c "import h5py; print(len(h5py.File('$out/minilst_S${S}_r$r.h5','r')['loss']))")

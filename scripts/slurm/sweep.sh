@@ -42,11 +42,11 @@ done
 [[ $scaling == strong || $scaling == weak ]] || { echo "sweep.sh: --scaling strong|weak" >&2; exit 2; }
 exe=$root/${BUILD_DIR:-build}/minilst
 [[ -x $exe ]] || { echo "sweep.sh: no $exe: build first (scripts/build.sh)" >&2; exit 2; }
-if [[ -z $seq_lens ]]; then  # the deck's own, as the program resolves it
-  seq_lens=$("$exe" plan "$deck" "${sets[@]/#/--set=}" --format json --ranks 1 2> /dev/null |
-             sed -n 's/.*"seq_len": \([0-9]*\).*/\1/p')
-  [[ -n $seq_lens ]] || seq_lens=$(sed -n 's/^ *seq_len: *\([0-9]*\).*/\1/p' "$deck" | head -1)
-fi
+# the deck's own S, as the program resolves it (its reference losses hold at that S only)
+deck_S=$("$exe" plan "$deck" "${sets[@]/#/--set=}" --format json --ranks 1 2> /dev/null |
+         sed -n 's/.*"seq_len": \([0-9]*\).*/\1/p')
+[[ -n $deck_S ]] || deck_S=$(sed -n 's/^ *seq_len: *\([0-9]*\).*/\1/p' "$deck" | head -1)
+[[ -n $seq_lens ]] || seq_lens=$deck_S
 
 source "$root/scripts/lib/unique_dir.sh"
 sweep=$(unique_dir "${RUNS_DIR:-$root/runs}" sweep)
@@ -75,6 +75,7 @@ layout() {  # layout STRATEGY N: the --set arguments of a strategy on N ranks ("
         [[ $n == 1 ]] && strategy=local && args=$(layout local 1)
         for ((r = 0; r < repeats; r++)); do
           extra=""
+          [[ $S == "$deck_S" ]] || extra=" reference.losses="  # another problem: no reference answer
           for kv in "${sets[@]}"; do extra+=" $kv"; done
           printf '%d\t%d\t%d\t%s\t%d\t%s\t%s\n' "$i" "$n" "$S" "$strategy" "$r" "$deck" "run.seq_len=$S $args$extra"
           i=$((i + 1))

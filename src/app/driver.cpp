@@ -348,6 +348,12 @@ int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) 
     metrics.reals["flops_per_step_lm_head"] = local * share * f.lm_head;
   }
   metrics.warmup_steps = deck.run.warmup_steps;
+  // The reference answer is the loss curve of the deck's batch; D data-parallel replicas train on D times
+  // as many sequences per step (a different problem: compute its reference with run.grad_accum x D).
+  if (D == 1) metrics.expected_loss = deck.reference.losses;
+  else if (!deck.reference.losses.empty() && root)
+    std::printf("reference: not checked: %d data-parallel replicas make a batch %d times the reference's\n", D, D);
+  metrics.reference_rtol = deck.reference.rtol;
   metrics.config_yaml = deck.resolved_yaml;
 
   auto& arena = StepArena::instance();  // the first step is recorded and planned; later ones run in the arena
@@ -498,6 +504,11 @@ int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) 
   const auto summary = gather_and_write_metrics(ctx.comm, metrics, path);
   if (!root) return 0;  // the verdict is rank 0's, shared by run_deck
   print_summary(summary, path);
+  if (summary.reference_check != "none")
+    std::printf("reference: %s: %d step(s) compared with the deck's expected losses, largest relative difference "
+                "%.3g (step %d), tolerance %.3g\n",
+                summary.reference_check.c_str(), summary.reference_steps, summary.reference_max_rel_error,
+                summary.reference_worst_step, deck.reference.rtol);
   const double final_loss = metrics.steps.back().loss;
   const std::string verdict = !metrics.complete ? "INCOMPLETE (" + metrics.stop_reason + ")"
                               : summary.valid   ? "VALID"

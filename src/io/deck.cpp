@@ -18,7 +18,7 @@ namespace minilst {
 
 namespace {
 
-enum class Kind { Int, Float, Choice, Path, ChunkCount };  // ChunkCount: integer >= 1 or "auto"
+enum class Kind { Int, Float, Choice, Path, ChunkCount, Numbers };  // ChunkCount: integer >= 1 or "auto"; Numbers: a list
 
 struct KeySpec {
   std::string section, key, default_value;
@@ -85,6 +85,10 @@ const std::vector<KeySpec>& schema() {
       {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
       {"output", "flush_every", "0", Kind::Int, 0, {},
        "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only", 1e9},
+      {"reference", "losses", "", Kind::Numbers, 0, {},
+       "the expected loss of each step (numbers separated by blanks; \"\" = none): a run whose losses differ by more "
+       "than reference.rtol is INVALID"},
+      {"reference", "rtol", "1e-4", Kind::Float, 0, {}, "relative tolerance of the reference check", 1.0},
   };
   return keys;
 }
@@ -106,7 +110,7 @@ std::string known_keys(const std::string& section) {
   bool section_known = false;
   for (const auto& k : schema()) section_known |= k.section == section;
   if (!section_known)
-    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, parallel, mst, memory, output)");
+    throw DeckError("deck: unknown section '" + section + "' (sections: model, run, parallel, mst, memory, output, reference)");
   throw DeckError("deck: unknown key '" + section + "." + key + "' (keys of '" + section +
                   "': " + known_keys(section) + ")");
 }
@@ -145,6 +149,7 @@ struct Value {
   std::string text;
   long long i = 0;
   double f = 0;
+  std::vector<double> list;  // Numbers
 };
 
 Value convert(const KeySpec& spec, const std::string& text) {
@@ -191,6 +196,18 @@ Value convert(const KeySpec& spec, const std::string& text) {
         throw DeckError(where + "expected an integer in [1, " + integer_text(spec.max) + "] or 'auto'");
       break;
     case Kind::Path: break;
+    case Kind::Numbers: {
+      std::istringstream in(text);
+      std::string word;
+      while (in >> word) {
+        double x = 0;
+        try { x = std::stod(word, &used); } catch (...) { used = 0; }
+        if (used == 0 || used != word.size() || !std::isfinite(x))
+          throw DeckError(where + "expected finite numbers separated by blanks ('" + word + "' is not one)");
+        v.list.push_back(x);
+      }
+      break;
+    }
   }
   return v;
 }
@@ -252,6 +269,8 @@ const std::map<std::string, Setter>& bindings() {
       {"output.metrics", [](Deck& d, const Value& x) { d.output.metrics = x.text; }},
       {"output.dump", [](Deck& d, const Value& x) { d.output.dump = x.text; }},
       {"output.flush_every", [](Deck& d, const Value& x) { d.output.flush_every = x.i; }},
+      {"reference.losses", [](Deck& d, const Value& x) { d.reference.losses = x.list; }},
+      {"reference.rtol", [](Deck& d, const Value& x) { d.reference.rtol = x.f; }},
   };
   return table;
 }
@@ -458,7 +477,7 @@ std::string deck_key_reference() {
                               : k.min > 0 ? "number > 0" : "number >= " + yaml_float(k.min);
       if (k.or_auto) rule += " | auto";
     } else {
-      rule = "path";
+      rule = k.kind == Kind::Numbers ? "numbers" : "path";
     }
     s << "  " << k.name() << std::string(k.name().size() < 22 ? 22 - k.name().size() : 1, ' ') << "default "
       << (k.default_value.empty() ? "\"\"" : k.default_value) << "  (" << rule << ")  " << k.help << "\n";

@@ -1,4 +1,4 @@
-// The input deck: a YAML file with sections model, run, parallel, mst, memory, output, overridden by `--set section.key=value`.
+// The input deck: a YAML file with sections model, run, parallel, mst, memory, output, reference, overridden by `--set section.key=value`.
 // Every key has a default and a validation rule (one table in deck.cpp, also
 // printed by `minilst keys`); an unknown key or a bad value is a DeckError whose
 // message names the key and what is allowed.
@@ -52,6 +52,11 @@ struct OutputConfig {
   long long flush_every = 0;  // write the metrics every this many steps too (0: at the end only)
 };
 
+struct ReferenceConfig {  // the expected answer: a run is VALID only if its losses match
+  std::vector<double> losses;  // expected loss of steps 1, 2, ... (empty: no check)
+  double rtol = 1e-4;
+};
+
 struct Deck {
   ModelConfig model;
   RunConfig run;
@@ -60,6 +65,7 @@ struct Deck {
   ModelOptions options;  // memory.policy, offload alpha and bandwidth; chunk counts resolved by resolve_chunks
   MemoryConfig memory;
   OutputConfig output;
+  ReferenceConfig reference;
   std::string path;           // the deck file
   std::string resolved_yaml;  // every key with its resolved value
 };

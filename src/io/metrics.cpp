@@ -113,6 +113,20 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   const int first = std::min(local.warmup_steps, nsteps), measured = nsteps - first;
   bool valid = measured > 0;
   for (const auto& st : local.steps) valid = valid && std::isfinite(st.loss) && std::isfinite(st.grad_norm);
+  if (!local.expected_loss.empty()) {  // the reference answer: every step done that the deck lists
+    summary.reference_steps = int(std::min(local.expected_loss.size(), local.steps.size()));
+    for (int s = 0; s < summary.reference_steps; ++s) {
+      const double expected = local.expected_loss[s];
+      const double err = std::abs(local.steps[s].loss - expected) / std::max(std::abs(expected), 1e-300);
+      if (!(err <= summary.reference_max_rel_error)) {  // NaN counts as worst
+        summary.reference_max_rel_error = std::isnan(err) ? HUGE_VAL : err;
+        summary.reference_worst_step = s + 1;
+      }
+    }
+    const bool ok = summary.reference_steps > 0 && summary.reference_max_rel_error <= local.reference_rtol;
+    summary.reference_check = ok ? "PASSED" : "FAILED";
+    valid = valid && ok;
+  }
   summary.valid = valid;
   const auto& step = g.seconds.at("step");
   double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
@@ -168,6 +182,13 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   for (const auto& [k, v] : local.integers) h5::attr(f, k, v);
   for (const auto& [k, v] : local.reals) h5::attr(f, k, v);
   h5::attr(f, "tokens_per_step", local.tokens_per_step);
+  h5::attr(f, "reference_check", summary.reference_check);
+  if (!local.expected_loss.empty()) {
+    h5::attr(f, "reference_rtol", local.reference_rtol);
+    h5::attr(f, "reference_max_rel_error", summary.reference_max_rel_error);
+    h5::attr(f, "reference_steps_compared", std::int64_t(summary.reference_steps));
+    h5::write(f, "reference/loss", local.expected_loss, {hsize_t(local.expected_loss.size())}, "1");
+  }
 
   h5::write(f, "loss", loss, {steps}, "1");
   h5::write(f, "throughput/tokens_per_s", tokens_per_s, {steps}, "tokens/s (all ranks)");

@@ -46,6 +46,8 @@ struct RunMetrics {
   std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
   std::map<std::string, double> reals;            // root floating-point attributes (offload measurements)
   std::string config_yaml;
+  std::vector<double> expected_loss;  // the deck's reference answer per step (empty: no check)
+  double reference_rtol = 0;
   bool complete = true;     // false: stopped early (stop_reason), or a flush during the run
   std::string stop_reason;  // why the run stopped before run.steps ("" when complete)
   int warmup_steps = 0;
@@ -63,6 +65,9 @@ struct RunSummary {  // what rank 0 prints
   std::map<std::string, std::vector<std::uint64_t>> plan;         // arena_bytes, ... -> [ranks]
   std::vector<std::uint64_t> allocations_after_first;             // [ranks] most allocations in a step after the first
   std::vector<double> slowest_step_seconds;                       // [steps] the slowest rank's step time
+  std::string reference_check = "none";   // none | PASSED | FAILED: the losses against the deck's reference
+  double reference_max_rel_error = 0;     // over the steps compared
+  int reference_steps = 0, reference_worst_step = 0;  // steps compared; the worst (1-based)
 };
 
 // Every rank's records on rank 0, by name: [steps x ranks] (row-major) or [ranks].

@@ -1,11 +1,16 @@
 #include "io/provenance.hpp"
 
 #include <Kokkos_Core.hpp>
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
 #include <dlfcn.h>
+#include <link.h>
 #include <sched.h>
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -61,6 +66,37 @@ ThreadCounts thread_counts() {
 }
 
 namespace {
+// The shared libraries loaded into this process, one path per line.
+std::string shared_libraries() {
+  std::string out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto& s = *static_cast<std::string*>(data);
+        if (info->dlpi_name && info->dlpi_name[0]) s += (s.empty() ? "" : "\n") + std::string(info->dlpi_name);
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+// This process's CPU affinity as a list of ranges ("0-3,8").
+std::string cpu_list() {
+  std::string out = "?";
+#ifdef __linux__
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return out;
+  out.clear();
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &mask)) continue;
+    int end = c;
+    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &mask)) ++end;
+    out += (out.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
+    c = end;
+  }
+#endif
+  return out;
+}
+
 std::string kokkos_version() {
   return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
          std::to_string(KOKKOS_VERSION % 100);
@@ -114,6 +150,34 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
   p["kokkos_version"] = kokkos_version();
   p["kokkos_devices"] = MINILST_KOKKOS_DEVICES;
   p["blas"] = blas_name();
+
+  p["cxx_flags"] = MINILST_CXX_FLAGS;
+  p["shared_libraries"] = shared_libraries();
+  // The run-time environment that changes performance: threads, BLAS, MPI and its transports, NCCL.
+  std::string tuning;
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    for (const char* prefix : {"OMP_", "OPENBLAS_", "OMPI_", "UCX_", "NCCL_", "FI_", "KOKKOS_", "MINILST_", "CUDA_"})
+      if (var.rfind(prefix, 0) == 0) tuning += (tuning.empty() ? "" : "\n") + var;
+  }
+  p["environment"] = tuning;
+  // Every rank's CPU binding (its affinity mask), in rank order: "rank 0 on host: 0-1; ..."
+  const std::string mine = std::string(host) + ": " + cpu_list();
+  std::vector<char> mask(256, '\0');
+  std::copy_n(mine.begin(), std::min<std::size_t>(mine.size(), 255), mask.begin());
+  std::vector<char> masks(std::size_t(nranks) * 256);
+  MPI_Allgather(mask.data(), 256, MPI_CHAR, masks.data(), 256, MPI_CHAR, comm);
+  std::string binding;
+  for (int r = 0; r < nranks; ++r)
+    binding += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " on " + std::string(&masks[std::size_t(r) * 256]);
+  p["cpu_binding"] = binding;
+#ifdef KOKKOS_ENABLE_CUDA
+  int device = 0, driver = 0, runtime = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess) p["gpu"] = prop.name;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess) p["cuda_driver_version"] = std::to_string(driver);
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) p["cuda_runtime_version"] = std::to_string(runtime);
+#endif
 
   for (const char* name : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NUM_NODES",
                            "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_NODELIST",

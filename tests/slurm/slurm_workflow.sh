@@ -26,7 +26,7 @@ grep -q "deck: $PWD/decks/tiny.yaml" "$run/minilst.log" || { echo "FAIL: the rel
 "$PYTHON" -c "import h5py, sys; f = h5py.File('$run/metrics.h5'); print('job', f.attrs['SLURM_JOB_ID'], 'cluster', f.attrs['clustername']); sys.exit(f.attrs['SLURM_JOB_ID'] == '' or f.attrs['clustername'] != 'minilst-test')"
 
 echo "== 2. --set only"
-sbatch "${opts[@]}" --output=two.out "$template" --set run.steps=3 --set model.layers=1 > /dev/null || { cat two.out; exit 1; }
+sbatch "${opts[@]}" --output=two.out "$template" --set run.steps=3 --set parallel.ring_layout=contiguous > /dev/null || { cat two.out; exit 1; }
 run=$(ls -td "$RUNS_DIR"/job_* | head -1)
 grep -q "deck: $MINILST_SOURCE/inputs/default.yaml" "$run/minilst.log" && grep -q "RESULT: VALID" "$run/minilst.log" \
   || { echo "FAIL: --set alone did not run the default deck"; cat two.out; exit 1; }
