@@ -276,7 +276,7 @@ const std::map<std::string, Setter>& bindings() {
 }
 
 // The setter of a key of schema(); a key without one is a programming error.
-Setter bind(const std::string& name) {
+Setter setter_of(const std::string& name) {
   const auto it = bindings().find(name);
   if (it == bindings().end()) throw std::logic_error("deck key '" + name + "' has no binding in deck.cpp");
   return it->second;
@@ -424,7 +424,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   Deck d;
   d.path = path;
-  for (const auto& spec : schema()) bind(spec.name())(d, v.at(spec.name()));
+  for (const auto& spec : schema()) setter_of(spec.name())(d, v.at(spec.name()));
   const auto& m = d.model;
   const auto& r = d.run;
 
