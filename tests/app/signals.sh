@@ -19,6 +19,23 @@ wait_for_step() {  # wait_for_step LOG N: until the run printed step N (at most 
   for _ in $(seq 1200); do grep -qE "^step +$2/" "$1" 2>/dev/null && return 0; sleep 0.1; done
   echo "FAIL: no step $2 in $1"; cat "$1"; exit 1
 }
+signal_run() {  # signal_run NAME AFTER_STEP SIGNAL WHICH MAX_S [--set ...]: a 2-rank run, SIGNAL sent to
+  # WHICH ranks (all | last) after step AFTER_STEP; the launcher must exit non-zero within MAX_S seconds
+  local name=$1 step=$2 sig=$3 which=$4 max_s=$5 launcher t0 targets
+  shift 5
+  "${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" "$@" --set output.metrics="$name.h5" \
+    > "$name.log" 2>&1 &
+  launcher=$!
+  wait_for_step "$name.log" "$step"
+  targets=$(ranks_of "$name.h5" | sort -n)
+  [[ $which == all ]] || targets=$(tail -1 <<< "$targets")
+  kill "-$sig" $targets
+  t0=$SECONDS
+  rc=0; wait $launcher || rc=$?
+  echo "exit $rc after $((SECONDS - t0)) s"
+  ((rc != 0 && SECONDS - t0 <= max_s)) || { echo "FAIL: exit code $rc or slower than $max_s s"; tail "$name.log"; exit 1; }
+  stopped_rank=$targets
+}
 check_file() {  # check_file H5 MIN_STEPS REASON_WORD
   "$PYTHON" - "$@" <<'PY'
 import sys, h5py
@@ -34,53 +51,26 @@ PY
 }
 
 echo "== 1. SIGTERM to every rank"
-"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=term.h5 > term.log 2>&1 &
-launcher=$!
-wait_for_step term.log 3
-kill -TERM $(ranks_of term.h5)
-t0=$SECONDS
-rc=0; wait $launcher || rc=$?
-echo "exit $rc after $((SECONDS - t0)) s"; grep -E "stopping|RESULT" term.log
-((rc != 0 && SECONDS - t0 <= 10)) || { echo "FAIL: exit code $rc or too slow"; tail term.log; exit 1; }
+signal_run term 3 TERM all 10
+grep -E "stopping|RESULT" term.log
 grep -q "RESULT: INCOMPLETE (SIGTERM" term.log || { echo "FAIL: no INCOMPLETE RESULT line"; exit 1; }
 check_file term.h5 3 SIGTERM
 [[ ! -e term.h5.partial ]] || { echo "FAIL: a .partial file is left"; exit 1; }
 
 echo "== 2. SIGUSR1 to rank 1 alone"
-"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=usr1.h5 > usr1.log 2>&1 &
-launcher=$!
-wait_for_step usr1.log 2
-kill -USR1 "$(ranks_of usr1.h5 | sort -n | tail -1)"
-t0=$SECONDS
-rc=0; wait $launcher || rc=$?
-echo "exit $rc after $((SECONDS - t0)) s"
-((rc != 0 && SECONDS - t0 <= 10)) || { echo "FAIL: exit code $rc or too slow"; tail usr1.log; exit 1; }
+signal_run usr1 2 USR1 last 10
 check_file usr1.h5 2 SIGUSR1
 
 echo "== 3. SIGKILL to rank 1"
-"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=kill.h5 > kill.log 2>&1 &
-launcher=$!
-wait_for_step kill.log 2
-kill -KILL "$(ranks_of kill.h5 | sort -n | tail -1)"
-t0=$SECONDS
-rc=0; wait $launcher || rc=$?
-echo "exit $rc after $((SECONDS - t0)) s"; grep -iE "killed|signal|exited" kill.log | head -3
-((rc != 0 && SECONDS - t0 <= 30)) || { echo "FAIL: exit code $rc or too slow"; exit 1; }
+signal_run kill 2 KILL last 30
+grep -iE "killed|signal|exited" kill.log | head -3
 [[ -z $(ranks_of kill.h5) ]] || { echo "FAIL: a rank is still running"; exit 1; }
 [[ ! -e kill.h5 && ! -e kill.h5.partial ]] || { echo "FAIL: a metrics file was left"; exit 1; }
 
 echo "== 3b. SIGSTOP to rank 1 (run.watchdog_s 5): rank 0's watchdog ends the job"
-"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set run.watchdog_s=5 \
-  --set output.metrics=stop.h5 > stop.log 2>&1 &
-launcher=$!
-wait_for_step stop.log 2
-stopped=$(ranks_of stop.h5 | sort -n | tail -1)
-kill -STOP "$stopped"
-t0=$SECONDS
-rc=0; wait $launcher || rc=$?
-echo "exit $rc after $((SECONDS - t0)) s"; grep -m1 "no step finished" stop.log
-kill -KILL "$stopped" 2>/dev/null || true
-((rc != 0 && SECONDS - t0 <= 30)) || { echo "FAIL: exit code $rc or too slow"; exit 1; }
+signal_run stop 2 STOP last 30 --set run.watchdog_s=5
+grep -m1 "no step finished" stop.log
+kill -KILL "$stopped_rank" 2>/dev/null || true
 grep -q "no step finished for" stop.log || { echo "FAIL: no watchdog message"; exit 1; }
 
 echo "== 4. output.flush_every, then SIGKILL"
