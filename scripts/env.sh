@@ -4,6 +4,8 @@
 # set already. The two take turns (BLAS runs between Kokkos kernels), so a rank
 # uses MINILST_THREADS cores; OMP_WAIT_POLICY=passive stops idle OpenMP threads
 # from spinning while OpenBLAS's threads work. Ranks x threads = cores per node.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/blas.sh"
+blas_check_coretype  # an OPENBLAS_CORETYPE this CPU cannot run: warned about and dropped (else SIGILL)
 export MINILST_THREADS=${MINILST_THREADS:-1}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$MINILST_THREADS}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$MINILST_THREADS}

@@ -47,7 +47,8 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
 TEST(Deck, EmptyDeckGivesDefaults) {
   const auto d = load_deck(write_deck("{}\n"), {});
   EXPECT_EQ(d.model.hidden % d.model.heads, 0);
-  EXPECT_EQ(d.run.precision, "float");
+  EXPECT_EQ(d.run.precision, Precision::float32);
+  EXPECT_EQ(d.options.kernels, KernelVariant::optimized);
   EXPECT_EQ(d.options.policy, MemoryPolicy::full);
   EXPECT_EQ(d.output.metrics, "auto");
   EXPECT_EQ(d.output.dump, "");
@@ -60,7 +61,7 @@ TEST(Deck, ValuesAndOverrides) {
   EXPECT_EQ(d.model.kv_heads, 1);
   EXPECT_EQ(d.run.seq_len, 123) << "--set wins over the file";
   EXPECT_EQ(d.options.policy, MemoryPolicy::checkpoint);
-  EXPECT_EQ(d.run.precision, "double");
+  EXPECT_EQ(d.run.precision, Precision::float64);
 }
 
 TEST(Deck, ChunkCountsAreIntegersOrAuto) {

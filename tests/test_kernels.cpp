@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_test_util.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cross_entropy.hpp"
@@ -39,17 +40,11 @@
 
 namespace {
 
-using minilst::Mat;
-using minilst::Vec;
+using namespace minilst::kernel_test;
 namespace K = minilst::kernels;
-using Host = std::vector<double>;
-using Rng = std::mt19937_64;
-
-constexpr double kFdTol = 1e-6;  // norm-wise relative error of a gradient against FD
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // ---------------------------------------------------------------------------------------------
-// Helpers: Views <-> flat row-major host vectors, random fills, error measures, the FD driver.
+// Helpers beyond kernel_test_util.hpp.
 
 // A device copy (for kernels that use an input as scratch).
 template <class T>
@@ -57,47 +52,6 @@ Mat<T> clone(const Mat<T>& m) {
   Mat<T> c(m.label() + "_copy", m.extent(0), m.extent(1));
   Kokkos::deep_copy(c, m);
   return c;
-}
-
-template <class View>
-Host to_host(const View& x) {
-  auto hx = Kokkos::create_mirror_view(x);
-  Kokkos::deep_copy(hx, x);
-  Host out;
-  if constexpr (int(View::rank) == 1) {
-    for (std::size_t i = 0; i < hx.extent(0); ++i) out.push_back(double(hx(i)));
-  } else {
-    for (std::size_t i = 0; i < hx.extent(0); ++i)
-      for (std::size_t j = 0; j < hx.extent(1); ++j) out.push_back(double(hx(i, j)));
-  }
-  return out;
-}
-
-template <class View>
-void from_host(const View& x, const Host& v) {
-  auto hx = Kokkos::create_mirror_view(x);
-  std::size_t n = 0;
-  using V = typename View::non_const_value_type;
-  if constexpr (int(View::rank) == 1) {
-    for (std::size_t i = 0; i < hx.extent(0); ++i) hx(i) = V(v.at(n++));
-  } else {
-    for (std::size_t i = 0; i < hx.extent(0); ++i)
-      for (std::size_t j = 0; j < hx.extent(1); ++j) hx(i, j) = V(v.at(n++));
-  }
-  ASSERT_EQ(n, v.size());
-  Kokkos::deep_copy(x, hx);
-}
-
-Host random_vec(std::size_t n, Rng& rng, double lo = -1.0, double hi = 1.0) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Host v(n);
-  for (auto& e : v) e = dist(rng);
-  return v;
-}
-
-template <class View>
-void fill_random(const View& x, Rng& rng, double lo = -1.0, double hi = 1.0) {
-  from_host(x, random_vec(x.size(), rng, lo, hi));
 }
 
 template <class T = double>
@@ -112,78 +66,9 @@ Mat<T> copy_of(const Mat<T>& x) {
   return y;
 }
 
-Vec<std::int64_t> ids(const std::vector<std::int64_t>& v) {
-  Vec<std::int64_t> x("ids", v.size());
-  auto hx = Kokkos::create_mirror_view(x);
-  for (std::size_t i = 0; i < v.size(); ++i) hx(i) = v[i];
-  Kokkos::deep_copy(x, hx);
-  return x;
-}
-
-double dot(const Host& a, const Host& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-double norm(const Host& a) { return std::sqrt(dot(a, a)); }
-
-// ||a - b|| / ||b|| (absolute when b is zero).
-double rel_err(const Host& a, const Host& b) {
-  EXPECT_EQ(a.size(), b.size());
-  Host d(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
-  const double nb = norm(b);
-  return nb > 0 ? norm(d) / nb : norm(d);
-}
-
-// max |a - b|; equal infinities count as 0, anything else non-finite as +inf.
-double max_abs_diff(const Host& a, const Host& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == b[i]) continue;
-    const double d = std::fabs(a[i] - b[i]);
-    m = std::isfinite(d) ? std::max(m, d) : std::numeric_limits<double>::infinity();
-  }
-  return m;
-}
-
 Host scaled(Host a, double s) {
   for (auto& e : a) e *= s;
   return a;
-}
-
-void note(const std::string& what, double err) { std::printf("  [err] %s = %.3e\n", what.c_str(), err); }
-
-// Central FD gradient of loss() with respect to every entry of x (a rank-1 or rank-2 View that
-// loss() reads). Each entry is moved by +-h max(1, |x|), written back to x, and restored.
-template <class View>
-Host fd_grad(const View& x, const std::function<double()>& loss, double h = 1e-5) {
-  auto hx = Kokkos::create_mirror_view(x);
-  Kokkos::deep_copy(hx, x);
-  auto entry = [&](std::size_t n) -> auto& {
-    if constexpr (int(View::rank) == 1) {
-      return hx(n);
-    } else {
-      return hx(n / hx.extent(1), n % hx.extent(1));
-    }
-  };
-  Host g(x.size());
-  for (std::size_t n = 0; n < x.size(); ++n) {
-    const auto orig = entry(n);
-    const double step = h * std::max(1.0, std::fabs(double(orig)));
-    const auto xp = orig + step, xm = orig - step;
-    entry(n) = xp;
-    Kokkos::deep_copy(x, hx);
-    const double lp = loss();
-    entry(n) = xm;
-    Kokkos::deep_copy(x, hx);
-    const double lm = loss();
-    entry(n) = orig;
-    Kokkos::deep_copy(x, hx);
-    g[n] = (lp - lm) / double(xp - xm);
-  }
-  return g;
 }
 
 // Asserts ||analytic - fd|| / ||fd|| <= kFdTol, prints it, and returns it.
@@ -344,17 +229,6 @@ void check_attention_vs_naive(const AttnShape& shape, std::uint64_t seed, const 
   note(tag + " lse vs naive (max abs)", el);
   EXPECT_LE(eo, 1e-12) << tag;
   EXPECT_LE(el, 1e-12) << tag;
-}
-
-std::vector<std::int64_t> iota_pos(int n, std::int64_t start = 0) {
-  std::vector<std::int64_t> p(n);
-  for (int i = 0; i < n; ++i) p[i] = start + i;
-  return p;
-}
-
-std::vector<std::int64_t> shuffled(std::vector<std::int64_t> p, Rng& rng) {
-  std::shuffle(p.begin(), p.end(), rng);
-  return p;
 }
 
 }  // namespace

@@ -187,9 +187,9 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
           Trainer<double> t(cfg, o, train_options(), iota(sh.S), nullptr);
           t.compute_gradients({synthetic_batch(sh.V, sh.S, 1, 0, 0)});
         }
-        const auto model = predict_memory(cfg, o, sh.S, sizeof(double), sizeof(double));
+        const auto model = predict_memory(cfg, o, sh.S, Precision::float64);
         const std::string where = "V=" + std::to_string(sh.V) + " I=" + std::to_string(sh.I) + " policy " +
-                                  to_string(policy) + " chunks " + std::to_string(m);
+                                  name_of(policy) + " chunks " + std::to_string(m);
         for (auto c : {MemCategory::weights, MemCategory::gradients, MemCategory::optimizer,
                        MemCategory::activations, MemCategory::workspace})
           EXPECT_EQ(tracker.high_water(c), model.at(category_name(c))) << category_name(c) << ", " << where;

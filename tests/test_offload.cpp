@@ -17,6 +17,7 @@
 #include "io/deck.hpp"
 #include "memory/host_copy_engine.hpp"
 #include "memory/offload_alpha.hpp"
+#include "memory/offload_controller.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
 #include "test_util.hpp"
@@ -54,7 +55,7 @@ Result run(const ModelConfig& cfg, const ModelOptions& opts, int micro_steps) {
 }
 
 std::string describe(const ModelOptions& o) {
-  return to_string(o.policy) + (o.policy == MemoryPolicy::offload ? " alpha " + std::to_string(o.offload.alpha) : "");
+  return name_of(o.policy) + (o.policy == MemoryPolicy::offload ? " alpha " + std::to_string(o.offload.alpha) : "");
 }
 
 }  // namespace
@@ -111,7 +112,7 @@ TEST(Offload, HighWaterOfEveryCategoryEqualsTheAnalyticModel) {
             t.compute_gradients({synthetic_batch(sh.V, sh.S, 1, 0, 0)});
             EXPECT_EQ(tracker.current(MemCategory::activations), 0u) << "device buffers freed after the step";
           }
-          const auto model = predict_memory(cfg, o, sh.S, sizeof(double), sizeof(double));
+          const auto model = predict_memory(cfg, o, sh.S, Precision::float64);
           const std::string where = describe(o) + ", L = " + std::to_string(L) + ", S = " + std::to_string(sh.S) +
                                     ", chunks " + std::to_string(m);
           for (auto c : {MemCategory::weights, MemCategory::gradients, MemCategory::optimizer,
@@ -139,7 +140,9 @@ TEST(Offload, DeviceKeepsTwoLayersWhateverL) {
               full.first, double(off.first) / double(full.first), off.second);
   EXPECT_LE(3 * off.first, full.first) << "alpha = 1, L = 8: at most a third of full's device activations";
   EXPECT_EQ(off.first, 2 * X + 2 * R) << "two rounding buffers";
-  EXPECT_EQ(off.second, predict_host_offload(cfg, MemoryPolicy::offload, 1.0, S, sizeof(double), sizeof(double)));
+  EXPECT_EQ(off.second, 7 * X + 6 * R) << "x of layers 0..L-2, the saved sets of layers 0..L-3 in host memory";
+  const auto shapes = activation_shapes(cfg, S, {std::int64_t(S), cfg.heads});
+  EXPECT_EQ(off.second, ActivationStore<double>::host_bytes(MemoryPolicy::offload, 8, shapes, 1.0));
   const auto ckpt_off = high(policy(MemoryPolicy::checkpoint_offload));
   EXPECT_EQ(ckpt_off.first, 2 * X + R) << "checkpoint_offload: two layer-input buffers and one recomputed layer";
   EXPECT_EQ(ckpt_off.second, 7 * X) << "the inputs of layers 0..L-2 in host memory";
@@ -202,13 +205,15 @@ TEST(OffloadAlpha, TimeBoundHostBoundAndTheirMinimum) {
   EXPECT_DOUBLE_EQ(solve_alpha(in), 0.25);
 
   const auto cfg = tiny_config(6);
+  const auto shapes = activation_shapes(cfg, kSeq, {kSeq, cfg.heads});
   const auto host_at = [&](double a) {
-    return double(predict_host_offload(cfg, MemoryPolicy::offload, a, kSeq, sizeof(double), sizeof(double)));
+    return double(ActivationStore<double>::host_bytes(MemoryPolicy::offload, cfg.layers, shapes, a));
   };
-  EXPECT_DOUBLE_EQ(host_alpha_max(cfg, MemoryPolicy::offload, kSeq, 8, 8, host_at(1.0)), 1.0);
-  EXPECT_LT(host_alpha_max(cfg, MemoryPolicy::offload, kSeq, 8, 8, host_at(0.0) - 1), 0.0) << "alpha 0 does not fit";
-  const double a = host_alpha_max(cfg, MemoryPolicy::offload, kSeq, 8, 8, host_at(0.5) + 1);
+  const auto bound = [&](MemoryPolicy p, double budget) { return host_alpha_max<double>(p, cfg.layers, shapes, budget); };
+  EXPECT_DOUBLE_EQ(bound(MemoryPolicy::offload, host_at(1.0)), 1.0);
+  EXPECT_LT(bound(MemoryPolicy::offload, host_at(0.0) - 1), 0.0) << "alpha 0 does not fit";
+  const double a = bound(MemoryPolicy::offload, host_at(0.5) + 1);
   EXPECT_LE(host_at(a), host_at(0.5) + 1);
   EXPECT_GT(host_at(a + 1.0 / kSeq), host_at(0.5) + 1) << "the largest alpha that fits";
-  EXPECT_DOUBLE_EQ(host_alpha_max(cfg, MemoryPolicy::checkpoint_offload, kSeq, 8, 8, host_at(0.0)), 1.0);
+  EXPECT_DOUBLE_EQ(bound(MemoryPolicy::checkpoint_offload, host_at(0.0)), 1.0);
 }

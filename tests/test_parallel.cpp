@@ -15,10 +15,11 @@
 #include <numeric>
 #include <set>
 
+#include "attention/strategy_factory.hpp"
+#include "model/comm_model.hpp"
 #include "model/memory_model.hpp"
-#include "parallel/comm_model.hpp"
+#include "model/step_reduce.hpp"
 #include "parallel/parallel_setup.hpp"
-#include "parallel/step_reduce.hpp"
 #include "test_util.hpp"
 
 using namespace minilst;
@@ -92,10 +93,12 @@ void check_case(const Case& c) {
   auto& tracker = MemoryTracker::instance();
   ASSERT_EQ(tracker.device_current(), 0u) << c.name << ": nothing left from earlier cases";
   tracker.reset_high_water();
-  Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr, setup.attention_factory<double>(cfg, nullptr));
-  double loss = t.compute_gradients(shard_batches(setup, sequences(c, setup.dp_index())), 1.0 / setup.dp_size());
+  const auto geometry = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
+  Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr,
+                    make_attention_factory<double>(geometry, setup, c.opts.kernels, nullptr));
+  double loss = t.compute_gradients(setup.shard(sequences(c, setup.dp_index())), 1.0 / setup.dp_size());
   const auto predicted = predict_rank_memory(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), c.grad_accum,
-                                             sizeof(double), sizeof(double), c.opts.offload.alpha);
+                                             Precision::float64, c.opts.offload.alpha);
   for (int k = 0; k < kNumMemCategories; ++k)
     EXPECT_EQ(tracker.high_water(MemCategory(k)), predicted.bytes.at(category_name(MemCategory(k))))
         << c.name << ": " << category_name(MemCategory(k)) << " high-water, sp rank " << setup.sp_rank();
@@ -117,7 +120,7 @@ void check_case(const Case& c) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0)
-    std::printf("  %-44s %s  loss %.12f  grad rel err %.1e\n", c.name.c_str(), setup.strategy_name().c_str(), loss, err);
+    std::printf("  %-44s %s  loss %.12f  grad rel err %.1e\n", c.name.c_str(), geometry.name().c_str(), loss, err);
 }
 
 Case make(std::string name, int U, int R, RingLayout layout = RingLayout::zigzag) {
@@ -129,8 +132,10 @@ Case make(std::string name, int U, int R, RingLayout layout = RingLayout::zigzag
   return c;
 }
 
-// All cases whose sequence-parallel degree divides the world size.
-std::vector<Case> cases() {
+// Cases without sequence parallelism: at every world size, paths that differ from the
+// reference's (full, unchunked, one micro-step, optimised kernels): on one rank these
+// are what the comparison tests.
+std::vector<Case> data_parallel_cases() {
   std::vector<Case> out;
   out.push_back(make("no sequence parallelism (data parallel)", 1, 1));
   // At every world size, also paths that differ from the reference's (full, unchunked, one micro-step):
@@ -151,8 +156,19 @@ std::vector<Case> cases() {
   cv.opts.policy = MemoryPolicy::vanilla;
   cv.kv_heads = 1;
   out.push_back(cv);
-  for (int P : {2, 4}) {
-    if (world_size() % P != 0) continue;
+  auto ck = make("no sp, reference kernels, checkpoint, chunks 2/3", 1, 1);
+  ck.opts.kernels = KernelVariant::reference;
+  ck.opts.policy = MemoryPolicy::checkpoint;
+  ck.opts.mlp_chunks = 2;
+  ck.opts.lm_head_chunks = 3;
+  out.push_back(ck);
+  return out;
+}
+
+// Ulysses and ring cases of degree P.
+std::vector<Case> degree_cases(int P) {
+  std::vector<Case> out;
+  {
     auto u = make("ulysses " + std::to_string(P) + ", GQA 4/2", P, 1);
     out.push_back(u);
     auto mqa = make("ulysses " + std::to_string(P) + ", MQA (kv replicated)", P, 1);
@@ -192,8 +208,18 @@ std::vector<Case> cases() {
     uo.layers = 3;
     uo.seq_len = 41;
     out.push_back(uo);
+    auto rk = make("ring " + std::to_string(P) + " reference kernels, S=29", 1, P);
+    rk.opts.kernels = KernelVariant::reference;
+    rk.seq_len = 29;
+    out.push_back(rk);
   }
-  if (world_size() % 4 == 0) {
+  return out;
+}
+
+// The 2 x 2 hybrid and 4-way Ulysses with more heads.
+std::vector<Case> four_rank_cases() {
+  std::vector<Case> out;
+  {
     out.push_back(make("hybrid 2x2 zigzag", 2, 2));
     auto hc = make("hybrid 2x2 contiguous, MQA, chunks 4/4, checkpoint", 2, 2, RingLayout::contiguous);
     hc.kv_heads = 1;
@@ -216,6 +242,17 @@ std::vector<Case> cases() {
     ku.heads = 8;
     out.push_back(ku);
   }
+  return out;
+}
+
+// All cases whose sequence-parallel degree divides the world size.
+std::vector<Case> cases() {
+  std::vector<Case> out = data_parallel_cases();
+  for (int P : {2, 4})
+    if (world_size() % P == 0)
+      for (auto& c : degree_cases(P)) out.push_back(std::move(c));
+  if (world_size() % 4 == 0)
+    for (auto& c : four_rank_cases()) out.push_back(std::move(c));
   return out;
 }
 

@@ -10,8 +10,10 @@
 # Default deck: inputs/step_cpu.yaml (one layer, d = 1024, S = 2048, V = 32000).
 # BLAS: OpenBLAS picks its kernels from the CPU it detects; where it does not know
 # the CPU it falls back to slow generic ones. Unless OPENBLAS_CORETYPE is set, the
-# script measures SGEMM under the detected kernels and a few named ones and runs
+# script measures SGEMM under the detected kernels and under the named sets this CPU
+# can run (fastest_blas_coretype in common.sh: a set that fails is skipped) and runs
 # everything (miniLST and PyTorch, which uses the same OpenBLAS) with the fastest.
+# An OPENBLAS_CORETYPE naming kernels the CPU cannot run is ignored with a warning.
 # MINILST_BIN_DIR=dir skips the set-up and the build; OUT=dir names the output directory.
 source "$(dirname "$0")/common.sh"
 
@@ -31,19 +33,8 @@ out=${OUT:-$(unique_dir "$root/runs/bench" step)}
 mkdir -p "$out"
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 
-sgemm() {  # sgemm [CORETYPE]: GFLOP/s of KokkosBlas (OpenBLAS) SGEMM, 2048^3, with those kernels
-  local run=(env -u OPENBLAS_CORETYPE)
-  [[ -z ${1:-} ]] || run=(env OPENBLAS_CORETYPE="$1")
-  "${run[@]}" "$bin/minilst_bench_kernels" sgemm | "$py" -c "import json,sys; print(json.load(sys.stdin)['gflops'])"
-}
-if [[ -z ${OPENBLAS_CORETYPE+x} ]]; then
-  best="" best_rate=$(sgemm)
-  echo "OpenBLAS as detected: SGEMM $best_rate GFLOP/s"
-  for core in SkylakeX Haswell Zen; do
-    rate=$(sgemm "$core")
-    echo "OPENBLAS_CORETYPE=$core: SGEMM $rate GFLOP/s"
-    if "$py" -c "import sys; sys.exit(0 if $rate > 1.1 * $best_rate else 1)"; then best=$core best_rate=$rate; fi
-  done
+if [[ -z ${OPENBLAS_CORETYPE+x} ]]; then  # (common.sh has unset one naming kernels this CPU cannot run)
+  { best=$(fastest_blas_coretype 2>&3); } 3>&1  # its report on stdout, as the rest
   if [[ -n $best ]]; then export OPENBLAS_CORETYPE=$best; fi
 fi
 echo "BLAS kernels: ${OPENBLAS_CORETYPE:-as detected}" | tee "$out/blas.txt"

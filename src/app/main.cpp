@@ -26,6 +26,7 @@
 #include "app/plan.hpp"
 #include "app/stop.hpp"
 #include "io/provenance.hpp"
+#include "parallel/node.hpp"
 
 namespace {
 
@@ -44,12 +45,7 @@ void initialize_kokkos(int argc, char** argv) {
   }
   int devices = 0;
   if (!chosen && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    int local_rank = 0;
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_free(&node);
-    device_flag = "--kokkos-device-id=" + std::to_string(local_rank % devices);
+    device_flag = "--kokkos-device-id=" + std::to_string(minilst::node_ranks(MPI_COMM_WORLD).rank % devices);
     args.push_back(device_flag.data());
   }
 #endif

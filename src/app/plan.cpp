@@ -3,19 +3,22 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "model/chunking.hpp"
+#include <cmath>
+
+#include "core/range.hpp"
+#include "memory/activation_store.hpp"
+#include "model/comm_model.hpp"
 #include "model/flops.hpp"
 #include "model/lm_head.hpp"
 #include "model/memory_model.hpp"
 #include "model/mlp_block.hpp"
-#include "parallel/comm_model.hpp"
+#include "model/parameters.hpp"
 
 namespace minilst {
 
 namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr long kMaxChunkPasses = 1L << 22;
-std::size_t scalar_bytes(const Deck& deck) { return deck.run.precision == "double" ? 8 : 4; }
 
 // Device bytes besides the weights, their gradients and the optimizer's moments.
 double activation_bytes(const Plan& p) {
@@ -33,12 +36,12 @@ std::string layout_of(const Deck& deck, const Plan& p) {
   const auto& par = deck.parallel;
   std::string s = std::to_string(p.ranks) + " rank(s) = " + std::to_string(p.data_parallel) + " data-parallel x " +
                   std::to_string(par.ulysses) + " ulysses x " + std::to_string(par.ring) + " ring";
-  if (par.ring > 1) s += " (" + to_string(par.layout) + ", " + to_string(par.variant) + ")";
+  if (par.ring > 1) s += " (" + name_of(par.layout) + ", " + name_of(par.variant) + ")";
   return s;
 }
 
 void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note) {
-  const std::string policy = to_string(p.options.policy);
+  const std::string policy = name_of(p.options.policy), precision = name_of(deck.run.precision);
   const int mlp = effective_chunks(p.local_tokens, p.options.mlp_chunks);
   const int head = effective_chunks(p.local_tokens, p.options.lm_head_chunks);
   if (a.format == "json") {
@@ -47,7 +50,7 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
                 "\"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"flops_per_step\": %.6e, \"arena_bytes\": %llu, "
                 "\"arena_lower_bound_bytes\": %llu",
                 static_cast<long long>(p.seq_len), p.ranks, p.data_parallel, deck.parallel.ulysses, deck.parallel.ring,
-                policy.c_str(), p.options.offload.alpha, deck.run.precision.c_str(),
+                policy.c_str(), p.options.offload.alpha, precision.c_str(),
                 static_cast<long long>(p.local_tokens), mlp, head, p.flops_per_step,
                 static_cast<unsigned long long>(p.arena_bytes), static_cast<unsigned long long>(p.arena_lower_bound));
     for (const auto* m : {&p.memory, &p.memory_min, &p.comm}) {
@@ -63,7 +66,7 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
     return;
   }
   std::printf("plan: %s, S = %lld tokens, %s, %s, memory.policy %s", deck.path.c_str(),
-              static_cast<long long>(p.seq_len), layout_of(deck, p).c_str(), deck.run.precision.c_str(),
+              static_cast<long long>(p.seq_len), layout_of(deck, p).c_str(), precision.c_str(),
               policy.c_str());
   if (p.options.policy == MemoryPolicy::offload) std::printf(" (alpha %.4g)", p.options.offload.alpha);
   std::printf("%s%s\n", note[0] ? ": " : "", note);
@@ -90,7 +93,7 @@ ModelOptions resolve_chunks(const Deck& deck, const ModelConfig& cfg, std::int64
   };
   o.mlp_chunks = pick(deck.mst.mlp, MlpBlock<float>::workspace_per_token(cfg));
   o.lm_head_chunks = pick(deck.mst.lm_head, LmHeadLoss<float>::workspace_per_token(cfg));
-  if (o.policy == MemoryPolicy::vanilla) o.mlp_chunks = o.lm_head_chunks = 1;  // the baseline has no mini-sequences
+  if (store_plan(o.policy, cfg.layers).whole_sequence) o.mlp_chunks = o.lm_head_chunks = 1;  // no mini-sequences
   return o;
 }
 
@@ -103,7 +106,7 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   if (!error.empty()) return p;
   const int P = par.sequence_parallel();
   p.data_parallel = args.ranks / P;
-  const std::size_t T = scalar_bytes(deck);
+  const std::size_t T = scalar_bytes(deck.run.precision);
   const SequenceLayout layout(S, par.ulysses, par.ring, par.layout, false);
   MemoryPrediction busiest;
   // Ranks that hold as many tokens, in groups and ring blocks of the same sizes, need the same:
@@ -131,7 +134,8 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     }
     auto it = seen.find(shape);
     if (it == seen.end()) {
-      auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, T, T, o.offload.alpha);
+      auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, deck.run.precision,
+                                    o.offload.alpha);
       auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, T);
       it = seen.insert_or_assign(shape, std::make_pair(std::move(pr), std::move(cm))).first;
     }
@@ -151,8 +155,7 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   }
   p.flops_per_step = double(deck.run.grad_accum) * p.data_parallel * model_flops_per_sequence(deck.model, double(S));
   if (args.arena && deck.memory.plan) {
-    const auto plan = plan_step(busiest.trace, busiest.segments,
-                                deck.memory.exact_solver ? PlanSolver::exact : PlanSolver::greedy, kArenaAlignment);
+    const auto plan = plan_step(busiest.trace, busiest.segments, deck.memory.solver, kArenaAlignment);
     p.arena_bytes = plan.arena_bytes;
     p.arena_lower_bound = plan.lower_bound_bytes;
     p.arena_method = plan.method;
@@ -209,6 +212,39 @@ int run_plan(const Deck& deck, const PlanArgs& a) {
   }
   print(deck, plan_deck(deck, lo, a, error), a, "the longest run.seq_len within the budget");
   return 0;
+}
+
+std::string check_fits(const Deck& deck, int ranks, const AvailableMemory& avail) {
+  const double T = double(scalar_bytes(deck.run.precision));
+  const double local_tokens = std::ceil(double(deck.run.seq_len) / deck.parallel.sequence_parallel());
+  const double host_inputs = 2.0 * 8.0 * double(deck.run.grad_accum) * double(deck.run.seq_len);  // tokens, labels
+  const auto refuse = [&](double need, double have, const char* what) {
+    char msg[512];
+    std::snprintf(msg, sizeof msg,
+                  "the run needs %.1f MiB of %s per rank (memory model) but %.1f MiB are available per rank: "
+                  "lower run.seq_len, use memory.policy checkpoint or offload, or more ranks "
+                  "(`minilst plan DECK --max-seq-len --device-mib N` finds what fits)",
+                  need / kMiB, what, have / kMiB);
+    return std::string(msg);
+  };
+  const bool cuda = avail.device > 0;
+  const double budget = cuda ? avail.device : avail.host;
+  const double lower = 4 * T * double(parameter_count(deck.model)) + T * local_tokens * deck.model.hidden;
+  if (budget > 0 && lower > budget) return refuse(lower, budget, cuda ? "device memory" : "memory");
+  PlanArgs args;
+  args.ranks = ranks;
+  args.arena = false;
+  std::string error;
+  const Plan p = plan_deck(deck, deck.run.seq_len, args, error);
+  if (!error.empty()) return error;
+  const double device = double(p.memory.at("device_total")), host = double(p.memory.at("host_offload")) + host_inputs;
+  if (cuda) {
+    if (device > avail.device) return refuse(device, avail.device, "device memory");
+    if (avail.host > 0 && host > avail.host) return refuse(host, avail.host, "host memory");
+  } else if (avail.host > 0 && device + host > avail.host) {
+    return refuse(device + host, avail.host, "memory (device and host are one here)");
+  }
+  return "";
 }
 
 }  // namespace minilst

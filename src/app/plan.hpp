@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "app/machine.hpp"
 #include "io/deck.hpp"
 #include "memory/planner.hpp"
 
@@ -45,5 +46,11 @@ struct Plan {
 Plan plan_deck(const Deck& deck, std::int64_t seq_len, const PlanArgs& args, std::string& error);
 // Prints the plan (or the longest sequence); returns the exit code (2: bad request).
 int run_plan(const Deck& deck, const PlanArgs& args);
+
+// Before anything is allocated: the plan's busiest rank against what the ranks
+// have ("" when it fits; else why not, with the numbers). A lower bound (weights,
+// gradients, AdamW moments and one [S_local, d] activation) is checked first, so
+// that impossible sizes are refused without modelling them.
+std::string check_fits(const Deck& deck, int ranks, const AvailableMemory& available);
 
 }  // namespace minilst

@@ -40,10 +40,6 @@ class StopControl {
   // when one more step (the slowest so far, with a margin) would overrun it.
   std::string after_step(MPI_Comm comm, int nranks, double step_seconds);
 
-  // The budget in force, s from the start (0: none), and where it came from.
-  double budget_seconds() const { return budget_; }
-  const std::string& budget_source() const { return source_; }
-
  private:
   void watch();
 

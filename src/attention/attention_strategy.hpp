@@ -8,9 +8,10 @@
 //   S local tokens, H query heads, G kv heads, h head dim.
 #pragma once
 
-#include <string>
+#include <functional>
+#include <memory>
 
-#include "kernels/attention.hpp"
+#include "kernels/types.hpp"
 #include "memory/tracker.hpp"
 
 namespace minilst {
@@ -20,7 +21,6 @@ class AttentionStrategy {
  public:
   using A = accum_t<T>;
   virtual ~AttentionStrategy() = default;
-  virtual std::string name() const = 0;
   // Shape of the statistics forward saves for q of `rows` local tokens and `heads` query heads.
   virtual Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const = 0;
   // o: [S, H*h] (=), stats: stats_shape(S, H) (=).
@@ -31,5 +31,10 @@ class AttentionStrategy {
                         const Mat<const T>& o, const Mat<const A>& saved, const Mat<const T>& q,
                         const Mat<const T>& k, const Mat<const T>& v) = 0;
 };
+
+// Builds a rank's strategy from the device positions of its local tokens
+// (strategy_factory.hpp; the model never knows which strategy it gets).
+template <class T>
+using AttentionFactory = std::function<std::unique_ptr<AttentionStrategy<T>>(Vec<const std::int64_t> positions)>;
 
 }  // namespace minilst

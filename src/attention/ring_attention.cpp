@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <limits>
 
-#include "attention/ring_hop.hpp"
+#include "attention/ring_pass.hpp"
 #include "kernels/attention_merge.hpp"
 #include "kernels/attention_rsa.hpp"
+#include "kernels/select.hpp"
 
 namespace minilst {
 
@@ -37,21 +38,88 @@ void cast_copy(const Mat<To>& to, const Mat<From>& from) {
   Kokkos::parallel_for("cast_copy", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {to.extent(0), to.extent(1)}),
       KOKKOS_LAMBDA(const int i, const int j) { to(i, j) = To(from(i, j)); });
 }
+
+// Elements of each member's block in a buffer of `per_row` elements per token.
+std::vector<std::int64_t> block_elements(const std::vector<std::int64_t>& rows, std::int64_t per_row) {
+  std::vector<std::int64_t> n;
+  for (const auto r : rows) n.push_back(r * per_row);
+  return n;
+}
 }  // namespace
 
 template <class T>
-RingAttention<T>::RingAttention(Communicator& ring, const std::vector<std::vector<std::int64_t>>& block_positions,
-                                int head_dim, RingVariant variant, bool overlap, PhaseTimers* timers)
-    : ring_(ring), R_(ring.size()), me_(ring.rank()), next_((ring.rank() + 1) % ring.size()),
-      prev_((ring.rank() - 1 + ring.size()) % ring.size()), head_dim_(head_dim), variant_(variant),
-      overlap_(overlap), timers_(timers) {
-  for (int b = 0; b < R_; ++b) {
+typename RingAttention<T>::Dims RingAttention<T>::dims(const AttentionGeometry& g) {
+  Dims d;
+  d.Sq = g.block_rows.at(g.me_ring);
+  for (const auto r : g.block_rows) {
+    d.max_rows = std::max(d.max_rows, r);
+    d.total_rows += r;
+  }
+  d.Hl = g.q_heads_here();
+  d.Hh = d.Hl * g.head_dim;
+  d.Gh = std::int64_t(g.kv_heads_here()) * g.head_dim;
+  return d;
+}
+
+template <class T>
+typename RingAttention<T>::FlashForwardBuffers RingAttention<T>::flash_forward_buffers(const Dims& d) {
+  const auto comm = MemCategory::comm, ws = MemCategory::workspace;
+  return {{Tracked<Vec<T>>("ring_kv_a", comm, 2 * d.max_rows * d.Gh), Tracked<Vec<T>>("ring_kv_b", comm, 2 * d.max_rows * d.Gh)},
+          Tracked<Mat<A>>("ring_o_acc", ws, d.Sq, d.Hh),
+          Tracked<Mat<T>>("ring_o_block", ws, d.Sq, d.Hh),
+          Tracked<Mat<A>>("ring_lse_block", ws, d.Sq, d.Hl)};
+}
+
+template <class T>
+typename RingAttention<T>::RsaForwardBuffers RingAttention<T>::rsa_forward_buffers(const Dims& d) {
+  const auto comm = MemCategory::comm, ws = MemCategory::workspace;
+  return {Tracked<Mat<A>>("rsa_scores", ws, d.Hl * d.Sq, d.total_rows),  // [Hl*Sq, S]: the point of RSA
+          {Tracked<Vec<T>>("rsa_block_a", comm, d.max_rows * d.Gh), Tracked<Vec<T>>("rsa_block_b", comm, d.max_rows * d.Gh)},
+          Tracked<Mat<A>>("rsa_o_acc", ws, d.Sq, d.Hh)};
+}
+
+template <class T>
+typename RingAttention<T>::BackwardBuffers RingAttention<T>::backward_buffers(const Dims& d) {
+  const auto comm = MemCategory::comm, ws = MemCategory::workspace;
+  const std::int64_t n = 2 * d.max_rows * d.Gh;
+  return {Tracked<Mat<A>>("attn_delta", ws, d.Sq, d.Hl),
+          {Tracked<Vec<T>>("ring_kv_a", comm, n), Tracked<Vec<T>>("ring_kv_b", comm, n)},
+          Tracked<Vec<T>>("ring_dkv_in", comm, n),
+          Tracked<Vec<T>>("ring_dkv_out", comm, n),
+          Tracked<Vec<T>>("ring_dkv_block", ws, n)};
+}
+
+template <class T>
+std::vector<Tracked<Vec<std::int64_t>>> RingAttention<T>::position_buffers(const AttentionGeometry& g) {
+  std::vector<Tracked<Vec<std::int64_t>>> pos;
+  for (const auto rows : g.block_rows) pos.emplace_back("ring_positions", MemCategory::workspace, rows);
+  return pos;
+}
+
+template <class T>
+void RingAttention<T>::replay_forward(const AttentionGeometry& g) {
+  if (g.parallel.variant == RingVariant::rsa)
+    rsa_forward_buffers(dims(g));
+  else
+    flash_forward_buffers(dims(g));
+}
+
+template <class T>
+void RingAttention<T>::replay_backward(const AttentionGeometry& g) {
+  backward_buffers(dims(g));
+}
+
+template <class T>
+RingAttention<T>::RingAttention(Communicator& ring, const AttentionGeometry& g,
+                                const std::vector<std::vector<std::int64_t>>& block_positions, KernelVariant kernels,
+                                PhaseTimers* timers)
+    : ring_(ring), geometry_(g), me_(ring.rank()), head_dim_(g.head_dim), kernels_(kernels), timers_(timers),
+      pos_(position_buffers(g)) {
+  for (int b = 0; b < ring.size(); ++b) {
     const auto& p = block_positions.at(b);
     rows_.push_back(std::int64_t(p.size()));
     min_pos_.push_back(p.empty() ? std::numeric_limits<std::int64_t>::max() : *std::min_element(p.begin(), p.end()));
-    max_rows_ = std::max(max_rows_, rows_.back());
-    pos_.emplace_back("ring_positions", MemCategory::workspace, p.size());
-    Kokkos::deep_copy(pos_.back().view(),
+    Kokkos::deep_copy(pos_[b].view(),
                       Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(p.data(), p.size()));
   }
   const auto& mine = block_positions.at(me_);
@@ -61,148 +129,112 @@ RingAttention<T>::RingAttention(Communicator& ring, const std::vector<std::vecto
 template <class T>
 void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                                const Mat<const T>& v) {
-  const std::int64_t Sq = q.extent(0), Hh = q.extent(1), Gh = k.extent(1), Hl = Hh / head_dim_;
+  const std::int64_t Sq = q.extent(0), Gh = k.extent(1);
   Kokkos::deep_copy(ExecSpace(), lse, -std::numeric_limits<A>::infinity());
-  if (variant_ == RingVariant::rsa) {
+  if (geometry_.parallel.variant == RingVariant::rsa) {
     forward_rsa(o, lse, q, k, v);
     return;
   }
-  Tracked<Vec<T>> buf[2] = {Tracked<Vec<T>>("ring_kv_a", MemCategory::comm, 2 * max_rows_ * Gh),
-                            Tracked<Vec<T>>("ring_kv_b", MemCategory::comm, 2 * max_rows_ * Gh)};
-  Kokkos::deep_copy(ExecSpace(), k_rows(buf[0].view(), rows_[me_], Gh), k);
-  Kokkos::deep_copy(ExecSpace(), v_rows(buf[0].view(), rows_[me_], Gh), v);
-  Tracked<Mat<A>> o_acc("ring_o_acc", MemCategory::workspace, Sq, Hh);
-  Tracked<Mat<T>> o_blk("ring_o_block", MemCategory::workspace, Sq, Hh);
-  Tracked<Mat<A>> lse_blk("ring_lse_block", MemCategory::workspace, Sq, Hl);
+  auto b = flash_forward_buffers(dims(geometry_));
+  Kokkos::deep_copy(ExecSpace(), k_rows(b.kv[0].view(), rows_[me_], Gh), k);
+  Kokkos::deep_copy(ExecSpace(), v_rows(b.kv[0].view(), rows_[me_], Gh), v);
   const auto& q_pos = pos_[me_].view();
-  int cur = 0;
-  for (int t = 0; t < R_; ++t) {
-    const int b = owner(t);
-    RingHop hop(ring_, timers_, overlap_);  // the next block arrives while this one computes
-    if (t + 1 < R_) {
-      hop.receive(buf[1 - cur].view().data(), 2 * rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
-      hop.send(buf[cur].view().data(), 2 * rows_[b] * Gh, dtype_of<T>(), next_, kTagKV);
-      hop.start();
-    }
-    if (visible(b)) {
-      const Vec<T> blk = buf[cur].view();
-      in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {
-        kernels::attention_forward<T>(rows(o_blk.view(), i0, i1), rows(lse_blk.view(), i0, i1), rows(q, i0, i1),
-                                      k_rows(blk, rows_[b], Gh), v_rows(blk, rows_[b], Gh), row_range(q_pos, i0, i1),
-                                      pos_[b].view(), head_dim_);
-        compat::fence("ring: slice done");
-        hop.progress();
-      });
-      kernels::attention_merge<T>(o_acc.view(), lse, o_blk.view(), lse_blk.view(), head_dim_);
-    }
-    hop.finish();
-    cur = 1 - cur;
-  }
-  cast_copy(o, o_acc.view());
+  const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()};
+  ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), kTagKV,
+            [&](int, int blk, const Vec<T>& kvb, RingHop& hop) {
+              if (!visible(blk)) return;
+              in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {
+                kernels::attention_forward<T>(kernels_, rows(b.o_block.view(), i0, i1),
+                                                      rows(b.lse_block.view(), i0, i1), rows(q, i0, i1),
+                                                      k_rows(kvb, rows_[blk], Gh), v_rows(kvb, rows_[blk], Gh),
+                                                      row_range(q_pos, i0, i1), pos_[blk].view(), head_dim_);
+                compat::fence("ring: slice done");
+                hop.progress();
+              });
+              kernels::attention_merge<T>(b.o_acc.view(), lse, b.o_block.view(), b.lse_block.view(), head_dim_);
+            });
+  cast_copy(o, b.o_acc.view());
 }
 
 template <class T>
 void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                                    const Mat<const T>& v) {
-  const std::int64_t Sq = q.extent(0), Hh = q.extent(1), Gh = k.extent(1), Hl = Hh / head_dim_;
+  const std::int64_t Gh = k.extent(1);
+  std::vector<std::int64_t> col;  // first score column of each block
   std::int64_t S = 0;
-  std::vector<std::int64_t> col(R_);  // first score column of each block
-  for (int b = 0; b < R_; ++b) { col[b] = S; S += rows_[b]; }
-  Tracked<Mat<A>> scores("rsa_scores", MemCategory::workspace, Hl * Sq, S);  // [Hl*Sq, S]: the point of RSA
-  Tracked<Vec<T>> buf[2] = {Tracked<Vec<T>>("rsa_block_a", MemCategory::comm, max_rows_ * Gh),
-                            Tracked<Vec<T>>("rsa_block_b", MemCategory::comm, max_rows_ * Gh)};
+  for (const auto r : rows_) {
+    col.push_back(S);
+    S += r;
+  }
+  auto b = rsa_forward_buffers(dims(geometry_));
   const auto q_pos = pos_[me_].view();
-
-  // One ring pass of K (phase 1) or V (phase 2) blocks; `use` consumes block b.
-  auto ring_pass = [&](const Mat<const T>& own, auto&& use) {
-    Kokkos::deep_copy(ExecSpace(), Mat<T>(buf[0].view().data(), rows_[me_], Gh), own);
-    int cur = 0;
-    for (int t = 0; t < R_; ++t) {
-      const int b = owner(t);
-      RingHop hop(ring_, timers_, overlap_);
-      if (t + 1 < R_) {
-        hop.receive(buf[1 - cur].view().data(), rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
-        hop.send(buf[cur].view().data(), rows_[b] * Gh, dtype_of<T>(), next_, kTagKV);
-        hop.start();
-      }
-      use(b, Mat<const T>(buf[cur].view().data(), rows_[b], Gh));
-      hop.finish();
-      cur = 1 - cur;
-    }
+  const Vec<T> blocks[2] = {b.blocks[0].view(), b.blocks[1].view()};
+  const auto elements = block_elements(rows_, Gh);
+  // One ring pass of K (phase 1) or V (phase 2) blocks; `use` consumes block blk.
+  const auto pass = [&](const Mat<const T>& own, auto&& use) {
+    Kokkos::deep_copy(ExecSpace(), Mat<T>(blocks[0].data(), rows_[me_], Gh), own);
+    ring_pass(ring_, timers_, geometry_.parallel.overlap, blocks, elements, kTagKV,
+              [&](int, int blk, const Vec<T>& block, RingHop&) { use(blk, Mat<const T>(block.data(), rows_[blk], Gh)); });
   };
-  ring_pass(k, [&](int b, const Mat<const T>& kb) {  // phase 1: scores of every block, masked
-    kernels::rsa_scores<T>(scores.view(), col[b], q, kb, q_pos, pos_[b].view(), head_dim_);
+  pass(k, [&](int blk, const Mat<const T>& kb) {  // phase 1: scores of every block, masked
+    kernels::rsa_scores<T>(b.scores.view(), col[blk], q, kb, q_pos, pos_[blk].view(), head_dim_);
   });
-  kernels::rsa_softmax<T>(scores.view(), lse);
-  Tracked<Mat<A>> o_acc("rsa_o_acc", MemCategory::workspace, Sq, Hh);
-  ring_pass(v, [&](int b, const Mat<const T>& vb) {  // phase 2: o = P V, block by block
-    kernels::rsa_pv<T>(o_acc.view(), scores.view(), col[b], vb, head_dim_);
+  kernels::rsa_softmax<T>(b.scores.view(), lse);
+  pass(v, [&](int blk, const Mat<const T>& vb) {  // phase 2: o = P V, block by block
+    kernels::rsa_pv<T>(b.o_acc.view(), b.scores.view(), col[blk], vb, head_dim_);
   });
-  cast_copy(o, o_acc.view());
+  cast_copy(o, b.o_acc.view());
 }
 
 template <class T>
 void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q,
                                 const Mat<const T>& k, const Mat<const T>& v) {
-  const std::int64_t Sq = q.extent(0), Gh = k.extent(1), Hl = q.extent(1) / head_dim_;
-  const std::int64_t max_n = 2 * max_rows_ * Gh;
+  const std::int64_t Sq = q.extent(0), Gh = k.extent(1);
+  const int next = (me_ + 1) % ring_.size(), prev = (me_ - 1 + ring_.size()) % ring_.size();
   Kokkos::deep_copy(ExecSpace(), dq, T(0));
-  Tracked<Mat<A>> delta("attn_delta", MemCategory::workspace, Sq, Hl);
-  Tracked<Vec<T>> buf[2] = {Tracked<Vec<T>>("ring_kv_a", MemCategory::comm, max_n),
-                            Tracked<Vec<T>>("ring_kv_b", MemCategory::comm, max_n)};
-  Tracked<Vec<T>> acc_in("ring_dkv_in", MemCategory::comm, max_n), acc_out("ring_dkv_out", MemCategory::comm, max_n);
-  Tracked<Vec<T>> grad("ring_dkv_block", MemCategory::workspace, max_n);
-  Kokkos::deep_copy(ExecSpace(), k_rows(buf[0].view(), rows_[me_], Gh), k);
-  Kokkos::deep_copy(ExecSpace(), v_rows(buf[0].view(), rows_[me_], Gh), v);
+  auto b = backward_buffers(dims(geometry_));
+  Kokkos::deep_copy(ExecSpace(), k_rows(b.kv[0].view(), rows_[me_], Gh), k);
+  Kokkos::deep_copy(ExecSpace(), v_rows(b.kv[0].view(), rows_[me_], Gh), v);
   const auto q_pos = pos_[me_].view();
-  // Two transfers per step: the K/V block moves on (as in the forward), and the
-  // dK/dV accumulator of a block travels with it: received before this rank adds
-  // its part, sent on after (its send completes before the buffer is reused).
-  RingHop acc(ring_, timers_, overlap_);
-  int cur = 0;
-  for (int t = 0; t < R_; ++t) {
-    const int b = owner(t);
-    const std::int64_t n = 2 * rows_[b] * Gh;
-    RingHop kv(ring_, timers_, overlap_);
-    if (t + 1 < R_) {
-      kv.receive(buf[1 - cur].view().data(), 2 * rows_[owner(t + 1)] * Gh, dtype_of<T>(), prev_, kTagKV);
-      kv.send(buf[cur].view().data(), n, dtype_of<T>(), next_, kTagKV);
-      kv.start();
-    }
-    if (t > 0) {
-      acc.receive(acc_in.view().data(), n, dtype_of<T>(), prev_, kTagDKV);
-      acc.start();
-    }
-    // This block's dK/dV, computed while the accumulator of the block and the next block travel.
-    const Vec<T> g = grad.view();
-    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(g, Kokkos::make_pair(std::int64_t(0), n)), T(0));
-    if (visible(b)) {
-      const Vec<T> blk = buf[cur].view();
-      in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {  // dq rows (=their own), dK/dV (+=)
-        kernels::attention_backward<T>(rows(dq, i0, i1), k_rows(g, rows_[b], Gh), v_rows(g, rows_[b], Gh),
-                                       rows(delta.view(), i0, i1), rows(d_o, i0, i1), rows(o, i0, i1),
-                                       rows(lse, i0, i1), rows(q, i0, i1), k_rows(blk, rows_[b], Gh),
-                                       v_rows(blk, rows_[b], Gh), row_range(q_pos, i0, i1), pos_[b].view(), head_dim_);
-        compat::fence("ring: slice done");
-        kv.progress();
-        acc.progress();
-      });
-    }
-    acc.finish();  // the incoming accumulator is here, and acc_out is free again
-    const Vec<T> in = acc_in.view(), out = acc_out.view();
-    const bool add_in = t > 0;
-    Kokkos::parallel_for("ring_dkv_accumulate", Kokkos::RangePolicy<ExecSpace>(0, n),
-        KOKKOS_LAMBDA(const int i) { out(i) = g(i) + (add_in ? in(i) : T(0)); });
-    acc.send(out.data(), n, dtype_of<T>(), next_, kTagDKV);
-    kv.finish();
-    cur = 1 - cur;
-  }
+  const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()}, in = b.dkv_in.view(), out = b.dkv_out.view(),
+               g = b.dkv_block.view();
+  // Two transfers per step: the K/V block moves on (ring_pass, as in the forward),
+  // and the dK/dV accumulator of a block travels with it: received before this rank
+  // adds its part, sent on after (its send completes before the buffer is reused).
+  RingHop acc(ring_, timers_, geometry_.parallel.overlap);
+  ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), kTagKV,
+            [&](int t, int blk, const Vec<T>& kvb, RingHop& hop) {
+              const std::int64_t n = 2 * rows_[blk] * Gh;
+              if (t > 0) {
+                acc.receive(in.data(), n, dtype_of<T>(), prev, kTagDKV);
+                acc.start();
+              }
+              // This block's dK/dV, computed while the accumulator of the block and the next block travel.
+              Kokkos::deep_copy(ExecSpace(), Kokkos::subview(g, Kokkos::make_pair(std::int64_t(0), n)), T(0));
+              if (visible(blk)) {
+                in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {  // dq rows (=their own), dK/dV (+=)
+                  kernels::attention_backward<T>(
+                      kernels_, rows(dq, i0, i1), k_rows(g, rows_[blk], Gh), v_rows(g, rows_[blk], Gh),
+                      rows(b.delta.view(), i0, i1), rows(d_o, i0, i1), rows(o, i0, i1), rows(lse, i0, i1),
+                      rows(q, i0, i1), k_rows(kvb, rows_[blk], Gh), v_rows(kvb, rows_[blk], Gh),
+                      row_range(q_pos, i0, i1), pos_[blk].view(), head_dim_);
+                  compat::fence("ring: slice done");
+                  hop.progress();
+                  acc.progress();
+                });
+              }
+              acc.finish();  // the incoming accumulator is here, and dkv_out is free again
+              const bool add_in = t > 0;
+              Kokkos::parallel_for("ring_dkv_accumulate", Kokkos::RangePolicy<ExecSpace>(0, n),
+                  KOKKOS_LAMBDA(const int i) { out(i) = g(i) + (add_in ? in(i) : T(0)); });
+              acc.send(out.data(), n, dtype_of<T>(), next, kTagDKV);
+            });
   // The last hop brings this rank's own block home with every rank's contribution.
-  acc.receive(acc_in.view().data(), 2 * rows_[me_] * Gh, dtype_of<T>(), prev_, kTagDKV);
+  acc.receive(in.data(), 2 * rows_[me_] * Gh, dtype_of<T>(), prev, kTagDKV);
   acc.finish();
-  Kokkos::deep_copy(ExecSpace(), dk, k_rows(acc_in.view(), rows_[me_], Gh));
-  Kokkos::deep_copy(ExecSpace(), dv, v_rows(acc_in.view(), rows_[me_], Gh));
+  Kokkos::deep_copy(ExecSpace(), dk, k_rows(in, rows_[me_], Gh));
+  Kokkos::deep_copy(ExecSpace(), dv, v_rows(in, rows_[me_], Gh));
 }
 
 template class RingAttention<float>;

@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "io/phase_timers.hpp"
+#include "core/phases.hpp"
 #include "parallel/communicator.hpp"
 
 namespace minilst {
@@ -42,7 +42,7 @@ class RingHop {
       open_.clear();
       return;
     }
-    ScopedPhase wait(timers_, "ring_wait");
+    ScopedPhase wait(timers_, Phase::ring_wait);
     for (auto& r : open_) ring_.wait(r);
     open_.clear();
   }

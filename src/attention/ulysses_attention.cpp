@@ -1,21 +1,66 @@
 #include "attention/ulysses_attention.hpp"
 
-#include <numeric>
+#include <stdexcept>
 
 namespace minilst {
 
 template <class T>
-UlyssesAttention<T>::UlyssesAttention(Communicator& group, std::vector<std::int64_t> member_rows, int heads,
-                                      int kv_heads, int head_dim, std::unique_ptr<AttentionStrategy<T>> inner,
-                                      PhaseTimers* timers)
-    : group_(group), rows_(std::move(member_rows)), U_(group.size()), me_(group.rank()), H_(heads), G_(kv_heads),
-      h_(head_dim), inner_(std::move(inner)), timers_(timers) {
-  group_rows_ = std::accumulate(rows_.begin(), rows_.end(), std::int64_t(0));
+UlyssesAttention<T>::UlyssesAttention(Communicator& group, const AttentionGeometry& g,
+                                      std::unique_ptr<AttentionStrategy<T>> inner, PhaseTimers* timers)
+    : group_(group), geometry_(g), U_(group.size()), me_(group.rank()), h_(g.head_dim), inner_(std::move(inner)),
+      timers_(timers) {
+  if (U_ != g.U() || me_ != g.me_ulysses) throw std::logic_error("ulysses: the group differs from the geometry");
+}
+
+template <class T>
+Tracked<Vec<T>> UlyssesAttention<T>::exchange_buffer(const char* label, const AttentionGeometry& g, bool kv) {
+  std::int64_t heads = 0;  // every member's heads: what this rank's tokens are sent to, or received from
+  for (int p = 0; p < g.U(); ++p)
+    heads += kv ? ulysses_kv_heads(p, g.U(), g.kv_heads).count : ulysses_q_heads(p, g.U(), g.heads).count;
+  return Tracked<Vec<T>>(uninitialized, label, MemCategory::comm, g.local_rows * heads * g.head_dim);
+}
+
+template <class T>
+Tracked<Mat<T>> UlyssesAttention<T>::group_buffer(const char* label, const AttentionGeometry& g, bool kv, bool zero) {
+  const std::int64_t cols = std::int64_t(kv ? g.kv_heads_here() : g.q_heads_here()) * g.head_dim;
+  return zero ? Tracked<Mat<T>>(label, MemCategory::comm, g.group_rows(), cols)
+              : Tracked<Mat<T>>(uninitialized, label, MemCategory::comm, g.group_rows(), cols);
+}
+
+template <class T>
+Tracked<Mat<T>> UlyssesAttention<T>::replay_scatter(const AttentionGeometry& g, bool kv, const char* label) {
+  const auto send = exchange_buffer("ulysses_send", g, kv);
+  return group_buffer(label, g, kv, false);
+}
+
+template <class T>
+void UlyssesAttention<T>::replay_forward(const AttentionGeometry& g, const std::function<void()>& inner) {
+  const auto qg = replay_scatter(g, false, "ulysses_q"), kg = replay_scatter(g, true, "ulysses_k"),
+             vg = replay_scatter(g, true, "ulysses_v");
+  const auto og = group_buffer("ulysses_o", g, false, true);
+  inner();
+  exchange_buffer("ulysses_recv", g, false);
+}
+
+template <class T>
+void UlyssesAttention<T>::replay_backward(const AttentionGeometry& g, const std::function<void()>& inner) {
+  auto d_og = replay_scatter(g, false, "ulysses_do"), og = replay_scatter(g, false, "ulysses_o"),
+       qg = replay_scatter(g, false, "ulysses_q");
+  const auto kg = replay_scatter(g, true, "ulysses_k"), vg = replay_scatter(g, true, "ulysses_v");
+  const auto dqg = group_buffer("ulysses_dq", g, false, true), dkg = group_buffer("ulysses_dk", g, true, true),
+             dvg = group_buffer("ulysses_dv", g, true, true);
+  inner();
+  d_og.reset();
+  og.reset();
+  qg.reset();
+  exchange_buffer("ulysses_recv", g, false);
+  exchange_buffer("ulysses_recv", g, true);
+  exchange_buffer("ulysses_recv", g, true);
 }
 
 template <class T>
 Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool kv, const char* label) {
-  const std::int64_t S = x.extent(0), width = x.extent(1), h = h_;
+  const std::int64_t S = x.extent(0), h = h_;
   // Send: for each member p, my rows with p's heads, packed [S, count_p h] one after another.
   std::vector<std::int64_t> sc(U_), sd(U_), rc(U_), rd(U_);
   std::int64_t total = 0;
@@ -24,7 +69,7 @@ Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool k
     sc[p] = S * heads_of(p, kv).count * h;
     total += sc[p];
   }
-  Tracked<Vec<T>> send(uninitialized, "ulysses_send", MemCategory::comm, total);
+  const auto send = exchange_buffer("ulysses_send", geometry_, kv);
   for (int p = 0; p < U_; ++p) {
     const auto hp = heads_of(p, kv);
     const std::int64_t off = sd[p], col0 = hp.first * h, w = hp.count * h;
@@ -33,18 +78,17 @@ Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool k
                          {std::size_t(S), std::size_t(w)}),
         KOKKOS_LAMBDA(const int i, const int c) { buf(off + i * w + c) = x(i, col0 + c); });
   }
-  (void)width;
   // Receive: member p's rows with my heads, in member order: exactly [S_group, count_me h].
+  auto y = group_buffer(label, geometry_, kv, false);
   const std::int64_t mine = heads_of(me_, kv).count * h;
-  Tracked<Mat<T>> y(uninitialized, label, MemCategory::comm, group_rows_, mine);
   std::int64_t offset = 0;
   for (int p = 0; p < U_; ++p) {
     rd[p] = offset;
-    rc[p] = rows_[p] * mine;
+    rc[p] = geometry_.member_rows[p] * mine;
     offset += rc[p];
   }
   compat::fence("ulysses: packed");
-  ScopedPhase phase(timers_, "alltoall");
+  ScopedPhase phase(timers_, Phase::alltoall);
   group_.alltoallv(send.view().data(), sc, sd, y.view().data(), rc, rd, dtype_of<T>(), "alltoall");
   return y;
 }
@@ -57,16 +101,16 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
   std::int64_t offset = 0, total = 0;
   for (int p = 0; p < U_; ++p) {
     sd[p] = offset;
-    sc[p] = rows_[p] * mine;
+    sc[p] = geometry_.member_rows[p] * mine;
     offset += sc[p];
     rd[p] = total;
     rc[p] = S * heads_of(p, kv).count * h;
     total += rc[p];
   }
-  Tracked<Vec<T>> recv(uninitialized, "ulysses_recv", MemCategory::comm, total);
+  const auto recv = exchange_buffer("ulysses_recv", geometry_, kv);
   compat::fence("ulysses: ready to send");
   {
-    ScopedPhase phase(timers_, "alltoall");
+    ScopedPhase phase(timers_, Phase::alltoall);
     group_.alltoallv(y.data(), sc, sd, recv.view().data(), rc, rd, dtype_of<T>(), "alltoall");
   }
   if (accumulate) Kokkos::deep_copy(ExecSpace(), x, T(0));
@@ -89,7 +133,7 @@ void UlyssesAttention<T>::forward(const Mat<T>& o, const Mat<A>& stats, const Ma
   auto qg = scatter_heads(q, false, "ulysses_q");
   auto kg = scatter_heads(k, true, "ulysses_k");
   auto vg = scatter_heads(v, true, "ulysses_v");
-  Tracked<Mat<T>> og("ulysses_o", MemCategory::comm, group_rows_, qg.view().extent(1));
+  const auto og = group_buffer("ulysses_o", geometry_, false, true);
   inner_->forward(og.view(), stats, qg.view(), kg.view(), vg.view());
   gather_heads(o, og.view(), false, false);
 }
@@ -103,9 +147,8 @@ void UlyssesAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat
   auto qg = scatter_heads(q, false, "ulysses_q");
   auto kg = scatter_heads(k, true, "ulysses_k");
   auto vg = scatter_heads(v, true, "ulysses_v");
-  Tracked<Mat<T>> dqg("ulysses_dq", MemCategory::comm, group_rows_, qg.view().extent(1));
-  Tracked<Mat<T>> dkg("ulysses_dk", MemCategory::comm, group_rows_, kg.view().extent(1));
-  Tracked<Mat<T>> dvg("ulysses_dv", MemCategory::comm, group_rows_, kg.view().extent(1));
+  const auto dqg = group_buffer("ulysses_dq", geometry_, false, true), dkg = group_buffer("ulysses_dk", geometry_, true, true),
+             dvg = group_buffer("ulysses_dv", geometry_, true, true);
   inner_->backward(dqg.view(), dkg.view(), dvg.view(), d_og.view(), og.view(), lse, qg.view(), kg.view(), vg.view());
   d_og.reset();
   og.reset();

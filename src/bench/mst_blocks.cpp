@@ -18,6 +18,7 @@
 #include "io/h5.hpp"
 #include "io/provenance.hpp"
 #include "kernels/gemm.hpp"
+#include "memory/memory_context.hpp"
 #include "model/lm_head.hpp"
 #include "model/mlp_block.hpp"
 
@@ -62,6 +63,14 @@ std::pair<double, std::uint64_t> measure(int repeats, F&& f) {
   return {t[t.size() / 2], tracker.high_water(MemCategory::workspace)};
 }
 
+// The memory model's prediction of a block's workspace: its own buffers, replayed without compute.
+template <class F>
+double replayed_workspace(F&& replay) {
+  CountingMemory counting;
+  replay();
+  return double(counting.tracker().high_water(MemCategory::workspace));
+}
+
 double sgemm_gflops(std::int64_t m, int k, int n) {
   Mat<float> a("a", m, k), b("b", k, n), c("c", m, n);
   fill_random(flat(a), 1, 1.0);
@@ -69,6 +78,42 @@ double sgemm_gflops(std::int64_t m, int k, int n) {
   const auto [s, unused] = measure(3, [&] { kernels::gemm(kernels::Op::N, kernels::Op::N, 1.0f, a, b, 0.0f, c); });
   (void)unused;
   return 2.0 * double(m) * k * n / s / 1e9;
+}
+
+// Per block, [nS x nM]: median seconds, measured and predicted workspace high-water, GFLOP/s.
+struct BlockResults {
+  explicit BlockResults(std::size_t n) : seconds(n), workspace(n), model(n), gflops(n) {}
+  std::vector<double> seconds, workspace, model, gflops;
+};
+
+void write_results(const Options& opt, const ModelConfig& cfg, double sgemm, const BlockResults& mlp,
+                   const BlockResults& head) {
+  const hsize_t nS = opt.seq_lens.size(), nM = opt.chunks.size();
+  const std::string partial = opt.output + ".partial";
+  {
+    auto file = h5::create_file(partial);
+    const hid_t f = file.id();
+    h5::attr(f, "schema", std::string("minilst-bench-mst"));
+    h5::attr(f, "hidden", std::int64_t(cfg.hidden));
+    h5::attr(f, "intermediate", std::int64_t(cfg.intermediate));
+    h5::attr(f, "vocab", std::int64_t(cfg.vocab));
+    h5::attr(f, "precision", std::string("float"));
+    h5::attr(f, "repeats", std::int64_t(opt.repeats));
+    h5::attr(f, "sgemm_gflops", sgemm);
+    for (const auto& [k, v] : collect_provenance(MPI_COMM_WORLD, 0, nullptr)) h5::attr(f, k, v);
+    h5::write(f, "seq_lens", opt.seq_lens, {nS}, "tokens");
+    h5::write(f, "chunks", std::vector<std::int64_t>(opt.chunks.begin(), opt.chunks.end()), {nM}, "1");
+    const std::vector<hsize_t> shape{nS, nM};
+    for (const auto& [b, r] : {std::pair<std::string, const BlockResults*>{"mlp", &mlp},
+                                {"lm_head", &head}}) {
+      h5::write(f, b + "/seconds", r->seconds, shape, "s");
+      h5::write(f, b + "/workspace_bytes", r->workspace, shape, "B");
+      h5::write(f, b + "/model_workspace_bytes", r->model, shape, "B");
+      h5::write(f, b + "/gflops", r->gflops, shape, "GFLOP/s");
+    }
+  }
+  std::rename(partial.c_str(), opt.output.c_str());
+  std::printf("wrote %s\n", opt.output.c_str());
 }
 
 int run(const Options& opt) {
@@ -84,8 +129,9 @@ int run(const Options& opt) {
   fill_random(params.flat(), 3, 0.05);
 
   const std::size_t nS = opt.seq_lens.size(), nM = opt.chunks.size();
-  std::vector<double> mlp_s(nS * nM), mlp_ws(nS * nM), mlp_model(nS * nM), mlp_gf(nS * nM);
-  std::vector<double> head_s(nS * nM), head_ws(nS * nM), head_model(nS * nM), head_gf(nS * nM);
+  BlockResults mlp_r(nS * nM), head_r(nS * nM);
+  auto &mlp_s = mlp_r.seconds, &mlp_ws = mlp_r.workspace, &mlp_model = mlp_r.model, &mlp_gf = mlp_r.gflops;
+  auto &head_s = head_r.seconds, &head_ws = head_r.workspace, &head_model = head_r.model, &head_gf = head_r.gflops;
   const double d = cfg.hidden, I = cfg.intermediate, V = cfg.vocab;
   const double sgemm = sgemm_gflops(opt.seq_lens.back(), cfg.hidden, cfg.intermediate);
   std::printf("SGEMM [%lld x %d] x [%d x %d]: %.1f GFLOP/s (the roofline of both blocks)\n",
@@ -107,19 +153,23 @@ int run(const Options& opt) {
     for (std::size_t j = 0; j < nM; ++j) {
       const int M = opt.chunks[j];
       const std::size_t k = i * nM + j;
-      const double C = double((S + effective_chunks(S, M) - 1) / effective_chunks(S, M));
-      MlpBlock<T> mlp(cfg, M, nullptr);
+      MlpBlock<T> mlp(cfg, M, KernelVariant::optimized, nullptr);
       std::tie(mlp_s[k], mlp_ws[k]) = measure(opt.repeats, [&] {
         mlp.forward(z.view(), y.view(), params.layers[0], LayerActivations<T>{});
         mlp.backward(dy.view(), grads.layers[0], z.view(), y.view(), params.layers[0], LayerActivations<T>{});
       });
-      mlp_model[k] = C * double(MlpBlock<T>::workspace_per_token(cfg)) * sizeof(T);
+      mlp_model[k] = replayed_workspace([&] {
+        LayerActivations<T> a;
+        a.y = y.view();
+        mlp.replay_forward(a);
+        mlp.replay_backward(a);
+      });
       mlp_gf[k] = 2.0 * S * d * I * 11 / mlp_s[k] / 1e9;  // 3 forward + 8 backward GEMMs (2 recomputed)
-      LmHeadLoss<T> head(cfg, M, nullptr);
+      LmHeadLoss<T> head(cfg, M, KernelVariant::optimized, nullptr, false);
       std::tie(head_s[k], head_ws[k]) = measure(opt.repeats, [&] {
         head.forward_backward(dy.view(), y.view(), labels.view(), params, grads, 1.0 / double(S));
       });
-      head_model[k] = C * double(LmHeadLoss<T>::workspace_per_token(cfg)) * sizeof(T);
+      head_model[k] = replayed_workspace([&] { head.replay(S); });
       head_gf[k] = 2.0 * S * d * V * 3 / head_s[k] / 1e9;  // logits, dW, dX
       std::printf("%8lld %5d | %10.4f %9.1f %10.2f | %10.4f %9.1f %10.2f\n", static_cast<long long>(S), M,
                   mlp_s[k], mlp_gf[k], mlp_ws[k] / 1048576.0, head_s[k], head_gf[k], head_ws[k] / 1048576.0);
@@ -127,32 +177,7 @@ int run(const Options& opt) {
     }
   }
 
-  const std::string partial = opt.output + ".partial";
-  {
-    auto file = h5::create_file(partial);
-    const hid_t f = file.id();
-    h5::attr(f, "schema", std::string("minilst-bench-mst"));
-    h5::attr(f, "hidden", std::int64_t(cfg.hidden));
-    h5::attr(f, "intermediate", std::int64_t(cfg.intermediate));
-    h5::attr(f, "vocab", std::int64_t(cfg.vocab));
-    h5::attr(f, "precision", std::string("float"));
-    h5::attr(f, "repeats", std::int64_t(opt.repeats));
-    h5::attr(f, "sgemm_gflops", sgemm);
-    for (const auto& [k, v] : collect_provenance(MPI_COMM_WORLD, 0, nullptr)) h5::attr(f, k, v);
-    h5::write(f, "seq_lens", opt.seq_lens, {nS}, "tokens");
-    h5::write(f, "chunks", std::vector<std::int64_t>(opt.chunks.begin(), opt.chunks.end()), {nM}, "1");
-    const std::vector<hsize_t> shape{nS, nM};
-    for (const auto& [block, s, ws, model, gf] :
-         {std::tuple{"mlp", &mlp_s, &mlp_ws, &mlp_model, &mlp_gf}, std::tuple{"lm_head", &head_s, &head_ws, &head_model, &head_gf}}) {
-      const std::string b = block;
-      h5::write(f, b + "/seconds", *s, shape, "s");
-      h5::write(f, b + "/workspace_bytes", *ws, shape, "B");
-      h5::write(f, b + "/model_workspace_bytes", *model, shape, "B");
-      h5::write(f, b + "/gflops", *gf, shape, "GFLOP/s");
-    }
-  }
-  std::rename(partial.c_str(), opt.output.c_str());
-  std::printf("wrote %s\n", opt.output.c_str());
+  write_results(opt, cfg, sgemm, mlp_r, head_r);
   return 0;
 }
 

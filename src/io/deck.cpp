@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace minilst {
 
@@ -20,76 +22,209 @@ namespace {
 
 enum class Kind { Int, Float, Choice, Path, ChunkCount, Numbers };  // ChunkCount: integer >= 1 or "auto"; Numbers: a list
 
+// Typed value of one key, validated against its row.
+struct Value {
+  std::string text;
+  long long i = 0;
+  double f = 0;
+  std::vector<double> list;  // Numbers
+};
+using Setter = std::function<void(Deck&, const Value&)>;  // where the value goes
+
+// One row per key: name, default, rule, meaning, and where its value goes.
 struct KeySpec {
   std::string section, key, default_value;
   Kind kind;
-  double min = 0;                    // Int/Float: inclusive lower bound
+  double min = 0, max = HUGE_VAL;    // Int/Float/ChunkCount: inclusive bounds (a min of 1e-300 stands for "> 0")
   std::vector<std::string> choices;  // Choice
   std::string help;
-  double max = HUGE_VAL;             // Int/Float/ChunkCount: inclusive upper bound
   bool or_auto = false;              // Float: `auto` is a value too
+  Setter set;
   std::string name() const { return section + "." + key; }
 };
 
-// The one table of deck keys.
-const std::vector<KeySpec>& schema() {
-  static const std::vector<KeySpec> keys = {
-      {"model", "hidden", "256", Kind::Int, 1, {}, "hidden size d; divisible by model.heads", 1 << 20},
-      {"model", "layers", "4", Kind::Int, 1, {}, "decoder layers L", 1 << 14},
-      {"model", "heads", "8", Kind::Int, 1, {}, "query heads H; head dim h = hidden/heads must be even (RoPE)", 1 << 16},
-      {"model", "kv_heads", "4", Kind::Int, 1, {}, "key/value heads G; divides model.heads (G=H: MHA, G=1: MQA)", 1 << 16},
-      {"model", "intermediate", "688", Kind::Int, 1, {}, "MLP intermediate size I", 1 << 22},
-      {"model", "vocab", "4096", Kind::Int, 2, {}, "vocabulary size V", 1 << 27},
-      {"model", "rope_theta", "10000", Kind::Float, 1e-300, {}, "RoPE base theta (> 0)"},
-      {"model", "norm_eps", "1e-5", Kind::Float, 0, {}, "RMSNorm epsilon (>= 0)"},
-      {"run", "seq_len", "512", Kind::Int, 2, {}, "sequence length S (tokens per micro-step)", double(1LL << 40)},
-      {"run", "steps", "10", Kind::Int, 1, {}, "training steps", 1e9},
-      {"run", "warmup_steps", "1", Kind::Int, 0, {}, "first steps left out of the timing statistics; < run.steps", 1e9},
-      {"run", "grad_accum", "1", Kind::Int, 1, {}, "micro-steps per optimizer step", 4096},
-      {"run", "precision", "float", Kind::Choice, 0, {"float", "double"}, "scalar type"},
-      {"run", "seed", "1234", Kind::Int, 0, {}, "seed of the parameters and the synthetic data", 9.007199254740992e15},
-      {"run", "learning_rate", "3e-4", Kind::Float, 0, {}, "AdamW learning rate (>= 0)"},
-      {"run", "weight_decay", "0.1", Kind::Float, 0, {}, "AdamW decoupled weight decay (>= 0)"},
-      {"run", "init_std", "0.02", Kind::Float, 0, {}, "std of the normal init of weight matrices"},
-      {"run", "norm_init_noise", "0", Kind::Float, 0, {}, "norm weights start at 1 + normal(0, this) (0: ones)"},
-      {"run", "time_limit_s", "0", Kind::Float, 0, {},
-       "stop cleanly (metrics written, complete = false) before one more step would pass this many seconds; 0 = none",
-       1e9},
-      {"run", "watchdog_s", "auto", Kind::Float, 1e-300, {},
-       "end the rank (exit 1) when no step finishes for this many seconds (a stopped or dead peer); auto = "
-       "max(60, 10 x the slowest step), from the first step on", 1e9, true},
-      {"parallel", "ulysses", "1", Kind::Int, 1, {}, "Ulysses degree U: divides model.heads; kv heads a multiple or divisor", 1 << 16},
-      {"parallel", "ring", "1", Kind::Int, 1, {}, "ring degree R; world = D x U x R (D data parallel)", 1 << 20},
-      {"parallel", "ring_layout", "zigzag", Kind::Choice, 0, {"zigzag", "contiguous"}, "tokens of ring members"},
-      {"parallel", "ring_variant", "flash", Kind::Choice, 0, {"flash", "rsa"}, "ring attention algorithm"},
-      {"parallel", "ring_overlap", "true", Kind::Choice, 0, {"true", "false"}, "overlap ring transfers with compute"},
-      {"mst", "mlp_chunks", "auto", Kind::ChunkCount, 1, {}, "MLP mini-sequences M (1 = unchunked) or auto", 1 << 30},
-      {"mst", "lm_head_chunks", "auto", Kind::ChunkCount, 1, {}, "LM head + loss mini-sequences (1 = unchunked) or auto", 1 << 30},
-      {"mst", "chunk_budget_mib", "256", Kind::Float, 1e-300, {},
-       "auto: smallest M whose chunk intermediates fit this many MiB (> 0)", double(1LL << 40)},
-      {"memory", "policy", "full", Kind::Choice, 0, {"full", "checkpoint", "checkpoint_offload", "offload", "vanilla"},
-       "activations kept for backward (offload kinds: in host memory; vanilla: the papers' baseline, no chunks)"},
-      {"memory", "offload_alpha", "auto", Kind::Float, 0, {},
-       "offload: token fraction of q, k, v, y in host memory, the rest recomputed; auto = fit the copy "
-       "into a layer's compute", 1.0, true},
-      {"memory", "offload_bandwidth_gbs", "0", Kind::Float, 0, {},
-       "host copy engine: modelled host link in GB/s (0 = unthrottled; host builds only)", 1e9},
-      {"memory", "host_budget_mib", "auto", Kind::Float, 1e-300, {},
-       "host memory for offloaded activations per rank (> 0); auto = 3/4 of the node's memory / its ranks",
-       double(1LL << 40), true},
-      {"memory", "planner", "plan", Kind::Choice, 0, {"plan", "none"},
-       "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request"},
-      {"memory", "planner_solver", "greedy", Kind::Choice, 0, {"greedy", "exact"},
-       "memory plan solver: greedy best-fit, or exact (MIP, GLPK) on small traces"},
-      {"output", "metrics", "auto", Kind::Path, 0, {}, "HDF5 metrics file; auto = minilst_<UTC>[_<job>[_<array task>]]_<pid>.h5"},
-      {"output", "dump", "", Kind::Path, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none"},
-      {"output", "flush_every", "0", Kind::Int, 0, {},
-       "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only", 1e9},
-      {"reference", "losses", "", Kind::Numbers, 0, {},
-       "the expected loss of each step (numbers separated by blanks; \"\" = none): a run whose losses differ by more "
-       "than reference.rtol is INVALID"},
-      {"reference", "rtol", "1e-4", Kind::Float, 0, {}, "relative tolerance of the reference check", 1.0},
+KeySpec row(const std::string& name, std::string default_value, Kind kind, double min, double max,
+            std::vector<std::string> choices, std::string help, Setter set, bool or_auto = false) {
+  const auto dot = name.find('.');
+  return {name.substr(0, dot), name.substr(dot + 1), std::move(default_value), kind, min, max, std::move(choices),
+          std::move(help), or_auto, std::move(set)};
+}
+// An integer key setting field(deck).
+template <class Field>
+KeySpec integer(const std::string& name, long long def, double min, double max, std::string help, Field field) {
+  return row(name, std::to_string(def), Kind::Int, min, max, {}, std::move(help), [field](Deck& d, const Value& x) {
+    auto& f = field(d);
+    f = std::remove_reference_t<decltype(f)>(x.i);
+  });
+}
+// A number key setting field(deck).
+template <class Field>
+KeySpec number(const std::string& name, std::string def, double min, double max, std::string help, Field field) {
+  return row(name, std::move(def), Kind::Float, min, max, {}, std::move(help),
+             [field](Deck& d, const Value& x) { field(d) = x.f; });
+}
+// A choice among the names of enum E (core/names.hpp), setting field(deck).
+template <class E, class Field>
+KeySpec choice(const std::string& name, E def, std::string help, Field field) {
+  return row(name, name_of(def), Kind::Choice, 0, 0, names_of<E>(), std::move(help),
+             [field](Deck& d, const Value& x) { parse_name(x.text, field(d)); });
+}
+// A yes/no choice: `yes` sets field(deck) true.
+template <class Field>
+KeySpec flag(const std::string& name, const std::string& yes, const std::string& no, bool def, std::string help,
+             Field field) {
+  return row(name, def ? yes : no, Kind::Choice, 0, 0, {yes, no}, std::move(help),
+             [field, yes](Deck& d, const Value& x) { field(d) = x.text == yes; });
+}
+KeySpec chunk_count(const std::string& name, std::string help, ChunkSetting MstConfig::*field) {
+  return row(name, "auto", Kind::ChunkCount, 1, 1 << 30, {}, std::move(help), [field](Deck& d, const Value& x) {
+    d.mst.*field = {x.text == "auto", x.text == "auto" ? 0 : int(x.i)};
+  });
+}
+
+// The table of deck keys, a function per section, in the order `minilst keys` and the resolved deck list them.
+std::vector<KeySpec> model_keys() {
+  return {
+    integer("model.hidden", 256, 1, 1 << 20, "hidden size d; divisible by model.heads",
+            [](Deck& d) -> auto& { return d.model.hidden; }),
+    integer("model.layers", 4, 1, 1 << 14, "decoder layers L", [](Deck& d) -> auto& { return d.model.layers; }),
+    integer("model.heads", 8, 1, 1 << 16, "query heads H; head dim h = hidden/heads must be even (RoPE)",
+            [](Deck& d) -> auto& { return d.model.heads; }),
+    integer("model.kv_heads", 4, 1, 1 << 16, "key/value heads G; divides model.heads (G=H: MHA, G=1: MQA)",
+            [](Deck& d) -> auto& { return d.model.kv_heads; }),
+    integer("model.intermediate", 688, 1, 1 << 22, "MLP intermediate size I",
+            [](Deck& d) -> auto& { return d.model.intermediate; }),
+    integer("model.vocab", 4096, 2, 1 << 27, "vocabulary size V", [](Deck& d) -> auto& { return d.model.vocab; }),
+    number("model.rope_theta", "10000", 1e-300, HUGE_VAL, "RoPE base theta (> 0)",
+           [](Deck& d) -> auto& { return d.model.rope_theta; }),
+    number("model.norm_eps", "1e-5", 0, HUGE_VAL, "RMSNorm epsilon (>= 0)",
+           [](Deck& d) -> auto& { return d.model.norm_eps; }),
   };
+}
+
+std::vector<KeySpec> run_keys() {
+  return {
+    integer("run.seq_len", 512, 2, double(1LL << 40), "sequence length S (tokens per micro-step)",
+            [](Deck& d) -> auto& { return d.run.seq_len; }),
+    integer("run.steps", 10, 1, 1e9, "training steps", [](Deck& d) -> auto& { return d.run.steps; }),
+    integer("run.warmup_steps", 1, 0, 1e9, "first steps left out of the timing statistics; < run.steps",
+            [](Deck& d) -> auto& { return d.run.warmup_steps; }),
+    integer("run.grad_accum", 1, 1, 4096, "micro-steps per optimizer step",
+            [](Deck& d) -> auto& { return d.run.grad_accum; }),
+    choice("run.precision", Precision::float32, "scalar type", [](Deck& d) -> auto& { return d.run.precision; }),
+    choice("run.kernels", KernelVariant::optimized,
+           "kernel implementations: the optimised ones, or the plain reference loops beside them (slow; for checking)",
+           [](Deck& d) -> auto& { return d.options.kernels; }),
+    integer("run.seed", 1234, 0, 9.007199254740992e15, "seed of the parameters and the synthetic data",
+            [](Deck& d) -> auto& { return d.run.seed; }),
+    number("run.learning_rate", "3e-4", 0, HUGE_VAL, "AdamW learning rate (>= 0)",
+           [](Deck& d) -> auto& { return d.run.learning_rate; }),
+    number("run.weight_decay", "0.1", 0, HUGE_VAL, "AdamW decoupled weight decay (>= 0)",
+           [](Deck& d) -> auto& { return d.run.weight_decay; }),
+    number("run.init_std", "0.02", 0, HUGE_VAL, "std of the normal init of weight matrices",
+           [](Deck& d) -> auto& { return d.run.init_std; }),
+    number("run.norm_init_noise", "0", 0, HUGE_VAL, "norm weights start at 1 + normal(0, this) (0: ones)",
+           [](Deck& d) -> auto& { return d.run.norm_init_noise; }),
+    number("run.time_limit_s", "0", 0, 1e9,
+           "stop cleanly (metrics written, complete = false) before one more step would pass this many seconds; 0 = none",
+           [](Deck& d) -> auto& { return d.run.time_limit_s; }),
+    row("run.watchdog_s", "auto", Kind::Float, 1e-300, 1e9, {},
+        "end the rank (exit 1) when no step finishes for this many seconds (a stopped or dead peer); auto = "
+        "max(60, 10 x the slowest step), from the first step on",
+        [](Deck& d, const Value& x) { d.run.watchdog_s = x.text == "auto" ? 0.0 : x.f; }, true),
+  };
+}
+
+std::vector<KeySpec> parallel_keys() {
+  return {
+    integer("parallel.ulysses", 1, 1, 1 << 16, "Ulysses degree U: divides model.heads; kv heads a multiple or divisor",
+            [](Deck& d) -> auto& { return d.parallel.ulysses; }),
+    integer("parallel.ring", 1, 1, 1 << 20, "ring degree R; world = D x U x R (D data parallel)",
+            [](Deck& d) -> auto& { return d.parallel.ring; }),
+    choice("parallel.ring_layout", RingLayout::zigzag, "tokens of ring members",
+           [](Deck& d) -> auto& { return d.parallel.layout; }),
+    choice("parallel.ring_variant", RingVariant::flash, "ring attention algorithm",
+           [](Deck& d) -> auto& { return d.parallel.variant; }),
+    flag("parallel.ring_overlap", "true", "false", true,
+         "overlap ring transfers with compute (where the backend can: the metrics record what ran)",
+         [](Deck& d) -> auto& { return d.parallel.overlap; }),
+  };
+}
+
+std::vector<KeySpec> mst_keys() {
+  return {
+    chunk_count("mst.mlp_chunks", "MLP mini-sequences M (1 = unchunked) or auto", &MstConfig::mlp),
+    chunk_count("mst.lm_head_chunks", "LM head + loss mini-sequences (1 = unchunked) or auto", &MstConfig::lm_head),
+    number("mst.chunk_budget_mib", "256", 1e-300, double(1LL << 40),
+           "auto: smallest M whose chunk intermediates fit this many MiB (> 0)",
+           [](Deck& d) -> auto& { return d.mst.budget_mib; }),
+  };
+}
+
+std::vector<KeySpec> memory_keys() {
+  return {
+    choice("memory.policy", MemoryPolicy::full,
+           "activations kept for backward (offload kinds: in host memory; vanilla: the papers' baseline, no chunks)",
+           [](Deck& d) -> auto& { return d.options.policy; }),
+    row("memory.offload_alpha", "auto", Kind::Float, 0, 1.0, {},
+        "offload: token fraction of q, k, v, y in host memory, the rest recomputed; auto = fit the copy "
+        "into a layer's compute",
+        [](Deck& d, const Value& x) {
+          d.memory.alpha_auto = x.text == "auto";
+          d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : x.f;  // auto starts at 1 (bounded by the budget)
+        },
+        true),
+    number("memory.offload_bandwidth_gbs", "0", 0, 1e9,
+           "host copy engine: modelled host link in GB/s (0 = unthrottled; host builds only)",
+           [](Deck& d) -> auto& { return d.options.offload.bandwidth_gbs; }),
+    row("memory.host_budget_mib", "auto", Kind::Float, 1e-300, double(1LL << 40), {},
+        "host memory for offloaded activations per rank (> 0); auto = 3/4 of the node's memory / its ranks",
+        [](Deck& d, const Value& x) {
+          d.memory.host_budget_auto = x.text == "auto";
+          d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : x.f;
+        },
+        true),
+    flag("memory.planner", "plan", "none", true,
+         "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request",
+         [](Deck& d) -> auto& { return d.memory.plan; }),
+    choice("memory.planner_solver", PlanSolver::greedy,
+           "memory plan solver: greedy best-fit, or exact (MIP, GLPK) on small traces",
+           [](Deck& d) -> auto& { return d.memory.solver; }),
+  };
+}
+
+std::vector<KeySpec> output_keys() {
+  return {
+    row("output.metrics", "auto", Kind::Path, 0, 0, {},
+        "HDF5 metrics file; auto = minilst_<UTC>[_<job>[_<array task>]]_<pid>.h5",
+        [](Deck& d, const Value& x) { d.output.metrics = x.text; }),
+    row("output.dump", "", Kind::Path, 0, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none",
+        [](Deck& d, const Value& x) { d.output.dump = x.text; }),
+    integer("output.flush_every", 0, 0, 1e9,
+            "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only",
+            [](Deck& d) -> auto& { return d.output.flush_every; }),
+  };
+}
+
+std::vector<KeySpec> reference_keys() {
+  return {
+    row("reference.losses", "", Kind::Numbers, 0, 0, {},
+        "the expected loss of each step (numbers separated by blanks; \"\" = none): a run whose losses differ by "
+        "more than reference.rtol is INVALID",
+        [](Deck& d, const Value& x) { d.reference.losses = x.list; }),
+    number("reference.rtol", "1e-4", 0, 1.0, "relative tolerance of the reference check",
+           [](Deck& d) -> auto& { return d.reference.rtol; }),
+  };
+}
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> keys = [] {
+    std::vector<KeySpec> all;
+    for (auto section : {model_keys(), run_keys(), parallel_keys(), mst_keys(), memory_keys(), output_keys(),
+                         reference_keys()})
+      for (auto& k : section) all.push_back(std::move(k));
+    return all;
+  }();
   return keys;
 }
 
@@ -143,14 +278,6 @@ std::string integer_text(double x) {
   std::snprintf(buf, sizeof buf, "%.0f", x);
   return buf;
 }
-
-// Typed value of one key, validated against its spec.
-struct Value {
-  std::string text;
-  long long i = 0;
-  double f = 0;
-  std::vector<double> list;  // Numbers
-};
 
 Value convert(const KeySpec& spec, const std::string& text) {
   Value v{text};
@@ -212,76 +339,6 @@ Value convert(const KeySpec& spec, const std::string& text) {
   return v;
 }
 
-// Where each key's value goes: one setter per key of schema(), with its type.
-using Setter = void (*)(Deck&, const Value&);
-const std::map<std::string, Setter>& bindings() {
-  static const std::map<std::string, Setter> table = {
-      {"model.hidden", [](Deck& d, const Value& x) { d.model.hidden = int(x.i); }},
-      {"model.layers", [](Deck& d, const Value& x) { d.model.layers = int(x.i); }},
-      {"model.heads", [](Deck& d, const Value& x) { d.model.heads = int(x.i); }},
-      {"model.kv_heads", [](Deck& d, const Value& x) { d.model.kv_heads = int(x.i); }},
-      {"model.intermediate", [](Deck& d, const Value& x) { d.model.intermediate = int(x.i); }},
-      {"model.vocab", [](Deck& d, const Value& x) { d.model.vocab = int(x.i); }},
-      {"model.rope_theta", [](Deck& d, const Value& x) { d.model.rope_theta = x.f; }},
-      {"model.norm_eps", [](Deck& d, const Value& x) { d.model.norm_eps = x.f; }},
-      {"run.seq_len", [](Deck& d, const Value& x) { d.run.seq_len = x.i; }},
-      {"run.steps", [](Deck& d, const Value& x) { d.run.steps = int(x.i); }},
-      {"run.warmup_steps", [](Deck& d, const Value& x) { d.run.warmup_steps = int(x.i); }},
-      {"run.grad_accum", [](Deck& d, const Value& x) { d.run.grad_accum = int(x.i); }},
-      {"run.precision", [](Deck& d, const Value& x) { d.run.precision = x.text; }},
-      {"run.seed", [](Deck& d, const Value& x) { d.run.seed = std::uint64_t(x.i); }},
-      {"run.learning_rate", [](Deck& d, const Value& x) { d.run.learning_rate = x.f; }},
-      {"run.weight_decay", [](Deck& d, const Value& x) { d.run.weight_decay = x.f; }},
-      {"run.init_std", [](Deck& d, const Value& x) { d.run.init_std = x.f; }},
-      {"run.norm_init_noise", [](Deck& d, const Value& x) { d.run.norm_init_noise = x.f; }},
-      {"run.time_limit_s", [](Deck& d, const Value& x) { d.run.time_limit_s = x.f; }},
-      {"run.watchdog_s", [](Deck& d, const Value& x) { d.run.watchdog_s = x.text == "auto" ? 0.0 : x.f; }},
-      {"parallel.ulysses", [](Deck& d, const Value& x) { d.parallel.ulysses = int(x.i); }},
-      {"parallel.ring", [](Deck& d, const Value& x) { d.parallel.ring = int(x.i); }},
-      {"parallel.ring_layout",
-       [](Deck& d, const Value& x) { d.parallel.layout = x.text == "zigzag" ? RingLayout::zigzag : RingLayout::contiguous; }},
-      {"parallel.ring_variant",
-       [](Deck& d, const Value& x) { d.parallel.variant = x.text == "flash" ? RingVariant::flash : RingVariant::rsa; }},
-      {"parallel.ring_overlap", [](Deck& d, const Value& x) { d.parallel.overlap = x.text == "true"; }},
-      {"mst.mlp_chunks", [](Deck& d, const Value& x) { d.mst.mlp = {x.text == "auto", x.text == "auto" ? 0 : int(x.i)}; }},
-      {"mst.lm_head_chunks",
-       [](Deck& d, const Value& x) { d.mst.lm_head = {x.text == "auto", x.text == "auto" ? 0 : int(x.i)}; }},
-      {"mst.chunk_budget_mib", [](Deck& d, const Value& x) { d.mst.budget_mib = x.f; }},
-      {"memory.policy",
-       [](Deck& d, const Value& x) {
-         for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload,
-                        MemoryPolicy::offload, MemoryPolicy::vanilla})
-           if (x.text == to_string(p)) d.options.policy = p;
-       }},
-      {"memory.offload_alpha",
-       [](Deck& d, const Value& x) {
-         d.memory.alpha_auto = x.text == "auto";
-         d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : x.f;  // auto starts at 1 (bounded by the budget)
-       }},
-      {"memory.offload_bandwidth_gbs", [](Deck& d, const Value& x) { d.options.offload.bandwidth_gbs = x.f; }},
-      {"memory.host_budget_mib",
-       [](Deck& d, const Value& x) {
-         d.memory.host_budget_auto = x.text == "auto";
-         d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : x.f;
-       }},
-      {"memory.planner", [](Deck& d, const Value& x) { d.memory.plan = x.text == "plan"; }},
-      {"memory.planner_solver", [](Deck& d, const Value& x) { d.memory.exact_solver = x.text == "exact"; }},
-      {"output.metrics", [](Deck& d, const Value& x) { d.output.metrics = x.text; }},
-      {"output.dump", [](Deck& d, const Value& x) { d.output.dump = x.text; }},
-      {"output.flush_every", [](Deck& d, const Value& x) { d.output.flush_every = x.i; }},
-      {"reference.losses", [](Deck& d, const Value& x) { d.reference.losses = x.list; }},
-      {"reference.rtol", [](Deck& d, const Value& x) { d.reference.rtol = x.f; }},
-  };
-  return table;
-}
-
-// The setter of a key of schema(); a key without one is a programming error.
-Setter setter_of(const std::string& name) {
-  const auto it = bindings().find(name);
-  if (it == bindings().end()) throw std::logic_error("deck key '" + name + "' has no binding in deck.cpp");
-  return it->second;
-}
-
 void check(bool ok, const std::string& message) {
   if (!ok) throw DeckError("deck: " + message);
 }
@@ -328,17 +385,6 @@ void check_sizes(const Deck& d) {
 }
 
 }  // namespace
-
-std::string to_string(MemoryPolicy p) {
-  switch (p) {
-    case MemoryPolicy::full: return "full";
-    case MemoryPolicy::checkpoint: return "checkpoint";
-    case MemoryPolicy::checkpoint_offload: return "checkpoint_offload";
-    case MemoryPolicy::offload: return "offload";
-    case MemoryPolicy::vanilla: return "vanilla";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -424,7 +470,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   Deck d;
   d.path = path;
-  for (const auto& spec : schema()) setter_of(spec.name())(d, v.at(spec.name()));
+  for (const auto& spec : schema()) spec.set(d, v.at(spec.name()));
   const auto& m = d.model;
   const auto& r = d.run;
 

@@ -1,7 +1,9 @@
-// The input deck: a YAML file with sections model, run, parallel, mst, memory, output, reference, overridden by `--set section.key=value`.
-// Every key has a default and a validation rule (one table in deck.cpp, also
-// printed by `minilst keys`); an unknown key or a bad value is a DeckError whose
-// message names the key and what is allowed.
+// The input deck: a YAML file with sections model, run, parallel, mst, memory,
+// output, reference, overridden by `--set section.key=value`. Every key is one
+// row of the table in deck.cpp: its default, its rule, where its value goes, and
+// for choices the names of the enum it sets (also printed by `minilst keys`); an
+// unknown key or a bad value is a DeckError whose message names the key and what
+// is allowed.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "model/config.hpp"
-#include "parallel/parallel_config.hpp"
+#include "core/config.hpp"
+#include "core/parallel_config.hpp"
+#include "memory/planner.hpp"
 
 namespace minilst {
 
@@ -21,7 +24,7 @@ struct DeckError : std::runtime_error {
 struct RunConfig {
   std::int64_t seq_len = 0;
   int steps = 0, warmup_steps = 0, grad_accum = 1;
-  std::string precision;  // float | double
+  Precision precision = Precision::float32;
   std::uint64_t seed = 0;
   double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
   double time_limit_s = 0;  // stop cleanly before this budget (0: none)
@@ -43,7 +46,7 @@ struct MemoryConfig {  // memory.*: the activation policy's run-time choices
   double host_budget_mib = 0;     // memory.host_budget_mib (resolved when auto)
   bool host_budget_auto = true;   // auto: 3/4 of the node's memory, shared by its ranks
   bool plan = true;               // memory.planner: plan (arena) | none
-  bool exact_solver = false;      // memory.planner_solver: exact (GLPK) | greedy
+  PlanSolver solver = PlanSolver::greedy;  // memory.planner_solver: greedy | exact (GLPK)
 };
 
 struct OutputConfig {
@@ -62,7 +65,7 @@ struct Deck {
   RunConfig run;
   MstConfig mst;
   ParallelConfig parallel;
-  ModelOptions options;  // memory.policy, offload alpha and bandwidth; chunk counts resolved by resolve_chunks
+  ModelOptions options;  // memory.policy, offload alpha and bandwidth, run.kernels; chunk counts resolved by resolve_chunks
   MemoryConfig memory;
   OutputConfig output;
   ReferenceConfig reference;
@@ -75,7 +78,5 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
 // The key reference: one line per key with default and rule.
 std::string deck_key_reference();
-
-std::string to_string(MemoryPolicy p);
 
 }  // namespace minilst

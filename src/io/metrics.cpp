@@ -7,18 +7,13 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "core/phases.hpp"
 #include "io/h5.hpp"
 #include "memory/tracker.hpp"
 
 namespace minilst {
 
-const std::vector<std::string>& metric_phases() {
-  static const std::vector<std::string> phases = {
-      "step",     "forward",   "backward",     "attention",     "mlp",          "lm_head",   "recompute",
-      "comm",     "alltoall",  "ring_wait",    "offload_wait",  "prefetch_wait", "copy_engine_busy",
-      "optimizer"};
-  return phases;
-}
+std::vector<std::string> metric_phases() { return names_of<Phase>(); }
 
 const std::vector<std::string>& metric_offload_directions() {
   static const std::vector<std::string> directions = {"to_host", "to_device"};
@@ -128,7 +123,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     valid = valid && ok;
   }
   summary.valid = valid;
-  const auto& step = g.seconds.at("step");
+  const auto& step = g.seconds.at(name_of(Phase::step));
   double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
   for (int s = 0; s < nsteps; ++s) {
     const double slowest = *std::max_element(step.begin() + std::ptrdiff_t(s) * nranks, step.begin() + std::ptrdiff_t(s + 1) * nranks);
@@ -178,9 +173,9 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   h5::attr(f, "fom_unit", std::string("tokens/s per rank"));
   h5::attr(f, "config", local.config_yaml);
   h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
-  for (const auto& [k, v] : local.attributes) h5::attr(f, k, v);
-  for (const auto& [k, v] : local.integers) h5::attr(f, k, v);
-  for (const auto& [k, v] : local.reals) h5::attr(f, k, v);
+  for (const auto& [k, v] : local.attributes.text) h5::attr(f, k, v);
+  for (const auto& [k, v] : local.attributes.integers) h5::attr(f, k, v);
+  for (const auto& [k, v] : local.attributes.reals) h5::attr(f, k, v);
   h5::attr(f, "tokens_per_step", local.tokens_per_step);
   h5::attr(f, "reference_check", summary.reference_check);
   if (!local.expected_loss.empty()) {

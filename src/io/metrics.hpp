@@ -1,4 +1,4 @@
-// The metrics file (DESIGN.md 4.2), written by rank 0 after gathering every
+// The metrics file (docs/metrics.md), written by rank 0 after gathering every
 // rank's records, to a temporary name renamed when complete.
 //   /loss [steps]                      /timings/<phase> [steps, ranks] s
 //   /memory/<category> [ranks] B       /memory/model/<category> [ranks] B (analytic)
@@ -18,10 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "core/attributes.hpp"
+
 namespace minilst {
 
-// The phases every rank reports (0 where a phase did not run).
-const std::vector<std::string>& metric_phases();
+// The phases every rank reports (0 where a phase did not run): core/phases.hpp's, in its order.
+std::vector<std::string> metric_phases();
 // The communication operations every rank reports (/comm/<op>/bytes).
 const std::vector<std::string>& metric_comm_ops();
 // The copy engine's directions every rank reports (/offload/bytes_<direction>).
@@ -42,9 +44,7 @@ struct RunMetrics {
   std::map<std::string, std::uint64_t> memory_model;  // category -> analytic prediction (this rank)
   std::map<std::string, std::uint64_t> plan;          // arena_bytes, lower_bound_bytes, unplanned_peak_bytes
   std::map<std::string, std::uint64_t> comm_model;    // operation -> analytic bytes per step (this rank)
-  std::map<std::string, std::string> attributes;   // root string attributes (provenance, run keys)
-  std::map<std::string, std::int64_t> integers;   // root integer attributes (run keys)
-  std::map<std::string, double> reals;            // root floating-point attributes (offload measurements)
+  RunAttributes attributes;                        // root attributes (provenance, run keys, measurements)
   std::string config_yaml;
   std::vector<double> expected_loss;  // the deck's reference answer per step (empty: no check)
   double reference_rtol = 0;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <vector>
 
@@ -103,24 +104,48 @@ std::string kokkos_version() {
 }
 }  // namespace
 
-std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, char** argv) {
-  std::map<std::string, std::string> p;
+namespace {
+// Every rank's `mine` (up to width - 1 characters), in rank order. Collective.
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, std::size_t width) {
   int nranks = 1;
   MPI_Comm_size(comm, &nranks);
+  std::vector<char> buf(width, '\0'), all(std::size_t(nranks) * width);
+  std::copy_n(mine.begin(), std::min(mine.size(), width - 1), buf.begin());
+  MPI_Allgather(buf.data(), int(width), MPI_CHAR, all.data(), int(width), MPI_CHAR, comm);
+  std::vector<std::string> out;
+  for (int r = 0; r < nranks; ++r) out.emplace_back(&all[std::size_t(r) * width]);
+  return out;
+}
 
+// "model name" and the vector ISA from /proc/cpuinfo (x86: the widest of avx512f, avx2, sse4_2; +avx512_bf16, +amx).
+std::pair<std::string, std::string> cpu_model_and_isa() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown", flags;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const auto value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model == "unknown") model = value;
+    if ((key == "flags" || key == "Features") && flags.empty()) flags = " " + value + " ";
+  }
+  const auto has = [&](const char* f) { return flags.find(" " + std::string(f) + " ") != std::string::npos; };
+  std::string isa = has("avx512f") ? "avx512" : has("avx2") ? "avx2" : has("sse4_2") ? "sse4.2" : has("asimd") ? "neon" : "?";
+  if (has("avx512_bf16")) isa += "+avx512_bf16";
+  if (has("amx_bf16")) isa += "+amx_bf16";
+  if (has("sve")) isa += "+sve";
+  return {model, isa};
+}
+
+void add_job_keys(std::map<std::string, std::string>& p, MPI_Comm comm, int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  std::vector<char> hosts(std::size_t(nranks) * sizeof host);
-  MPI_Allgather(host, sizeof host, MPI_CHAR, hosts.data(), sizeof host, MPI_CHAR, comm);
-  std::set<std::string> unique;
-  for (int r = 0; r < nranks; ++r) unique.insert(std::string(&hosts[std::size_t(r) * sizeof host]));
-  std::string hostlist;
+  const auto hosts = gather_strings(comm, host, sizeof host);
+  const std::set<std::string> unique(hosts.begin(), hosts.end());
+  std::string hostlist, cmdline;
   for (const auto& h : unique) hostlist += (hostlist.empty() ? "" : ",") + h;
-
-  std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
   const passwd* pw = getpwuid(getuid());
-
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
   MPI_Get_library_version(mpi_version, &len);
@@ -136,11 +161,22 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
   p["cmdline"] = cmdline;
   p["hostname"] = host;
   p["clustername"] = env("SLURM_CLUSTER_NAME").empty() ? std::string(host) : env("SLURM_CLUSTER_NAME");
-  p["jobsize"] = std::to_string(nranks);
+  p["jobsize"] = std::to_string(hosts.size());
   p["numhosts"] = std::to_string(unique.size());
   p["hostlist"] = hostlist;
   p["mpi_library_version"] = mpi_lib;
+  // Every rank's CPU binding (its affinity mask), in rank order: "rank 0 on host: 0-1; ..."
+  const auto masks = gather_strings(comm, std::string(host) + ": " + cpu_list(), 256);
+  std::string binding;
+  for (std::size_t r = 0; r < masks.size(); ++r) binding += (r ? "; " : "") + ("rank " + std::to_string(r)) + " on " + masks[r];
+  p["cpu_binding"] = binding;
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NUM_NODES",
+                           "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_NODELIST",
+                           "SLURM_JOB_PARTITION", "SLURM_CLUSTER_NAME"})
+    if (!env(name).empty()) p[name] = env(name);
+}
 
+void add_build_and_machine_keys(std::map<std::string, std::string>& p) {
   p["version"] = MINILST_VERSION;
   p["git_commit"] = MINILST_GIT_COMMIT;
   p["git_dirty"] = MINILST_GIT_DIRTY ? "true" : "false";
@@ -150,9 +186,12 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
   p["kokkos_version"] = kokkos_version();
   p["kokkos_devices"] = MINILST_KOKKOS_DEVICES;
   p["blas"] = blas_name();
-
   p["cxx_flags"] = MINILST_CXX_FLAGS;
   p["shared_libraries"] = shared_libraries();
+  const auto [cpu, isa] = cpu_model_and_isa();
+  p["cpu_model"] = cpu;
+  p["cpu_isa"] = isa;
+  p["memory_bytes"] = std::to_string(std::uint64_t(sysconf(_SC_PHYS_PAGES)) * std::uint64_t(sysconf(_SC_PAGE_SIZE)));
   // The run-time environment that changes performance: threads, BLAS, MPI and its transports, NCCL.
   std::string tuning;
   for (char** e = environ; *e; ++e) {
@@ -161,16 +200,6 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
       if (var.rfind(prefix, 0) == 0) tuning += (tuning.empty() ? "" : "\n") + var;
   }
   p["environment"] = tuning;
-  // Every rank's CPU binding (its affinity mask), in rank order: "rank 0 on host: 0-1; ..."
-  const std::string mine = std::string(host) + ": " + cpu_list();
-  std::vector<char> mask(256, '\0');
-  std::copy_n(mine.begin(), std::min<std::size_t>(mine.size(), 255), mask.begin());
-  std::vector<char> masks(std::size_t(nranks) * 256);
-  MPI_Allgather(mask.data(), 256, MPI_CHAR, masks.data(), 256, MPI_CHAR, comm);
-  std::string binding;
-  for (int r = 0; r < nranks; ++r)
-    binding += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " on " + std::string(&masks[std::size_t(r) * 256]);
-  p["cpu_binding"] = binding;
 #ifdef KOKKOS_ENABLE_CUDA
   int device = 0, driver = 0, runtime = 0;
   cudaDeviceProp prop{};
@@ -178,11 +207,13 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
   if (cudaDriverGetVersion(&driver) == cudaSuccess) p["cuda_driver_version"] = std::to_string(driver);
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) p["cuda_runtime_version"] = std::to_string(runtime);
 #endif
+}
+}  // namespace
 
-  for (const char* name : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NUM_NODES",
-                           "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_NODELIST",
-                           "SLURM_JOB_PARTITION", "SLURM_CLUSTER_NAME"})
-    if (!env(name).empty()) p[name] = env(name);
+std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, char** argv) {
+  std::map<std::string, std::string> p;
+  add_job_keys(p, comm, argc, argv);
+  add_build_and_machine_keys(p);
   return p;
 }
 

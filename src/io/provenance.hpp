@@ -2,7 +2,8 @@
 // LLNL Adiak's standard keys (user, launchdate, executable, cmdline, hostname,
 // clustername, jobsize, numhosts, hostlist, mpi_library_version, ...), the build
 // (git_commit, git_dirty, compiler, cmake_build_type, kokkos_version,
-// kokkos_devices, blas) and the Slurm job variables when present.
+// kokkos_devices, blas), the machine (cpu_model, cpu_isa, memory_bytes, gpu) and
+// the Slurm job variables when present.
 // Collective over comm (host names are gathered).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The tensor dump (DESIGN.md 4.3), for verification against an independent
+// The tensor dump (docs/metrics.md), for verification against an independent
 // reference: tokens, labels, the step's loss, and every parameter and its
 // gradient (first step, before the optimizer update), in global token order.
 //   /tokens, /labels [S] (micro-step 0)   /micro_tokens, /micro_labels [A, S]

@@ -13,13 +13,41 @@ StorePlan store_plan(MemoryPolicy policy, int L) {
     case MemoryPolicy::checkpoint: return {L + 1, 0, false};
     case MemoryPolicy::checkpoint_offload: return {2, 0, true};
     case MemoryPolicy::offload: return {2, 2, true};
-    case MemoryPolicy::vanilla: return {L + 1, L, false};
+    case MemoryPolicy::vanilla: return {L + 1, L, false, /*mlp_saved=*/true, /*whole_sequence=*/true};
   }
   throw std::logic_error("store_plan: unknown policy");
 }
 
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens) {
   return std::min<std::int64_t>(tokens, std::llround(alpha * double(tokens)));
+}
+
+HostLayerSizes host_layer_sizes(const ActivationShapes& s, std::int64_t rows) {
+  const auto S = std::size_t(s.tokens), r = std::size_t(rows);
+  return {S * s.hidden, S * s.q_cols, std::size_t(s.stats.rows * s.stats.cols),
+          r * s.q_cols, r * s.kv_cols, r * s.kv_cols, r * s.hidden};
+}
+
+template <class T>
+std::uint64_t ActivationStore<T>::host_bytes(MemoryPolicy policy, int L, const ActivationShapes& shapes,
+                                             double alpha) {
+  const StorePlan plan = store_plan(policy, L);
+  if (!plan.host) return 0;
+  const std::int64_t rows = policy == MemoryPolicy::offload ? offload_host_rows(alpha, shapes.tokens) : 0;
+  const auto n = host_layer_sizes(shapes, rows);
+  std::uint64_t bytes = 0;
+  for (int l = 0; l < L; ++l) {  // the layers whose buffers are reused before their backward
+    if (plan.x_reused(l, L)) bytes += n.x * sizeof(T);
+    if (plan.saved_reused(l, L)) bytes += (n.o + n.q + n.k + n.v + n.y) * sizeof(T) + n.stats * sizeof(A);
+  }
+  return bytes;
+}
+
+template <class T>
+typename ActivationStore<T>::LayerCopyBytes ActivationStore<T>::layer_copy_bytes(const ActivationShapes& shapes) {
+  const auto n = host_layer_sizes(shapes, shapes.tokens);
+  return {double(n.x * sizeof(T)), double(n.o * sizeof(T) + n.stats * sizeof(A)),
+          double((n.q + n.k + n.v + n.y) * sizeof(T))};
 }
 
 namespace {
@@ -33,12 +61,13 @@ std::size_t row_bytes(const V& m, std::int64_t rows) {
 template <class T>
 ActivationStore<T>::ActivationStore(const ModelOptions& opts, int layers, const ActivationShapes& shapes,
                                     PhaseTimers* timers)
-    : policy_(opts.policy), L_(layers), shapes_(shapes), timers_(timers), plan_(store_plan(opts.policy, layers)),
+    : policy_(opts.policy), counting_(counting_only()), L_(layers), shapes_(shapes), timers_(timers),
+      plan_(store_plan(opts.policy, layers)),
       x_(plan_.x_buffers), x_slot_(plan_.x_buffers), saved_(std::max(1, plan_.saved_buffers)),
       saved_slot_(std::max(1, plan_.saved_buffers)) {
   set_alpha(policy_ == MemoryPolicy::offload ? opts.offload.alpha : 0.0);
   if (plan_.host) {
-    engine_ = make_copy_engine(opts.offload.bandwidth_gbs);
+    if (!counting_) engine_ = make_copy_engine(opts.offload.bandwidth_gbs);
     host_.resize(L_);
   }
 }
@@ -66,9 +95,9 @@ template <class T>
 void ActivationStore<T>::block_on(CopyEngine::Ticket ticket, bool backward) {
   if (ticket == 0 || engine_->done(ticket)) return;
   Kokkos::Timer t;
-  ScopedPhase wait(timers_, "offload_wait");
+  ScopedPhase wait(timers_, Phase::offload_wait);
   if (backward) {
-    ScopedPhase prefetch(timers_, "prefetch_wait");
+    ScopedPhase prefetch(timers_, Phase::prefetch_wait);
     engine_->wait(ticket);
   } else {
     engine_->wait(ticket);
@@ -78,7 +107,12 @@ void ActivationStore<T>::block_on(CopyEngine::Ticket ticket, bool backward) {
 
 template <class T>
 CopyEngine::Ticket ActivationStore<T>::copy(void* dst, const void* src, std::size_t bytes, CopyEngine::Direction d) {
-  return bytes ? engine_->submit(dst, src, bytes, d) : 0;
+  return bytes && engine_ ? engine_->submit(dst, src, bytes, d) : 0;
+}
+
+template <class T>
+void ActivationStore<T>::fence(const char* why) const {
+  if (!counting_) compat::fence(why);
 }
 
 template <class T>
@@ -102,7 +136,7 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
     s.o = Tracked<Mat<T>>(uninitialized, "o" + n, act, S, shapes_.q_cols);
     s.stats = Tracked<Mat<A>>(uninitialized, "lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
     s.y = Tracked<Mat<T>>(uninitialized, "y" + n, act, S, shapes_.hidden);
-    if (policy_ == MemoryPolicy::vanilla) {
+    if (plan_.mlp_saved) {
       s.mlp_in = Tracked<Mat<T>>(uninitialized, "mlp_in" + n, act, S, shapes_.hidden);
       s.mlp_gate = Tracked<Mat<T>>(uninitialized, "mlp_gate" + n, act, S, shapes_.intermediate);
       s.mlp_up = Tracked<Mat<T>>(uninitialized, "mlp_up" + n, act, S, shapes_.intermediate);
@@ -115,30 +149,28 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
 template <class T>
 LayerActivations<T> ActivationStore<T>::views(int l) {
   auto& s = saved_set(l);
-  return {x_view(l), s.q.view(), s.k.view(), s.v.view(), s.o.view(), s.stats.view(), s.y.view(),
-          s.mlp_in.view(), s.mlp_gate.view(), s.mlp_up.view(), s.mlp_act.view()};
+  return {x_view(l),       s.q.view(),        s.k.view(),      s.v.view(),      s.o.view(),      s.stats.view(),
+          s.y.view(),      plan_.mlp_saved,   s.mlp_in.view(), s.mlp_gate.view(), s.mlp_up.view(), s.mlp_act.view()};
 }
 
 template <class T>
 typename ActivationStore<T>::HostLayer& ActivationStore<T>::host(int l, bool x_only) {
   auto& h = host_.at(l);
-  const std::int64_t S = shapes_.tokens;
   const auto cat = MemCategory::host_offload;
   const std::string n = std::to_string(l);
+  const auto size = host_layer_sizes(shapes_, host_rows_);
   using HostT = Kokkos::View<T*, compat::HostPinnedSpace>;
-  if (h.x.bytes() == 0) h.x = Tracked<HostT>(uninitialized, "host_x" + n, cat, std::size_t(S * shapes_.hidden));
+  if (h.x.bytes() == 0) h.x = Tracked<HostT>(uninitialized, "host_x" + n, cat, size.x);
   if (x_only || h.rows >= host_rows_) return h;
   // o and stats whole; q, k, v, y for host_rows tokens (grown if alpha grew)
   if (h.o.bytes() == 0) {
-    h.o = Tracked<HostT>(uninitialized, "host_o" + n, cat, std::size_t(S * shapes_.q_cols));
-    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>(uninitialized, "host_lse" + n, cat,
-                                                                std::size_t(shapes_.stats.rows * shapes_.stats.cols));
+    h.o = Tracked<HostT>(uninitialized, "host_o" + n, cat, size.o);
+    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>(uninitialized, "host_lse" + n, cat, size.stats);
   }
-  const std::size_t r = std::size_t(host_rows_);
-  h.q = Tracked<HostT>(uninitialized, "host_q" + n, cat, r * shapes_.q_cols);
-  h.k = Tracked<HostT>(uninitialized, "host_k" + n, cat, r * shapes_.kv_cols);
-  h.v = Tracked<HostT>(uninitialized, "host_v" + n, cat, r * shapes_.kv_cols);
-  h.y = Tracked<HostT>(uninitialized, "host_y" + n, cat, r * shapes_.hidden);
+  h.q = Tracked<HostT>(uninitialized, "host_q" + n, cat, size.q);
+  h.k = Tracked<HostT>(uninitialized, "host_k" + n, cat, size.k);
+  h.v = Tracked<HostT>(uninitialized, "host_v" + n, cat, size.v);
+  h.y = Tracked<HostT>(uninitialized, "host_y" + n, cat, size.y);
   h.rows = host_rows_;
   return h;
 }
@@ -158,12 +190,12 @@ Mat<T> ActivationStore<T>::input(int l) {
 template <class T>
 LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
   if (l == 0) {
-    compat::fence("activation store: forward starts");
+    fence("activation store: forward starts");
     forward_timer_.reset();
     forward_wait_seconds_ = 0;
   }
   if (plan_.host && plan_.x_reused(l, L_)) {  // x_l is complete: on its way to host
-    compat::fence("activation store: x ready");
+    fence("activation store: x ready");
     auto& slot = x_slot_[x_index(l)];
     slot.pending = copy(host(l, true).x.view().data(), x_view(l).data(), row_bytes(x_view(l), shapes_.tokens),
                         CopyEngine::Direction::to_host);
@@ -178,7 +210,7 @@ LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
 
 template <class T>
 void ActivationStore<T>::to_host_saved(int l) {
-  compat::fence("activation store: layer saved");
+  fence("activation store: layer saved");
   auto& h = host(l, false);
   const auto& s = saved_set(l);
   const auto out = CopyEngine::Direction::to_host;
@@ -204,7 +236,7 @@ void ActivationStore<T>::forward_end(int l) {
     to_host_saved(l);
   }
   if (l == L_ - 1) {
-    compat::fence("activation store: forward done");
+    fence("activation store: forward done");
     forward_layer_seconds_ = std::max(0.0, forward_timer_.seconds() - forward_wait_seconds_) / L_;
   }
 }
@@ -257,11 +289,11 @@ LayerActivations<T> ActivationStore<T>::backward_begin(int l, const LayerRecompu
   if (l > 0) fetch(l - 1);  // layer l-1 comes back while layer l's backward runs
   const auto a = views(l);
   if (plan_.saved_buffers == 0) {
-    ScopedPhase phase(timers_, "recompute");
+    ScopedPhase phase(timers_, Phase::recompute);
     redo.attention_block(l, a);
     ss = {l, true, 0};
   } else if (!ss.complete) {
-    ScopedPhase phase(timers_, "recompute");
+    ScopedPhase phase(timers_, Phase::recompute);
     redo.token_rows(l, a, Range{host_rows_, shapes_.tokens});
     ss.complete = true;
   }

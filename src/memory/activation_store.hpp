@@ -17,7 +17,9 @@
 //                                                 first alpha S tokens too, the other tokens
 //                                                 recomputed token-wise from x and o (MEMO)
 //   vanilla             L + 1      L              (none is); the saved set also holds the MLP's
-//                                                 input, gate, up and activation (no recompute)
+//                                                 input, gate, up and activation (no recompute), and
+//                                                 the blocks run whole: no mini-sequences, the LM
+//                                                 head keeps the [S, V] logits' gradient beside them
 //
 // With n buffers, buffer b holds layers b, b+n, b+2n, ... (n = 2: MEMO's two
 // "rounding buffers"), so the device keeps two layers whatever L is; x_L (the
@@ -28,17 +30,20 @@
 // copy out of it. In the backward, layer l-1 comes back into its buffers while
 // layer l's backward runs. Time blocked on the engine is the phase offload_wait
 // (prefetch_wait: the part in the backward); recomputing, the phase recompute.
+// In a counting context (memory_context.hpp) the store makes the same requests
+// and decisions with no copy engine and no data: `minilst plan`'s replay.
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "io/phase_timers.hpp"
+#include "core/config.hpp"
+#include "core/phases.hpp"
+#include "core/range.hpp"
 #include "kernels/compat.hpp"
 #include "kernels/types.hpp"
 #include "memory/copy_engine.hpp"
 #include "memory/tracker.hpp"
-#include "model/config.hpp"
 
 namespace minilst {
 
@@ -48,8 +53,9 @@ struct LayerActivations {  // views into the store's buffers, one layer
   Mat<T> q, k, v, o;       // [S, H*h], [S, G*h], [S, G*h], [S, H*h]
   Mat<accum_t<T>> stats;   // the attention strategy's statistics
   Mat<T> y;                // [S, d]
-  Mat<T> mlp_in;           // vanilla only: [S, d] rmsnorm(y), the MLP's input
-  Mat<T> mlp_gate, mlp_up, mlp_act;  // vanilla only: [S, I] b Wg, b Wu, silu(b Wg) * b Wu
+  bool mlp_saved = false;  // the store keeps the MLP's tensors (StorePlan::mlp_saved):
+  Mat<T> mlp_in;           //   [S, d] rmsnorm(y), the MLP's input
+  Mat<T> mlp_gate, mlp_up, mlp_act;  // [S, I] b Wg, b Wu, silu(b Wg) * b Wu
 };
 
 // What a store may ask the model to redo for layer l before its backward.
@@ -68,12 +74,19 @@ struct ActivationShapes {
   std::int64_t intermediate = 0;                                 // I (vanilla's MLP tensors)
   Extent2 stats;                                                 // the attention strategy's
 };
+inline ActivationShapes activation_shapes(const ModelConfig& c, std::int64_t tokens, Extent2 stats) {
+  const std::int64_t h = c.head_dim();
+  return {tokens, c.hidden, c.heads * h, c.kv_heads * h, c.intermediate, stats};
+}
 
-// The buffer counts and host traffic of a policy (see the table above).
+// The buffer counts and host traffic of a policy (see the table above): the one
+// place that says what each policy keeps.
 struct StorePlan {
   int x_buffers = 0;      // device buffers of layer inputs
   int saved_buffers = 0;  // device buffers of q, k, v, o, stats, y; 0 = transient (recomputed)
   bool host = false;      // reused tensors go to host memory
+  bool mlp_saved = false;       // the saved set holds the MLP's tensors (no MLP recompute)
+  bool whole_sequence = false;  // no mini-sequences; the LM head keeps the logits' gradient too
   bool x_reused(int l, int L) const { return l + x_buffers <= L; }
   bool saved_reused(int l, int L) const { return saved_buffers > 0 && l + saved_buffers <= L - 1; }
 };
@@ -83,6 +96,14 @@ inline bool uses_host_memory(MemoryPolicy p) {
 }
 // Tokens of q, k, v, y that offload keeps in host memory: round(alpha S).
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens);
+
+// One layer's host copies, in elements: x [S, d]; o [S, H*h] and the statistics
+// whole; q, k, v, y for `rows` tokens. What host() allocates, and what the offload
+// controller and `minilst plan` count.
+struct HostLayerSizes {
+  std::size_t x = 0, o = 0, stats = 0, q = 0, k = 0, v = 0, y = 0;
+};
+HostLayerSizes host_layer_sizes(const ActivationShapes& shapes, std::int64_t rows);
 
 template <class T>
 class ActivationStore {
@@ -104,7 +125,6 @@ class ActivationStore {
   LayerActivations<T> backward_begin(int l, const LayerRecompute<T>& redo);
   void backward_end(int l);                   // layer l's buffers may go
 
-  MemoryPolicy policy() const { return policy_; }
   const StorePlan& plan() const { return plan_; }
   double alpha() const { return alpha_; }
   void set_alpha(double alpha);               // offload: between micro-steps
@@ -113,6 +133,15 @@ class ActivationStore {
   CopyEngine::Counters take_counters();       // bytes moved and engine busy time since the last call
   // Forward compute time per layer in the last micro-step (waits on the engine excluded).
   double forward_layer_seconds() const { return forward_layer_seconds_; }
+
+  // Bytes of host memory the policy keeps per rank at this alpha (every layer's
+  // host(), summed), and the bytes one layer copies to host: x; o + statistics;
+  // q, k, v, y of all tokens (MEMO's alpha weighs the last).
+  static std::uint64_t host_bytes(MemoryPolicy policy, int layers, const ActivationShapes& shapes, double alpha);
+  struct LayerCopyBytes {
+    double x = 0, o = 0, rest = 0;
+  };
+  static LayerCopyBytes layer_copy_bytes(const ActivationShapes& shapes);
 
  private:
   struct Slot {                         // one device buffer's state
@@ -141,9 +170,11 @@ class ActivationStore {
   void to_host_saved(int l);
   void fetch(int l);                    // starts bringing layer l back into its buffers
   void block_on(CopyEngine::Ticket ticket, bool backward);
+  void fence(const char* why) const;  // the compute instance (nothing to wait for when counting)
   CopyEngine::Ticket copy(void* dst, const void* src, std::size_t bytes, CopyEngine::Direction d);
 
   MemoryPolicy policy_;
+  bool counting_;                       // a replay (memory_context.hpp): no engine, no fences
   int L_;
   ActivationShapes shapes_;
   PhaseTimers* timers_;

@@ -5,13 +5,9 @@
 //   host(alpha) <= host budget                               (every offloaded layer fits)
 // B: the copy engine's bandwidth, T_layer: one layer's forward compute time, both
 // measured in the warm-up step; bytes_o includes the lse rows, bytes_rest is q, k,
-// v, y of all tokens; host(alpha) is the analytic host footprint (memory_model.hpp).
+// v, y of all tokens; host(alpha) is the store's host footprint
+// (ActivationStore::host_bytes; the bound is solved in offload_controller.hpp).
 #pragma once
-
-#include <cstdint>
-#include <string>
-
-#include "model/config.hpp"
 
 namespace minilst {
 
@@ -27,10 +23,5 @@ struct AlphaInputs {
 double alpha_for_time(const AlphaInputs& in);
 // min(time bound, host bound), in [0, 1].
 double solve_alpha(const AlphaInputs& in);
-
-// The largest alpha whose host footprint fits `budget_bytes` (a multiple of 1/S:
-// alpha S tokens), or a negative value when not even alpha = 0 fits.
-double host_alpha_max(const ModelConfig& cfg, MemoryPolicy policy, std::int64_t seq_len, std::size_t scalar_bytes,
-                      std::size_t accum_bytes, double budget_bytes);
 
 }  // namespace minilst

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "core/names.hpp"
+
 namespace minilst {
 
 struct PlanItem {
@@ -32,6 +34,11 @@ struct Placement {
 };
 
 enum class PlanSolver { greedy, exact };
+template <>
+struct EnumNames<PlanSolver> {
+  static constexpr std::array<std::pair<PlanSolver, const char*>, 2> table{
+      {{PlanSolver::greedy, "greedy"}, {PlanSolver::exact, "exact"}}};
+};
 constexpr std::uint64_t kArenaAlignment = 256;  // every arena buffer starts on a 256-byte boundary
 
 std::uint64_t plan_lower_bound(const std::vector<PlanItem>& items);

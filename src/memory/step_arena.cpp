@@ -30,17 +30,6 @@ std::uint64_t allocator_bytes() {
 }
 }  // namespace
 
-void* arena_take(const std::string& key, MemCategory category, std::size_t bytes, long id) {
-  return StepArena::instance().take(key, category, bytes, id);
-}
-void arena_give_back(long id) { StepArena::instance().give_back(id); }
-void arena_count_allocation() { StepArena::instance().count_allocation(); }
-
-StepArena& StepArena::instance() {
-  static StepArena arena;
-  return arena;
-}
-
 std::string StepArena::solver_name() const {
   if (solver_ == PlanSolver::greedy) return "greedy";
   return exact_solver_available() ? "exact (GLPK)" : "exact (GLPK not built: greedy)";
@@ -81,6 +70,7 @@ void StepArena::begin_step() {
 // The allocator's footprint net of host-offload buffers (on host builds they
 // share the heap; they are not step buffers).
 void StepArena::sample_footprint() {
+  if (counting_only()) return;  // a replay allocates nothing
   std::uint64_t bytes = allocator_bytes();
 #ifndef KOKKOS_ENABLE_CUDA
   bytes -= std::min<std::uint64_t>(bytes, MemoryTracker::instance().current(MemCategory::host_offload));

@@ -26,7 +26,7 @@ namespace minilst {
 
 class StepArena {
  public:
-  static StepArena& instance();
+  static StepArena& instance();  // the current memory context's (memory_context.hpp)
 
   // Planning on or off (off: every buffer is its own allocation, as before).
   void configure(bool plan, PlanSolver solver);
@@ -51,6 +51,9 @@ class StepArena {
   const StepPlan& plan() const { return plan_result_; }
   std::uint64_t unplanned_peak_bytes() const { return unplanned_peak_; }
   double plan_seconds() const { return plan_seconds_; }
+  // The last step's requests and layer segments, as recorded (the memory model's replay reads them).
+  const std::vector<TraceBuffer>& recorded_trace() const { return trace_; }
+  const std::vector<TraceSegment>& recorded_segments() const { return segments_; }
   int plans_made() const { return plans_made_; }
   std::string solver_name() const;
   void reset();  // back to no plan, no arena (tests)

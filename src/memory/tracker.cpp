@@ -10,12 +10,7 @@ const char* category_name(MemCategory c) {
   return names[int(c)];
 }
 
-MemoryTracker& MemoryTracker::instance() {
-  static MemoryTracker tracker;
-  return tracker;
-}
-
-long MemoryTracker::on_alloc(MemCategory c, std::size_t bytes, const std::string& label) {
+long MemoryTracker::on_alloc(MemCategory c, std::size_t bytes) {
   const int i = int(c);
   current_[i] += bytes;
   high_[i] = std::max(high_[i], current_[i]);
@@ -23,16 +18,13 @@ long MemoryTracker::on_alloc(MemCategory c, std::size_t bytes, const std::string
     device_current_ += bytes;
     device_high_ = std::max(device_high_, device_current_);
   }
-  const long id = next_id_++;
-  if (tracing_) trace_.push_back({true, id, c, bytes, label});
-  return id;
+  return next_id_++;
 }
 
-void MemoryTracker::on_free(long id, MemCategory c, std::size_t bytes, const std::string& label) {
+void MemoryTracker::on_free(MemCategory c, std::size_t bytes) {
   const int i = int(c);
   current_[i] -= bytes;
   if (is_device(c)) device_current_ -= bytes;
-  if (tracing_) trace_.push_back({false, id, c, bytes, label});
 }
 
 void MemoryTracker::reset_high_water() {

@@ -5,8 +5,9 @@
 //   workspace                       transient buffers of one kernel sequence
 //   comm                            communication buffers
 //   host_offload                    activations swapped to host memory (not device)
-// The tracker can also record the allocation sequence (the input of a static
-// memory plan): one event per alloc/free with a buffer id, label and size.
+// Where a Tracked buffer goes is the current memory context (memory_context.hpp):
+// the process's memory when a run allocates, or a counting context when
+// `minilst plan` replays a step's allocations (counted and recorded, never made).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -23,29 +24,18 @@ constexpr int kNumMemCategories = 7;
 const char* category_name(MemCategory c);
 inline bool is_device(MemCategory c) { return c != MemCategory::host_offload; }
 
-struct MemEvent {
-  bool alloc;  // false: free
-  long id;
-  MemCategory category;
-  std::size_t bytes;
-  std::string label;
-};
-
 class MemoryTracker {
  public:
-  static MemoryTracker& instance();
+  static MemoryTracker& instance();  // the current memory context's
 
-  long on_alloc(MemCategory c, std::size_t bytes, const std::string& label);
-  void on_free(long id, MemCategory c, std::size_t bytes, const std::string& label);
+  long on_alloc(MemCategory c, std::size_t bytes);  // returns the buffer's id
+  void on_free(MemCategory c, std::size_t bytes);
 
   std::size_t current(MemCategory c) const { return current_[int(c)]; }
   std::size_t high_water(MemCategory c) const { return high_[int(c)]; }
   std::size_t device_current() const { return device_current_; }
   std::size_t device_high_water() const { return device_high_; }
   void reset_high_water();  // high-water := current, for every category
-
-  void start_trace() { trace_.clear(); tracing_ = true; }
-  std::vector<MemEvent> stop_trace() { tracing_ = false; return std::move(trace_); }
 
   // Names of the scopes being run ("L3.fwd"), prefixed to buffer labels: stable
   // keys across steps, and labels Kokkos Tools can tell apart by layer.
@@ -62,8 +52,6 @@ class MemoryTracker {
   std::array<std::size_t, kNumMemCategories> current_{}, high_{};
   std::size_t device_current_ = 0, device_high_ = 0;
   long next_id_ = 0;
-  bool tracing_ = false;
-  std::vector<MemEvent> trace_;
 };
 
 // A buffer that is fully overwritten before it is read: allocated without the
@@ -71,16 +59,20 @@ class MemoryTracker {
 struct Uninitialized {};
 constexpr Uninitialized uninitialized{};
 
-// The step arena (step_arena.hpp), as Tracked sees it: memory for a request, or
-// nullptr (then Tracked allocates, and the allocation is counted).
+// The current memory context (memory_context.hpp), as Tracked sees it. arena_take:
+// memory for a request from the step arena, or nullptr (then Tracked allocates, and
+// the allocation is counted). counting_only: requests are counted, never allocated
+// (the buffer is a shape without memory: a View of the right extents whose data is null).
 void* arena_take(const std::string& key, MemCategory category, std::size_t bytes, long id);
 void arena_give_back(long id);
 void arena_count_allocation();
+bool counting_only();
 
 // Owns one Kokkos View and keeps its bytes counted in a category while it lives.
 // Move-only; the View's label is the buffer's name in its scope ("L3.fwd/q",
 // what Kokkos Tools show). Buffers of a step come from the step arena when a
-// plan exists (an unmanaged View into it), else from their own allocation.
+// plan exists (an unmanaged View into it), else from their own allocation; in a
+// counting context, from nowhere (the View has its extents and no data).
 template <class ViewT>
 class Tracked {
  public:
@@ -114,7 +106,7 @@ class Tracked {
   void reset() {
     if (id_ >= 0) {
       arena_give_back(id_);
-      MemoryTracker::instance().on_free(id_, category_, bytes_, view_.label());
+      MemoryTracker::instance().on_free(category_, bytes_);
     }
     view_ = ViewT();
     bytes_ = 0;
@@ -129,8 +121,11 @@ class Tracked {
     const std::string name = tracker.scoped(label);
     category_ = category;
     bytes_ = (std::size_t(extents) * ... * sizeof(V));
-    id_ = tracker.on_alloc(category, bytes_, name);
-    if (void* p = arena_take(name, category, bytes_, id_)) {
+    id_ = tracker.on_alloc(category, bytes_);
+    void* p = arena_take(name, category, bytes_, id_);
+    if (counting_only()) {
+      view_ = ViewT(static_cast<V*>(nullptr), extents...);
+    } else if (p) {
       view_ = ViewT(static_cast<V*>(p), extents...);
       if (zero) Kokkos::deep_copy(typename ViewT::execution_space(), view_, V(0));
     } else {

@@ -7,15 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+
+#include "core/batch.hpp"
 
 namespace minilst {
-
-struct Batch {
-  std::vector<std::int64_t> tokens;  // [S] global order
-  std::vector<std::int64_t> labels;  // [S]
-  std::int64_t n_valid = 0;          // labels != -100
-};
 
 // The sequence of micro-step `micro` of step `step` (steps count from 0).
 Batch synthetic_batch(int vocab, std::int64_t seq_len, std::uint64_t seed, long step, int micro);

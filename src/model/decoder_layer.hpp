@@ -5,15 +5,18 @@
 // The attention block writes what the backward reads (x's q, k, v, o, statistics,
 // y) into buffers of the activation store (LayerActivations); the layer never
 // knows whether they stay on the device, travel to host memory or are recomputed.
-// The MLP block (mlp_block.hpp) saves nothing: its backward recomputes each chunk's
-// gate/up from y (MsT / ALST tiled MLP), so the [S, I] intermediates never exist whole.
+// The MLP block (mlp_block.hpp) saves nothing unless the store keeps its tensors:
+// its backward recomputes each chunk's gate/up from y (MsT / ALST tiled MLP), so
+// the [S, I] intermediates never exist whole.
 // Weight gradients accumulate (+=); dx and the activations are overwritten (=).
+// Each compute method has a replay_ twin beside it for `minilst plan`: the same
+// buffers in the same order, no compute (memory/memory_context.hpp).
 #pragma once
 
 #include "attention/attention_strategy.hpp"
-#include "io/phase_timers.hpp"
+#include "core/config.hpp"
+#include "core/phases.hpp"
 #include "memory/activation_store.hpp"
-#include "model/config.hpp"
 #include "model/mlp_block.hpp"
 #include "model/parameters.hpp"
 
@@ -24,7 +27,8 @@ class DecoderLayer {
  public:
   DecoderLayer(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
                Vec<const std::int64_t> positions, PhaseTimers* timers)
-      : cfg_(cfg), mlp_(cfg, opts.mlp_chunks, timers), attention_(attention), pos_(positions), timers_(timers) {}
+      : cfg_(cfg), kernels_(opts.kernels), mlp_(cfg, opts.mlp_chunks, opts.kernels, timers), attention_(attention),
+        pos_(positions), timers_(timers) {}
 
   // a.q, a.k, a.v, a.o, a.stats, a.y := attention block of a.x
   void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
@@ -41,11 +45,24 @@ class DecoderLayer {
   // The attention strategy's statistics shape for this layer's S tokens.
   Extent2 stats_shape() const { return attention_.stats_shape(std::int64_t(pos_.extent(0)), cfg_.heads); }
 
+  // `minilst plan`'s twins of the methods above.
+  void replay_forward_attention(const LayerActivations<T>& a) const;
+  void replay_recompute_rows(Range rows) const;
+  void replay_forward_mlp(const LayerActivations<T>& a) const { mlp_.replay_forward(a); }
+  void replay_backward(const LayerActivations<T>& a) const;
+
+  // The layer's own buffers (workspace), each [rows, width]:
+  //   attn_in  [rows, d]: rmsnorm(x) in the forward, then its gradient in the backward
+  //   y_grad [rows, d]   o_grad, q_grad [rows, H*h]   k_grad, v_grad [rows, G*h]
+  enum class Buffer { attn_in, y_grad, o_grad, q_grad, k_grad, v_grad };
+  Tracked<Mat<T>> workspace(Buffer b, std::int64_t rows) const;
+
  private:
   // q, k, v rows := rope(rmsnorm(x rows) W*), for tokens [r.begin, r.end)
   void project_qkv(const LayerActivations<T>& a, const LayerWeights<T>& w, Range r) const;
 
   ModelConfig cfg_;
+  KernelVariant kernels_;
   MlpBlock<T> mlp_;
   AttentionStrategy<T>& attention_;
   Vec<const std::int64_t> pos_;  // [S] global positions (for rope)

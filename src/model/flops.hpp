@@ -17,7 +17,7 @@
 //   lm_head      3 x 2 S d V
 #pragma once
 
-#include "model/config.hpp"
+#include "core/config.hpp"
 
 namespace minilst {
 

@@ -5,12 +5,14 @@
 //   dlogits = (softmax - onehot) / N_valid   dWout += f^T dlogits   dx_c = rmsnorm'(dlogits Wout^T)
 // The loss gradient is known in the forward, so each chunk's backward runs at
 // once and the [S, V] logits never exist. Workspace per chunk: f [C,d] + logits [C,V].
-// memory.policy vanilla (the papers' baseline): one chunk, and the gradient of the
-// logits in a buffer of its own beside them, as autograd keeps both: f [S,d] + 2 [S,V].
+// With `logits_grad` (the activation store's whole-sequence plan: memory.policy
+// vanilla, the papers' baseline) the gradient of the logits has a buffer of its
+// own beside them, as autograd keeps both: f [C,d] + 2 [C,V] (one chunk: C = S).
 #pragma once
 
-#include "io/phase_timers.hpp"
-#include "model/config.hpp"
+#include "core/config.hpp"
+#include "core/range.hpp"
+#include "core/phases.hpp"
 #include "model/parameters.hpp"
 
 namespace minilst {
@@ -18,22 +20,30 @@ namespace minilst {
 template <class T>
 class LmHeadLoss {
  public:
-  LmHeadLoss(const ModelConfig& cfg, int chunks, PhaseTimers* timers, bool vanilla = false)
-      : cfg_(cfg), chunks_(chunks), timers_(timers), vanilla_(vanilla) {}
+  LmHeadLoss(const ModelConfig& cfg, int chunks, KernelVariant kernels, PhaseTimers* timers, bool logits_grad)
+      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), logits_grad_(logits_grad) {}
 
   // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=.
   // grad_scale = 1 / (global valid labels ...). Returns sum_i loss_i over local valid labels.
   double forward_backward(const Mat<T>& dx, const Mat<const T>& x, const Vec<const std::int64_t>& labels,
                           const ParamSet<T>& params, const ParamSet<T>& grads, double grad_scale) const;
+  // `minilst plan`'s twin: the chunks' buffers for S tokens, no compute.
+  void replay(std::int64_t S) const;
 
-  // Workspace elements per token of a chunk.
+  // One chunk's workspace: f [C, d], logits [C, V], and the logits' gradient [C, V] when kept apart.
+  struct ChunkBuffers {
+    Tracked<Mat<T>> f, logits, logits_grad;
+  };
+  ChunkBuffers chunk_buffers(std::int64_t C) const;
+  // Workspace elements per token of a chunk: what `auto` budgets.
   static std::size_t workspace_per_token(const ModelConfig& c) { return std::size_t(c.hidden) + c.vocab; }
 
  private:
   ModelConfig cfg_;
   int chunks_;
+  KernelVariant kernels_;
   PhaseTimers* timers_;
-  bool vanilla_;
+  bool logits_grad_;
 };
 
 }  // namespace minilst

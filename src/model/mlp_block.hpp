@@ -7,14 +7,14 @@
 //   backward b [C,d], g, u, m [C,I]             = C (d + 3I) elements
 // so the peak falls from S (d + 3I) to ceil(S/M) (d + 3I) as M grows.
 // Results equal the unchunked block's to rounding (same math, other order).
-// memory.policy vanilla (the papers' baseline): one chunk, and the forward keeps
-// b, g, u and m in the layer's saved set for the backward (`keep`), which then
-// recomputes nothing.
+// Where the activation store keeps the MLP's tensors (LayerActivations::mlp_saved:
+// memory.policy vanilla, the papers' baseline) the forward writes b, g, u and m
+// into them, whole, and the backward reads them back, recomputing nothing.
 #pragma once
 
-#include "io/phase_timers.hpp"
+#include "core/config.hpp"
+#include "core/phases.hpp"
 #include "memory/activation_store.hpp"
-#include "model/config.hpp"
 #include "model/parameters.hpp"
 
 namespace minilst {
@@ -22,9 +22,10 @@ namespace minilst {
 template <class T>
 class MlpBlock {
  public:
-  MlpBlock(const ModelConfig& cfg, int chunks, PhaseTimers* timers) : cfg_(cfg), chunks_(chunks), timers_(timers) {}
+  MlpBlock(const ModelConfig& cfg, int chunks, KernelVariant kernels, PhaseTimers* timers)
+      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers) {}
 
-  // z := y + mlp(y);  z, y: [S, d]. keep: vanilla's saved MLP tensors (else empty views).
+  // z := y + mlp(y);  z, y: [S, d]. keep: the layer's saved tensors (used when keep.mlp_saved).
   void forward(const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>& w,
                const LayerActivations<T>& keep) const;
   // dy += d(mlp(y))/dy applied to dz (the residual's dz is the caller's);
@@ -32,14 +33,28 @@ class MlpBlock {
   void backward(const Mat<T>& dy, const LayerWeights<T>& dw, const Mat<const T>& dz, const Mat<const T>& y,
                 const LayerWeights<T>& w, const LayerActivations<T>& keep) const;
 
-  // Workspace elements per token of a chunk (the backward's, the larger).
+  // `minilst plan`'s twins: the chunks' buffers, no compute.
+  void replay_forward(const LayerActivations<T>& keep) const;
+  void replay_backward(const LayerActivations<T>& keep) const;
+
+  // One chunk's workspace: in [C, d], gate, up [C, I], and act [C, I] in the backward.
+  struct ChunkBuffers {
+    Tracked<Mat<T>> in, gate, up, act;
+  };
+  ChunkBuffers chunk_buffers(std::int64_t C, bool backward) const;
+  // Workspace elements per token of a chunk (the backward's, the larger): what `auto` budgets.
   static std::size_t workspace_per_token(const ModelConfig& c) {
     return std::size_t(c.hidden) + 3 * std::size_t(c.intermediate);
   }
 
  private:
+  // b := rmsnorm(y; w_mlp), g := b Wg, u := b Wu (the forward, and the backward's recompute).
+  void gate_and_up(const Mat<T>& b, const Mat<T>& g, const Mat<T>& u, const Mat<const T>& y,
+                   const LayerWeights<T>& w) const;
+
   ModelConfig cfg_;
   int chunks_;
+  KernelVariant kernels_;
   PhaseTimers* timers_;
 };
 

@@ -1,16 +1,12 @@
 #include "model/model.hpp"
 
 #include "kernels/embedding.hpp"
+#include "kernels/select.hpp"
 #include "memory/step_arena.hpp"
 
 namespace minilst {
 
 namespace {
-ActivationShapes shapes_of(const ModelConfig& c, std::int64_t S, Extent2 stats) {
-  const std::int64_t h = c.head_dim();
-  return {S, c.hidden, c.heads * h, c.kv_heads * h, c.intermediate, stats};
-}
-
 // What the activation store may ask the layers to redo, with this step's weights.
 template <class T>
 class Recompute final : public LayerRecompute<T> {
@@ -27,25 +23,36 @@ class Recompute final : public LayerRecompute<T> {
   const DecoderLayer<T>& layer_;
   const ParamSet<T>& params_;
 };
+
+// The same requests, replayed (no weights, no compute).
+template <class T>
+class ReplayRecompute final : public LayerRecompute<T> {
+ public:
+  explicit ReplayRecompute(const DecoderLayer<T>& layer) : layer_(layer) {}
+  void attention_block(int, const LayerActivations<T>& a) const override { layer_.replay_forward_attention(a); }
+  void token_rows(int, const LayerActivations<T>&, Range rows) const override { layer_.replay_recompute_rows(rows); }
+
+ private:
+  const DecoderLayer<T>& layer_;
+};
 }  // namespace
 
 template <class T>
 Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
                 Vec<const std::int64_t> positions, PhaseTimers* timers)
-    : cfg_(cfg), layer_(cfg, opts, attention, positions, timers), head_(cfg, opts.lm_head_chunks, timers, opts.policy == MemoryPolicy::vanilla),
-      store_(opts, cfg.layers, shapes_of(cfg, std::int64_t(positions.extent(0)), layer_.stats_shape()), timers),
-      timers_(timers) {}
+    : cfg_(cfg), kernels_(opts.kernels), tokens_(std::int64_t(positions.extent(0))), layer_(cfg, opts, attention, positions, timers),
+      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, store_plan(opts.policy, cfg.layers).whole_sequence),
+      store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape()), timers), timers_(timers) {}
 
 template <class T>
 double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
                                   const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
                                   double grad_scale) {
-  const std::size_t S = tokens.extent(0), d = cfg_.hidden;
   const int L = cfg_.layers;
   double loss_sum = 0;
-  Tracked<Mat<T>> dx(uninitialized, "x_grad", MemCategory::workspace, S, d);  // the LM head zeroes it
+  auto dx = gradient_buffer("x_grad");  // the LM head zeroes it
   {
-    ScopedPhase phase(timers_, "forward");
+    ScopedPhase phase(timers_, Phase::forward);
     kernels::embedding_forward<T>(store_.input(0), tokens, params.embed);
     for (int l = 0; l < L; ++l) {
       const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
@@ -61,8 +68,8 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
     store_.head_end();
   }
   {
-    ScopedPhase phase(timers_, "backward");
-    Tracked<Mat<T>> dx_in(uninitialized, "x_grad_in", MemCategory::workspace, S, d);
+    ScopedPhase phase(timers_, Phase::backward);
+    auto dx_in = gradient_buffer("x_grad_in");
     const Recompute<T> redo(layer_, params);
     for (int l = L - 1; l >= 0; --l) {
       const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
@@ -71,9 +78,39 @@ double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& 
       store_.backward_end(l);
       std::swap(dx, dx_in);  // dx := gradient w.r.t. this layer's input
     }
-    kernels::embedding_backward<T>(grads.embed, tokens, dx.view());
+    kernels::embedding_backward<T>(kernels_, grads.embed, tokens, dx.view());
   }
   return loss_sum;
+}
+
+template <class T>
+void Model<T>::replay_micro_step() {
+  const int L = cfg_.layers;
+  auto dx = gradient_buffer("x_grad");
+  store_.input(0);
+  for (int l = 0; l < L; ++l) {
+    const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
+    const auto a = store_.forward_begin(l);
+    layer_.replay_forward_attention(a);
+    store_.input(l + 1);
+    layer_.replay_forward_mlp(a);
+    store_.forward_end(l);
+  }
+  {
+    const MemScope scope("head");
+    store_.input(L);
+    head_.replay(tokens_);
+  }
+  store_.head_end();
+  auto dx_in = gradient_buffer("x_grad_in");
+  const ReplayRecompute<T> redo(layer_);
+  for (int l = L - 1; l >= 0; --l) {
+    const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
+    const auto a = store_.backward_begin(l, redo);
+    layer_.replay_backward(a);
+    store_.backward_end(l);
+    std::swap(dx, dx_in);
+  }
 }
 
 template class Model<float>;

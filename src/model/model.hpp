@@ -27,12 +27,21 @@ class Model {
   double forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
                           const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
                           double grad_scale);
+  // `minilst plan`'s twin: the micro-step's buffers, in the same order, no compute.
+  void replay_micro_step();
 
   ActivationStore<T>& activations() { return store_; }
   const ActivationStore<T>& activations() const { return store_; }
 
  private:
+  // dx and dx_in: the gradient with respect to a layer's output and input, [S, d].
+  Tracked<Mat<T>> gradient_buffer(const char* label) const {
+    return Tracked<Mat<T>>(uninitialized, label, MemCategory::workspace, tokens_, cfg_.hidden);
+  }
+
   ModelConfig cfg_;
+  KernelVariant kernels_;
+  std::int64_t tokens_;
   DecoderLayer<T> layer_;
   LmHeadLoss<T> head_;
   ActivationStore<T> store_;

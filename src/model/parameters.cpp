@@ -41,6 +41,7 @@ template <class T>
 ParamSet<T>::ParamSet(const ModelConfig& cfg, const std::string& label, MemCategory category)
     : storage_(label, category, parameter_count(cfg)), slots_(parameter_layout(cfg)) {
   T* base = storage_.view().data();
+  if (base == nullptr) return;  // a replay's buffer (memory_context.hpp): a size, no tensors
   std::size_t next = 0;  // slots_ are visited in layout order
   auto vec = [&]() { const auto& s = slots_[next++]; return Vec<T>(base + s.offset, s.shape[0]); };
   auto mat = [&]() {

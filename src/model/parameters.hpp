@@ -1,7 +1,7 @@
 // The model's parameters, and everything shaped like them (gradients, AdamW
 // moments), as named tensors inside one flat allocation: the optimizer is one
 // kernel, the gradient all-reduce one call, the dump one loop.
-// Names and shapes follow the tensor dump (DESIGN.md 4.3); W is [in, out] (y = x W).
+// Names and shapes follow the tensor dump (docs/metrics.md); W is [in, out] (y = x W).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include "kernels/types.hpp"
 #include "memory/tracker.hpp"
-#include "model/config.hpp"
+#include "core/config.hpp"
 
 namespace minilst {
 

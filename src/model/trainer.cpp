@@ -3,13 +3,19 @@
 #include <cmath>
 
 #include "attention/local_attention.hpp"
+#include "memory/step_arena.hpp"
 
 namespace minilst {
 
 namespace {
+// Token indices on the device: positions, tokens, labels [n].
+Tracked<Vec<std::int64_t>> index_buffer(const char* label, std::int64_t n) {
+  return Tracked<Vec<std::int64_t>>(label, MemCategory::workspace, n);
+}
+
 // Host vector -> tracked device vector.
-Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, const std::string& label) {
-  Tracked<Vec<std::int64_t>> dev(label, MemCategory::workspace, host.size());
+Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, const char* label) {
+  auto dev = index_buffer(label, std::int64_t(host.size()));
   Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> src(host.data(), host.size());
   Kokkos::deep_copy(dev.view(), src);
   return dev;
@@ -28,7 +34,7 @@ Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const Trai
       positions_(to_device(positions, "positions")) {
   init_parameters(params_, train.seed, train.init_std, train.norm_init_noise);
   attention_ = make_attention ? make_attention(positions_.view())
-                             : std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim());
+                             : std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim(), opts.kernels);
   model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, positions_.view(), timers);
 }
 
@@ -50,8 +56,32 @@ double Trainer<T>::compute_gradients(const std::vector<Batch>& micro_batches, do
 }
 
 template <class T>
+void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, std::int64_t local_tokens,
+                             int grad_accum, double first_alpha, const AttentionFactory<T>& replay_attention) {
+  const ParamSet<T> params(cfg, "params", MemCategory::weights), grads(cfg, "grads", MemCategory::gradients),
+      adam_m(cfg, "adam_m", MemCategory::optimizer), adam_v(cfg, "adam_v", MemCategory::optimizer);
+  const auto positions = index_buffer("positions", local_tokens);
+  const auto attention = replay_attention(positions.view());
+  ModelOptions first = opts;
+  first.offload.alpha = first_alpha;
+  Model<T> model(cfg, first, *attention, positions.view(), nullptr);
+  const auto micro_step = [&] {
+    const auto tokens = index_buffer("tokens", local_tokens), labels = index_buffer("labels", local_tokens);
+    model.replay_micro_step();
+  };
+  if (first_alpha != opts.offload.alpha) {  // the warm-up step's alpha sized the host buffers
+    micro_step();
+    model.activations().set_alpha(opts.offload.alpha);
+  }
+  auto& arena = StepArena::instance();
+  arena.begin_step();
+  for (int a = 0; a < grad_accum; ++a) micro_step();
+  arena.end_step();
+}
+
+template <class T>
 void Trainer<T>::apply_optimizer() {
-  ScopedPhase phase(timers_, "optimizer");
+  ScopedPhase phase(timers_, Phase::optimizer);
   kernels::adamw_update<T>(params_.flat(), grads_.flat(), adam_m_.flat(), adam_v_.flat(), ++optimizer_steps_,
                            train_.adamw);
 }

@@ -21,15 +21,11 @@ struct TrainOptions {
   kernels::AdamWHyper adamw;
 };
 
-// Builds the attention strategy from the device positions of the local tokens
-// (default: LocalAttention, all tokens on this rank).
-template <class T>
-using AttentionFactory = std::function<std::unique_ptr<AttentionStrategy<T>>(Vec<const std::int64_t> positions)>;
-
 template <class T>
 class Trainer {
  public:
-  // positions: [S_local] global positions of the tokens this rank holds.
+  // positions: [S_local] global positions of the tokens this rank holds;
+  // make_attention: its strategy (default: LocalAttention, all tokens on this rank).
   Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
           const std::vector<std::int64_t>& positions, PhaseTimers* timers,
           const AttentionFactory<T>& make_attention = nullptr);
@@ -43,6 +39,14 @@ class Trainer {
   ActivationStore<T>& activations() { return model_->activations(); }
   const ParamSet<T>& grads() const { return grads_; }
   double grad_norm() const;  // ||grads||_2 over all parameters
+
+  // `minilst plan`: one step's allocations in the run's order, without compute (call
+  // it in a CountingMemory, memory/memory_context.hpp): the parameters, gradients
+  // and moments, the positions, the strategy's, then grad_accum micro-steps, whose
+  // trace is recorded for the arena's plan. With offload, a micro-step at
+  // `first_alpha` goes first and sizes the host buffers, as the warm-up step does.
+  static void replay_step(const ModelConfig& cfg, const ModelOptions& opts, std::int64_t local_tokens,
+                          int grad_accum, double first_alpha, const AttentionFactory<T>& replay_attention);
 
  private:
   ModelConfig cfg_;

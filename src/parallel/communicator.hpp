@@ -35,6 +35,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi", "nccl"
+  // Whether a posted isend/irecv moves while the caller computes (the ring's
+  // overlap); false where transfers start only at their wait.
+  virtual bool overlaps_transfers() const = 0;
 
   // Personalised all-to-all: to peer p send counts[p] elements from send + sdispls[p],
   // receive rcounts[p] elements at recv + rdispls[p] (elements, not bytes).

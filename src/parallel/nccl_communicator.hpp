@@ -46,6 +46,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
+  bool overlaps_transfers() const override { return false; }  // launched at the wait (above)
   MPI_Comm mpi_comm() const { return mpi_; }
   ncclComm_t nccl_comm() const { return nccl_; }
   cudaStream_t stream() const { return stream_; }

@@ -1,6 +1,10 @@
 #include "parallel/parallel_setup.hpp"
 
+#include "parallel/mpi_communicator.hpp"
+
 #ifdef MINILST_HAVE_NCCL
+#include <Kokkos_Core.hpp>
+
 #include "parallel/nccl_communicator.hpp"
 #endif
 
@@ -30,17 +34,6 @@ ParallelSetup::ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::
   ring_ = sp_->split(s % config.ulysses, s);
 }
 
-std::string ParallelSetup::strategy_name() const {
-  const int U = config_.ulysses, R = config_.ring;
-  const std::string ring = R > 1 ? std::string(config_.variant == RingVariant::flash ? "ring" : "ring-rsa") + "(" +
-                                       to_string(config_.layout) + ")"
-                                 : "";
-  if (U > 1 && R > 1) return "hybrid ulysses x " + ring;
-  if (U > 1) return "ulysses";
-  if (R > 1) return ring;
-  return "local";
-}
-
 Batch ParallelSetup::shard(const Batch& global) const {
   Batch local;
   for (const auto p : local_positions()) {
@@ -48,6 +41,12 @@ Batch ParallelSetup::shard(const Batch& global) const {
     local.labels.push_back(global.labels[p]);
   }
   local.n_valid = global.n_valid;  // the loss is normalised by the whole sequence's count
+  return local;
+}
+
+std::vector<Batch> ParallelSetup::shard(const std::vector<Batch>& globals) const {
+  std::vector<Batch> local;
+  for (const auto& b : globals) local.push_back(shard(b));
   return local;
 }
 

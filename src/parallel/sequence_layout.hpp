@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/parallel_config.hpp"
+#include "core/parallel_config.hpp"
 
 namespace minilst {
 

@@ -1,6 +1,6 @@
 """Checks two metrics files of the same deck run with memory.policy full and checkpoint.
 
-Asserts the DESIGN.md 4.2 layout (schema, provenance attributes, units on every
+Asserts the layout of docs/metrics.md (schema, provenance attributes, units on every
 dataset, [steps, ranks] timings with Caliper-style per-rank statistics, memory per
 category and device_total), equal losses for both policies, and that checkpoint's
 activation high-water is lower than full's and equal to the analytic model:
@@ -35,6 +35,8 @@ def read(path):
           f"{path}: valid, fom, fom_unit")
     missing = [k for k in ADIAK + BUILD if k not in a]
     check(not missing, f"{path}: provenance keys present (missing: {missing})")
+    check(a["kernel_variant"] == "optimized" and a["cpu_isa"] != "" and int(a["memory_bytes"]) > 0,
+          f"{path}: kernel_variant, the machine's CPU ISA and memory recorded")
     cfg = yaml.safe_load(a["config"])
     check(cfg["model"]["layers"] == 4 and "policy" in cfg["memory"], f"{path}: resolved deck stored in 'config'")
 

@@ -1,9 +1,6 @@
-#include "parallel/parallel_config.hpp"
+#include "core/parallel_config.hpp"
 
 namespace minilst {
-
-std::string to_string(RingLayout l) { return l == RingLayout::zigzag ? "zigzag" : "contiguous"; }
-std::string to_string(RingVariant v) { return v == RingVariant::flash ? "flash" : "rsa"; }
 
 std::string check_parallel(const ModelConfig& m, const ParallelConfig& p, std::int64_t S, int world) {
   const auto n = [](long long x) { return std::to_string(x); };

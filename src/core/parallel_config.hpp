@@ -7,12 +7,23 @@
 #include <cstdint>
 #include <string>
 
-#include "model/config.hpp"
+#include "core/config.hpp"
+#include "core/names.hpp"
 
 namespace minilst {
 
 enum class RingLayout { contiguous, zigzag };
+template <>
+struct EnumNames<RingLayout> {  // the deck's default first
+  static constexpr std::array<std::pair<RingLayout, const char*>, 2> table{
+      {{RingLayout::zigzag, "zigzag"}, {RingLayout::contiguous, "contiguous"}}};
+};
 enum class RingVariant { flash, rsa };
+template <>
+struct EnumNames<RingVariant> {
+  static constexpr std::array<std::pair<RingVariant, const char*>, 2> table{
+      {{RingVariant::flash, "flash"}, {RingVariant::rsa, "rsa"}}};
+};
 
 struct ParallelConfig {
   int ulysses = 1;                         // U
@@ -26,8 +37,5 @@ struct ParallelConfig {
 // Empty when the configuration can run on world_size ranks; otherwise a message
 // naming the keys and the constraint (the same on every rank, before any work).
 std::string check_parallel(const ModelConfig& model, const ParallelConfig& par, std::int64_t seq_len, int world_size);
-
-std::string to_string(RingLayout l);
-std::string to_string(RingVariant v);
 
 }  // namespace minilst

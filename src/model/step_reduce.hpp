@@ -9,26 +9,18 @@
 
 #include <vector>
 
-#include "io/phase_timers.hpp"
-#include "model/data.hpp"
+#include "core/phases.hpp"
 #include "model/trainer.hpp"
 #include "parallel/parallel_setup.hpp"
 
 namespace minilst {
-
-// This rank's tokens of each of its replica's global sequences.
-inline std::vector<Batch> shard_batches(ParallelSetup& par, const std::vector<Batch>& replica_sequences) {
-  std::vector<Batch> local;
-  for (const auto& b : replica_sequences) local.push_back(par.shard(b));
-  return local;
-}
 
 // After Trainer::compute_gradients(local, 1/D) on every rank: sums the gradients
 // over all ranks in place (timed as "comm") and returns the step's mean loss.
 template <class T>
 double reduce_step(Trainer<T>& trainer, ParallelSetup& par, double local_loss, PhaseTimers* timers) {
   if (par.world().size() == 1) return local_loss;
-  ScopedPhase phase(timers, "comm");
+  ScopedPhase phase(timers, Phase::comm);
   const auto g = trainer.grads().flat();
   compat::fence("gradients ready");
   par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<T>(), "allreduce");

@@ -1,5 +1,7 @@
-#include "parallel/comm_model.hpp"
+#include "model/comm_model.hpp"
 
+#include "attention/attention_geometry.hpp"
+#include "memory/activation_store.hpp"
 #include "model/parameters.hpp"
 
 namespace minilst {
@@ -8,13 +10,12 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
                                                         const ParallelConfig& par, const SequenceLayout& layout,
                                                         int s, int world, int A, std::size_t T) {
   using u64 = std::uint64_t;
-  const u64 U = par.ulysses, R = par.ring, h = c.head_dim(), L = c.layers;
-  const u64 r = u64(s) / U, me_ring = r;
-  const u64 q = u64(c.heads) / U;
-  const u64 k = u64(c.kv_heads) % U == 0 ? u64(c.kv_heads) / U : 1;  // kv heads per member
-  const u64 S_l = u64(layout.tokens(s)), S_g = u64(layout.group_tokens(int(r)));
-  // checkpoint kinds run the forward attention twice (offload recomputes no attention)
-  const bool recompute = o.policy == MemoryPolicy::checkpoint || o.policy == MemoryPolicy::checkpoint_offload;
+  const auto g = attention_geometry(c, par, layout, s);
+  const u64 U = u64(g.U()), R = u64(g.R()), h = u64(g.head_dim), L = u64(c.layers);
+  const u64 q = u64(g.q_heads_here()), k = u64(g.kv_heads_here());  // heads per member after the all-to-all
+  const u64 S_l = u64(g.local_rows), S_g = u64(g.group_rows());
+  // policies whose saved sets are transient run the forward attention twice (offload recomputes no attention)
+  const bool recompute = store_plan(o.policy, c.layers).saved_buffers == 0;
   const u64 passes = recompute ? 2 : 1;
 
   u64 a2a_fwd = 0, a2a_bwd = 0;
@@ -26,13 +27,12 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   }
   u64 ring_fwd = 0, ring_bwd = 0;
   if (R > 1) {
-    const u64 kv_heads_here = U > 1 ? k : u64(c.kv_heads);
     for (u64 b = 0; b < R; ++b) {
-      const u64 block = 2 * u64(layout.group_tokens(int(b))) * kv_heads_here * h * T;  // K and V
-      if (b != (me_ring + 1) % R) ring_fwd += block;  // the last visitor is never passed on
-      ring_bwd += block;                             // every block's dK/dV travels
+      const u64 block = 2 * u64(g.block_rows[b]) * k * h * T;  // K and V
+      if (b != (u64(g.me_ring) + 1) % R) ring_fwd += block;     // the last visitor is never passed on
+      ring_bwd += block;                                         // every block's dK/dV travels
     }
-    ring_bwd += ring_fwd;                            // K/V travel again in backward
+    ring_bwd += ring_fwd;  // K/V travel again in backward
   }
   std::map<std::string, std::uint64_t> bytes;
   bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);

@@ -16,8 +16,8 @@
 #include <map>
 #include <string>
 
-#include "model/config.hpp"
-#include "parallel/parallel_config.hpp"
+#include "core/config.hpp"
+#include "core/parallel_config.hpp"
 #include "parallel/sequence_layout.hpp"
 
 namespace minilst {

@@ -1,0 +1,80 @@
+// The kernels a run calls, in the variant it chose (variant.hpp, run.kernels):
+// each forwards to the optimised kernel or to its plain reference, with the same
+// arguments. Kernels without a reference (rope, adamw, the embedding's forward,
+// attention_merge, RSA's phases) are the obvious loop already and are called directly.
+#pragma once
+
+#include "attention.hpp"
+#include "attention_reference.hpp"
+#include "cross_entropy.hpp"
+#include "cross_entropy_reference.hpp"
+#include "embedding.hpp"
+#include "embedding_reference.hpp"
+#include "gemm.hpp"
+#include "gemm_reference.hpp"
+#include "rmsnorm.hpp"
+#include "rmsnorm_reference.hpp"
+#include "swiglu.hpp"
+#include "swiglu_reference.hpp"
+#include "variant.hpp"
+
+namespace minilst::kernels {
+
+constexpr bool plain(KernelVariant v) { return v == KernelVariant::reference; }
+
+template <class T, class AV, class BV, class CV>
+void gemm(KernelVariant v, Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta, const CV& C) {
+  plain(v) ? gemm_reference(op_a, op_b, alpha, A, B, beta, C) : gemm(op_a, op_b, alpha, A, B, beta, C);
+}
+
+template <class T>
+void rmsnorm_forward(KernelVariant v, const Mat<T>& y, const Mat<const T>& x, const Vec<const T>& w, double eps) {
+  plain(v) ? rmsnorm_forward_reference<T>(y, x, w, eps) : rmsnorm_forward<T>(y, x, w, eps);
+}
+template <class T>
+void rmsnorm_backward(KernelVariant v, const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, const Mat<const T>& x,
+                      const Vec<const T>& w, double eps) {
+  plain(v) ? rmsnorm_backward_reference<T>(dx, dw, dy, x, w, eps) : rmsnorm_backward<T>(dx, dw, dy, x, w, eps);
+}
+
+template <class T>
+void swiglu_forward(KernelVariant v, const Mat<T>& m, const Mat<const T>& g, const Mat<const T>& u) {
+  plain(v) ? swiglu_forward_reference<T>(m, g, u) : swiglu_forward<T>(m, g, u);
+}
+template <class T>
+void swiglu_backward(KernelVariant v, const Mat<T>& dg, const Mat<T>& du, const Mat<const T>& dm,
+                     const Mat<const T>& g, const Mat<const T>& u) {
+  plain(v) ? swiglu_backward_reference<T>(dg, du, dm, g, u) : swiglu_backward<T>(dg, du, dm, g, u);
+}
+
+template <class T>
+double cross_entropy_fused(KernelVariant v, const Mat<T>& logits, const Vec<const std::int64_t>& labels,
+                           double grad_scale) {
+  return plain(v) ? cross_entropy_fused_reference<T>(logits, labels, grad_scale)
+                  : cross_entropy_fused<T>(logits, labels, grad_scale);
+}
+
+template <class T>
+void embedding_backward(KernelVariant v, const Mat<T>& dE, const Vec<const std::int64_t>& tokens,
+                        const Mat<const T>& dx) {
+  plain(v) ? embedding_backward_reference<T>(dE, tokens, dx) : embedding_backward<T>(dE, tokens, dx);
+}
+
+template <class T>
+void attention_forward(KernelVariant v, const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
+                       const Mat<const T>& k, const Mat<const T>& v_, const Vec<const std::int64_t>& q_pos,
+                       const Vec<const std::int64_t>& k_pos, int head_dim) {
+  plain(v) ? attention_forward_reference<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim)
+           : attention_forward<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+}
+template <class T>
+void attention_backward(KernelVariant v, const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
+                        const Mat<accum_t<T>>& delta, const Mat<const T>& d_o, const Mat<const T>& o,
+                        const Mat<const accum_t<T>>& lse, const Mat<const T>& q, const Mat<const T>& k,
+                        const Mat<const T>& v_, const Vec<const std::int64_t>& q_pos,
+                        const Vec<const std::int64_t>& k_pos, int head_dim) {
+  plain(v) ? attention_backward_reference<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim)
+           : attention_backward<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+}
+
+}  // namespace minilst::kernels

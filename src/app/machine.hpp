@@ -1,0 +1,24 @@
+// What the machine offers this rank, probed once before the first step: the
+// memory it may use and the host budget for offloaded activations. Collective
+// (every rank gets the smallest over ranks, so every rank decides alike).
+#pragma once
+
+#include <mpi.h>
+
+#include "io/deck.hpp"
+
+namespace minilst {
+
+// Host memory is what the node has available (MemAvailable, within a cgroup v2
+// limit) shared by its ranks; on CUDA builds the device's is the free memory of
+// the rank's GPU.
+struct AvailableMemory {
+  double host = 0, device = 0;  // bytes; 0 = unknown
+};
+AvailableMemory available_memory(MPI_Comm comm);
+
+// memory.host_budget_mib in bytes, or (auto) 3/4 of the node's physical memory
+// shared by the ranks on the node.
+double host_budget_bytes(const MemoryConfig& memory, MPI_Comm comm);
+
+}  // namespace minilst

@@ -1,0 +1,108 @@
+#include "app/report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "io/provenance.hpp"
+#include "memory/tracker.hpp"
+#include "model/lm_head.hpp"
+#include "model/mlp_block.hpp"
+#include "model/parameters.hpp"
+
+namespace minilst {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+
+void print_threads() {
+  const auto th = thread_counts();
+  std::printf("threads per rank: Kokkos %s %d, BLAS %d%s\n", th.kokkos_space.c_str(), th.kokkos, th.blas,
+              th.kokkos > 1 && th.blas > 1 ? " (they take turns: BLAS runs between Kokkos kernels)" : "");
+  const int wanted = std::max(th.kokkos_space == "OpenMP" ? th.kokkos : 1, th.blas);
+  if (th.cores_allowed > 0 && wanted > th.cores_allowed)
+    std::printf("warning: rank 0 may run on %d core(s) only (its CPU affinity) but asks for %d threads: they share "
+                "it. Open MPI binds a rank to one core: mpiexec --bind-to none (or --map-by slot:PE=%d); Slurm: "
+                "--cpus-per-task=%d\n",
+                th.cores_allowed, wanted, wanted, wanted);
+}
+}  // namespace
+
+void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeometry& g, int nranks, int D,
+                 std::size_t T, const std::string& offload) {
+  const auto& cfg = deck.model;
+  std::printf("model: %zu parameters, %s, memory.policy=%s, kernels %s\n", parameter_count(cfg),
+              name_of(deck.run.precision).c_str(), name_of(opts.policy).c_str(), name_of(opts.kernels).c_str());
+  print_threads();
+  const std::int64_t S_local = g.local_rows;
+  std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d): %s, "
+              "rank 0 holds %lld of %lld tokens\n",
+              nranks, D, deck.parallel.sequence_parallel(), deck.parallel.ulysses, deck.parallel.ring, g.name().c_str(),
+              static_cast<long long>(S_local), static_cast<long long>(deck.run.seq_len));
+  const auto describe = [&](const char* name, const ChunkSetting& set, int m, std::size_t per_token) {
+    const std::int64_t n = effective_chunks(S_local, m), chunk = (S_local + n - 1) / n;
+    std::printf("mst: %s = %d (%s), chunks of <= %lld tokens, %.2f MiB of intermediates each\n", name, m,
+                set.automatic ? "auto" : "deck", static_cast<long long>(chunk),
+                double(chunk) * double(per_token * T) / kMiB);
+  };
+  describe("mlp_chunks", deck.mst.mlp, opts.mlp_chunks, MlpBlock<float>::workspace_per_token(cfg));
+  describe("lm_head_chunks", deck.mst.lm_head, opts.lm_head_chunks, LmHeadLoss<float>::workspace_per_token(cfg));
+  if (!offload.empty()) std::printf("%s\n", offload.c_str());
+  if (D > 1 && !deck.reference.losses.empty())
+    std::printf("reference: not checked: %d data-parallel replicas make a batch %d times the reference's\n", D, D);
+  std::fflush(stdout);
+}
+
+void print_step(long step, const Deck& deck, double loss, double grad_norm, double seconds, double tokens_per_step) {
+  std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB%s\n", step + 1,
+              deck.run.steps, loss, grad_norm, seconds, tokens_per_step / seconds,
+              double(MemoryTracker::instance().device_high_water()) / kMiB,
+              step < deck.run.warmup_steps ? "  (warm-up)" : "");
+  std::fflush(stdout);
+}
+
+void print_summary(const RunSummary& s, const std::string& path) {
+  std::printf("\n== summary (mean per measured step; min .. max over ranks) ==\n");
+  for (const auto& phase : metric_phases()) {
+    const auto& v = s.phase_avg_per_rank.at(phase);
+    const double avg = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+    if (avg == 0.0) continue;
+    std::printf("  %-10s %10.4f s   (%.4f .. %.4f)\n", phase.c_str(), avg, *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
+  }
+  std::printf("  memory high-water, MiB (max over ranks)   measured      model\n");
+  const auto max_mib = [](const std::vector<std::uint64_t>& v) { return double(*std::max_element(v.begin(), v.end())) / kMiB; };
+  for (const auto& [cat, v] : s.memory) {
+    const auto model = s.memory_model.find(cat);
+    std::printf("    %-13s %27.2f", cat.c_str(), max_mib(v));
+    if (model != s.memory_model.end()) std::printf(" %10.2f", max_mib(model->second));
+    std::printf("\n");
+  }
+  if (!s.plan.empty()) {  // arena against what was live at once (fragmentation) and against per-buffer allocation
+    const double arena = max_mib(s.plan.at("arena_bytes")), bound = max_mib(s.plan.at("lower_bound_bytes"));
+    std::printf("  memory plan: arena %.2f MiB = %.3f x lower bound %.2f MiB; per-buffer allocation held %.2f MiB; "
+                "allocations per step after the first: %llu\n", arena, bound > 0 ? arena / bound : 1.0, bound,
+                max_mib(s.plan.at("unplanned_peak_bytes")),
+                static_cast<unsigned long long>(*std::max_element(s.allocations_after_first.begin(),
+                                                                  s.allocations_after_first.end())));
+  }
+  std::printf("  communication, MiB sent per step (max over ranks):");
+  for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
+  std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
+  if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
+}
+
+int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int nranks, const std::string& path) {
+  if (s.reference_check != "none")
+    std::printf("reference: %s: %d step(s) compared with the deck's expected losses, largest relative difference "
+                "%.3g (step %d), tolerance %.3g\n",
+                s.reference_check.c_str(), s.reference_steps, s.reference_max_rel_error, s.reference_worst_step,
+                deck.reference.rtol);
+  const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
+  std::printf("RESULT: %s FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d metrics=%s\n", verdict.c_str(),
+              s.fom, m.steps.size(), m.steps.back().loss, nranks, path.c_str());
+  std::fflush(stdout);
+  return !m.complete ? 4 : s.valid ? 0 : 3;
+}
+
+}  // namespace minilst

@@ -1,0 +1,58 @@
+// The stand-in strategy of `minilst plan`'s replay (memory_context.hpp): built
+// from a rank's geometry alone (no communicator, no positions), it allocates what
+// the real strategy of that geometry allocates, in the same order, from the same
+// buffer functions, and computes nothing.
+#pragma once
+
+#include <vector>
+
+#include "attention/attention_geometry.hpp"
+#include "attention/local_attention.hpp"
+#include "attention/ring_attention.hpp"
+#include "attention/ulysses_attention.hpp"
+
+namespace minilst {
+
+template <class T>
+class ReplayAttention final : public AttentionStrategy<T> {
+ public:
+  using A = accum_t<T>;
+  explicit ReplayAttention(const AttentionGeometry& g) : g_(g) {  // the real constructor's buffers
+    if (g.R() > 1) positions_ = RingAttention<T>::position_buffers(g);
+    else if (g.U() > 1) positions_.push_back(LocalAttention<T>::position_buffer(g.group_rows()));
+  }
+
+  Extent2 stats_shape(std::int64_t, std::int64_t) const override { return g_.stats_shape(); }
+
+  void forward(const Mat<T>&, const Mat<A>&, const Mat<const T>&, const Mat<const T>&, const Mat<const T>&) override {
+    const auto inner = [this] {
+      if (g_.R() > 1) RingAttention<T>::replay_forward(g_);  // local attention allocates nothing
+    };
+    if (g_.U() > 1) UlyssesAttention<T>::replay_forward(g_, inner);
+    else inner();
+  }
+
+  void backward(const Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<const T>&, const Mat<const T>&,
+                const Mat<const A>&, const Mat<const T>&, const Mat<const T>&, const Mat<const T>&) override {
+    const auto inner = [this] {
+      if (g_.R() > 1) RingAttention<T>::replay_backward(g_);
+      else LocalAttention<T>::delta_buffer(g_.stats_shape());
+    };
+    if (g_.U() > 1) UlyssesAttention<T>::replay_backward(g_, inner);
+    else inner();
+  }
+
+ private:
+  AttentionGeometry g_;
+  std::vector<Tracked<Vec<std::int64_t>>> positions_;
+};
+
+// What the memory model builds its strategy with: ReplayAttention of this geometry.
+template <class T>
+AttentionFactory<T> make_replay_factory(const AttentionGeometry& g) {
+  return [g](Vec<const std::int64_t>) -> std::unique_ptr<AttentionStrategy<T>> {
+    return std::make_unique<ReplayAttention<T>>(g);
+  };
+}
+
+}  // namespace minilst

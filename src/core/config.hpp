@@ -1,0 +1,72 @@
+// The model's shape and the per-run options the model code needs, with the
+// names of their enums (core/names.hpp).
+#pragma once
+
+#include <cstddef>
+
+#include "core/names.hpp"
+#include "kernels/variant.hpp"
+
+namespace minilst {
+
+struct ModelConfig {
+  int hidden = 256;         // d
+  int layers = 4;           // L
+  int heads = 8;            // H
+  int kv_heads = 4;         // G (H % G == 0)
+  int intermediate = 688;   // I
+  int vocab = 4096;         // V
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  int head_dim() const { return hidden / heads; }  // h
+};
+
+// The scalar type a run computes in (run.precision).
+enum class Precision { float32, float64 };
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::array<std::pair<Precision, const char*>, 2> table{
+      {{Precision::float32, "float"}, {Precision::float64, "double"}}};
+};
+inline std::size_t scalar_bytes(Precision p) { return p == Precision::float64 ? 8 : 4; }
+
+template <>
+struct EnumNames<KernelVariant> {
+  static constexpr std::array<std::pair<KernelVariant, const char*>, 2> table{
+      {{KernelVariant::optimized, "optimized"}, {KernelVariant::reference, "reference"}}};
+};
+
+// What the forward keeps for the backward (memory/activation_store.hpp, whose
+// store_plan() is the one place that says what each policy keeps):
+//   full                every layer's input and saved tensors on the device
+//   checkpoint          every layer's input on the device; the attention block recomputed
+//   checkpoint_offload  checkpoint, the layer inputs in host memory (two device buffers)
+//   offload             MEMO: inputs, o and lse in host memory, a token fraction alpha of
+//                       q, k, v, y too, the other tokens recomputed (two device buffers)
+//   vanilla             the papers' baseline: full, the MLP's [S, I] intermediates kept,
+//                       the [S, V] logits and their gradient whole; no mini-sequences
+enum class MemoryPolicy { full, checkpoint, checkpoint_offload, offload, vanilla };
+template <>
+struct EnumNames<MemoryPolicy> {
+  static constexpr std::array<std::pair<MemoryPolicy, const char*>, 5> table{
+      {{MemoryPolicy::full, "full"},
+       {MemoryPolicy::checkpoint, "checkpoint"},
+       {MemoryPolicy::checkpoint_offload, "checkpoint_offload"},
+       {MemoryPolicy::offload, "offload"},
+       {MemoryPolicy::vanilla, "vanilla"}}};
+};
+
+struct OffloadOptions {
+  double alpha = 1.0;          // offload: token fraction of q, k, v, y kept in host memory
+  double bandwidth_gbs = 0.0;  // host copy engine: modelled link bandwidth (0 = unthrottled)
+};
+
+struct ModelOptions {
+  MemoryPolicy policy = MemoryPolicy::full;
+  int mlp_chunks = 1;       // mini-sequences of the MLP block (>= 1)
+  int lm_head_chunks = 1;   // mini-sequences of the LM head + loss (>= 1)
+  OffloadOptions offload;
+  KernelVariant kernels = KernelVariant::optimized;
+};
+
+}  // namespace minilst

@@ -1,0 +1,98 @@
+// The phases a step is timed in, as named constants (a misspelt phase does not
+// compile), and the timers that accumulate them over one step.
+//   ScopedPhase phase(timers, Phase::attention);   // fence, push region ... fence, pop region, add
+// The execution space is fenced at both ends, so asynchronous kernels are
+// charged to the phase that launched them. Phases may nest (attention inside
+// forward); each accumulates its own wall time. Each phase is also a Kokkos
+// profiling region, so Kokkos Tools show the same names. A null PhaseTimers
+// times nothing (no fence, no region): what `minilst plan`'s replay of a step uses.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <array>
+#include <map>
+#include <string>
+
+#include "core/names.hpp"
+#include "kernels/compat.hpp"
+
+namespace minilst {
+
+// In the order the metrics file and the summary list them.
+enum class Phase {
+  step,              // the whole optimizer step (without the tensor dump)
+  forward,           // embedding, layers, LM head + loss (whose backward is fused in it)
+  backward,          // the layers' backward, the embedding's
+  attention,         // the attention strategy, forward and backward (communication included)
+  mlp,               // the MLP block, forward and backward
+  lm_head,           // final norm, LM head and cross-entropy, forward and backward, in chunks
+  recompute,         // checkpointing's forward redone, offload's token rows
+  comm,              // the gradient all-reduce over every rank
+  alltoall,          // Ulysses' all-to-alls (inside attention)
+  ring_wait,         // waiting for ring transfers (inside attention)
+  offload_wait,      // waiting for the copy engine
+  prefetch_wait,     // ... the part of it in the backward
+  copy_engine_busy,  // the copy engine's busy time (concurrent with the rest)
+  optimizer,         // AdamW
+};
+constexpr int kNumPhases = int(Phase::optimizer) + 1;
+template <>
+struct EnumNames<Phase> {
+  static constexpr std::array<std::pair<Phase, const char*>, kNumPhases> table{{
+      {Phase::step, "step"},
+      {Phase::forward, "forward"},
+      {Phase::backward, "backward"},
+      {Phase::attention, "attention"},
+      {Phase::mlp, "mlp"},
+      {Phase::lm_head, "lm_head"},
+      {Phase::recompute, "recompute"},
+      {Phase::comm, "comm"},
+      {Phase::alltoall, "alltoall"},
+      {Phase::ring_wait, "ring_wait"},
+      {Phase::offload_wait, "offload_wait"},
+      {Phase::prefetch_wait, "prefetch_wait"},
+      {Phase::copy_engine_busy, "copy_engine_busy"},
+      {Phase::optimizer, "optimizer"},
+  }};
+};
+
+// Seconds per phase over one step.
+class PhaseTimers {
+ public:
+  void add(Phase p, double seconds) { seconds_[int(p)] += seconds; }
+  double get(Phase p) const { return seconds_[int(p)]; }
+  void clear() { seconds_.fill(0.0); }
+  std::map<std::string, double> by_name() const {  // every phase, by its name
+    std::map<std::string, double> out;
+    for (int p = 0; p < kNumPhases; ++p) out[name_of(Phase(p))] = seconds_[p];
+    return out;
+  }
+
+ private:
+  std::array<double, kNumPhases> seconds_{};
+};
+
+class ScopedPhase {
+ public:
+  ScopedPhase(PhaseTimers* timers, Phase phase) : timers_(timers), phase_(phase) {
+    if (!timers_) return;
+    compat::fence("before " + name_of(phase_));
+    Kokkos::Profiling::pushRegion(name_of(phase_));
+    timer_.reset();
+  }
+  ~ScopedPhase() {
+    if (!timers_) return;
+    compat::fence("end of " + name_of(phase_));
+    timers_->add(phase_, timer_.seconds());
+    Kokkos::Profiling::popRegion();
+  }
+  ScopedPhase(const ScopedPhase&) = delete;
+  ScopedPhase& operator=(const ScopedPhase&) = delete;
+
+ private:
+  PhaseTimers* timers_;
+  Phase phase_;
+  Kokkos::Timer timer_;
+};
+
+}  // namespace minilst

@@ -1,0 +1,108 @@
+#include "io/run_record.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "io/provenance.hpp"
+#include "memory/step_arena.hpp"
+#include "model/comm_model.hpp"
+#include "model/flops.hpp"
+#include "model/memory_model.hpp"
+#include "model/parameters.hpp"
+#include "parallel/mpi_communicator.hpp"
+
+namespace minilst {
+
+RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
+  RunMetrics m;
+  const double S = double(deck.run.seq_len), sequences = double(deck.run.grad_accum) * D;
+  m.tokens_per_step = sequences * S;
+  m.flops_per_step = sequences * model_flops_per_sequence(deck.model, S);
+  // per phase (the step benchmark's roofline): FLOPs of this rank's share of its sequences, forward + backward
+  const auto f = phase_flops_per_sequence(deck.model, S);
+  const double local = double(deck.run.grad_accum) * (1.0 / double(P));
+  m.attributes.reals["flops_per_step_attention"] = local * f.attention;
+  m.attributes.reals["flops_per_step_projections"] = local * f.projections;
+  m.attributes.reals["flops_per_step_mlp"] = local * f.mlp;
+  m.attributes.reals["flops_per_step_lm_head"] = local * f.lm_head;
+  m.warmup_steps = deck.run.warmup_steps;
+  // The reference answer is the loss curve of the deck's batch; D replicas train on D times as
+  // many sequences per step (a different problem: its reference needs run.grad_accum x D).
+  if (D == 1) m.expected_loss = deck.reference.losses;
+  m.reference_rtol = deck.reference.rtol;
+  m.config_yaml = deck.resolved_yaml;
+  return m;
+}
+
+namespace {
+void record_memory(RunMetrics& m, const Deck& deck, const ParallelSetup& par, const RunFacts& facts) {
+  const auto& arena = StepArena::instance();
+  if (arena.planning()) {
+    m.plan["arena_bytes"] = arena.plan().arena_bytes;
+    m.plan["lower_bound_bytes"] = arena.plan().lower_bound_bytes;
+    m.plan["unplanned_peak_bytes"] = arena.unplanned_peak_bytes();
+    m.attributes.text["plan_method"] = arena.plan().method;
+    m.attributes.reals["plan_seconds"] = arena.plan_seconds();
+    m.attributes.integers["plans_made"] = arena.plans_made();
+  }
+  m.attributes.text["planner"] = deck.memory.plan ? "plan" : "none";
+  m.attributes.text["planner_solver"] = arena.solver_name();
+  const auto& tracker = MemoryTracker::instance();
+  for (int c = 0; c < kNumMemCategories; ++c) m.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
+  m.memory["device_total"] = tracker.device_high_water();
+  // The analytic model of this rank: the last step's alpha; host buffers sized by the run's largest.
+  const auto pred = predict_rank_memory(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(),
+                                        deck.run.grad_accum, deck.run.precision, facts.host_alpha);
+  m.memory_model = pred.bytes;
+  if (deck.memory.plan)
+    m.plan["model_arena_bytes"] = plan_step(pred.trace, pred.segments, deck.memory.solver, kArenaAlignment).arena_bytes;
+}
+}  // namespace
+
+void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFacts& facts) {
+  record_memory(m, deck, par, facts);
+  const int world = par.world().size();
+  m.comm_model = predict_comm_bytes(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(), world,
+                                    deck.run.grad_accum, scalar_bytes(deck.run.precision));
+  auto& text = m.attributes.text;
+  for (auto& [k, v] : collect_provenance(par.world_comm(), facts.argc, facts.argv)) text[k] = v;
+  text["precision"] = name_of(deck.run.precision);
+  text["kernel_variant"] = name_of(facts.options.kernels);
+  text["memory_policy"] = name_of(facts.options.policy);
+  text["comm_backend"] = par.world().backend();
+  text["attention"] = facts.geometry.name();
+  text["ring_layout"] = name_of(deck.parallel.layout);
+  text["ring_variant"] = name_of(deck.parallel.variant);
+  text["ring_overlap"] = par.ring_overlaps() ? "true" : "false";  // what ran, not what was asked
+  text["cuda_aware_mpi"] = cuda_aware_mpi() ? "true" : "false";
+  text["mlp_chunks_mode"] = deck.mst.mlp.automatic ? "auto" : "deck";
+  text["lm_head_chunks_mode"] = deck.mst.lm_head.automatic ? "auto" : "deck";
+  const auto th = thread_counts();
+  text["kokkos_execution_space"] = th.kokkos_space;
+  auto& ints = m.attributes.integers;
+  ints["kokkos_threads"] = th.kokkos;
+  ints["blas_threads"] = th.blas;
+  ints["cores_allowed"] = th.cores_allowed;
+  ints["data_parallel"] = par.dp_size();
+  ints["sequence_parallel"] = deck.parallel.sequence_parallel();
+  ints["ulysses"] = deck.parallel.ulysses;
+  ints["ring"] = deck.parallel.ring;
+  ints["seq_len"] = deck.run.seq_len;
+  ints["grad_accum"] = deck.run.grad_accum;
+  ints["parameters"] = std::int64_t(parameter_count(deck.model));
+  const std::int64_t S_local = facts.geometry.local_rows;  // what ran: chunks of the local tokens
+  ints["mlp_chunks"] = effective_chunks(S_local, facts.options.mlp_chunks);
+  ints["lm_head_chunks"] = effective_chunks(S_local, facts.options.lm_head_chunks);
+  m.attributes.merge(facts.reported);
+}
+
+std::string metrics_path(const std::string& configured) {
+  if (configured != "auto") return configured;
+  std::string name = "minilst_" + utc_time(true);
+  if (const char* job = std::getenv("SLURM_JOB_ID")) name += std::string("_") + job;
+  if (const char* task = std::getenv("SLURM_ARRAY_TASK_ID")) name += std::string("_") + task;
+  return name + "_" + std::to_string(getpid()) + ".h5";
+}
+
+}  // namespace minilst

@@ -1,0 +1,131 @@
+#include "memory/offload_controller.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "memory/offload_alpha.hpp"
+
+namespace minilst {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string mib(double bytes) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2f MiB", bytes / kMiB);
+  return text;
+}
+}  // namespace
+
+template <class T>
+double host_alpha_max(MemoryPolicy policy, int L, const ActivationShapes& shapes, double budget) {
+  const auto host = [&](double alpha) { return double(ActivationStore<T>::host_bytes(policy, L, shapes, alpha)); };
+  const double at0 = host(0.0);
+  if (at0 > budget) return -1.0;
+  const double at1 = host(1.0);
+  if (at1 <= budget || at1 == at0) return 1.0;
+  // host(alpha) grows by (at1 - at0) / S per token row: the most rows that fit
+  const double S = double(shapes.tokens), per_row = (at1 - at0) / S;
+  const double rows = std::floor((budget - at0) / per_row);
+  return std::clamp(rows / S, 0.0, 1.0);
+}
+
+template <class T>
+OffloadController<T>::OffloadController(ModelOptions& opts, int layers, const ActivationShapes& shapes,
+                                        const OffloadSettings& settings, MPI_Comm comm)
+    : policy_(opts.policy), layers_(layers), shapes_(shapes), settings_(settings),
+      active_(uses_host_memory(opts.policy)), bandwidth_cap_gbs_(opts.offload.bandwidth_gbs) {
+  if (!active_) return;
+  // Every rank decides alike: the smallest bound, and the largest need at alpha 0 or at the deck's alpha.
+  double bound = host_alpha_max<T>(policy_, layers, shapes, settings.budget_bytes);
+  double need[2] = {double(ActivationStore<T>::host_bytes(policy_, layers, shapes, 0.0)),
+                    double(ActivationStore<T>::host_bytes(policy_, layers, shapes, opts.offload.alpha))};
+  MPI_Allreduce(MPI_IN_PLACE, &bound, 1, MPI_DOUBLE, MPI_MIN, comm);
+  MPI_Allreduce(MPI_IN_PLACE, need, 2, MPI_DOUBLE, MPI_MAX, comm);
+  alpha_host_max_ = bound;
+  const std::string budget = "memory.host_budget_mib allows " + mib(settings.budget_bytes) + " per rank" +
+                             (settings.budget_auto ? " (auto: 3/4 of the node's memory / its ranks)" : "");
+  const bool offload = policy_ == MemoryPolicy::offload;
+  if (bound < 0) {
+    error_ = "memory.policy " + name_of(policy_) + " needs " + mib(need[0]) + " of host memory per rank" +
+             (offload ? " even at memory.offload_alpha = 0" : "") + ", but " + budget;
+    return;
+  }
+  if (offload && settings.alpha_auto) {
+    opts.offload.alpha = std::min(1.0, bound);  // the warm-up step measures at the largest alpha
+  } else if (offload && opts.offload.alpha > bound) {
+    char alpha[64], largest[32];
+    std::snprintf(alpha, sizeof alpha, "%g", opts.offload.alpha);
+    std::snprintf(largest, sizeof largest, "%.4f", bound);
+    error_ = std::string("memory.offload_alpha = ") + alpha + " needs " + mib(need[1]) +
+             " of host memory per rank, but " + budget + " (the largest alpha that fits: " + largest + ")";
+    return;
+  }
+  alpha_max_used_ = offload ? opts.offload.alpha : 0.0;
+}
+
+template <class T>
+std::string OffloadController<T>::describe(const ActivationStore<T>& store) const {
+  char line[512];
+  std::snprintf(line, sizeof line, "offload: copy engine %s, host budget %.0f MiB per rank (%s), host memory %.2f MiB per rank",
+                store.engine() ? store.engine()->name().c_str() : "none", settings_.budget_bytes / kMiB,
+                settings_.budget_auto ? "auto" : "deck",
+                double(ActivationStore<T>::host_bytes(policy_, layers_, shapes_, store.alpha())) / kMiB);
+  std::string out = line;
+  if (policy_ == MemoryPolicy::offload) {
+    std::snprintf(line, sizeof line, ", alpha %s %.4f%s", settings_.alpha_auto ? "auto: warm-up at" : "=",
+                  store.alpha(), alpha_host_max_ < 1 ? " (bounded by the host budget)" : "");
+    out += line;
+  }
+  return out;
+}
+
+template <class T>
+void OffloadController<T>::after_first_step(ActivationStore<T>& store, const CopyEngine::Counters& moved,
+                                            MPI_Comm comm, bool print) {
+  if (!active_) return;
+  bandwidth_ = moved.busy_seconds > 0 ? double(moved.bytes_to_host + moved.bytes_to_device) / moved.busy_seconds : 0;
+  layer_seconds_ = store.forward_layer_seconds();
+  if (!(policy_ == MemoryPolicy::offload && settings_.alpha_auto)) return;
+  const auto bytes = ActivationStore<T>::layer_copy_bytes(shapes_);
+  const AlphaInputs in{bytes.x, bytes.o, bytes.rest, bandwidth_, layer_seconds_, alpha_host_max_};
+  double alpha = solve_alpha(in);
+  MPI_Allreduce(MPI_IN_PLACE, &alpha, 1, MPI_DOUBLE, MPI_MIN, comm);
+  store.set_alpha(alpha);
+  if (!print) return;
+  std::printf("offload: alpha = %.4f (auto: measured %.2f GB/s and %.4f s of forward per layer; one layer moves "
+              "%.2f MiB of x, %.2f MiB of o + lse and alpha x %.2f MiB of q, k, v, y; time bound %.4f, host "
+              "bound %.4f)\n",
+              alpha, bandwidth_ / 1e9, layer_seconds_, bytes.x / kMiB, bytes.o / kMiB, bytes.rest / kMiB,
+              alpha_for_time(in), alpha_host_max_);
+  std::fflush(stdout);
+}
+
+template <class T>
+RunAttributes OffloadController<T>::attributes(const ActivationStore<T>& store) const {
+  RunAttributes a;
+  if (!active_) return a;
+  a.text["offload_engine"] = store.engine() ? store.engine()->name() : "none";
+  a.reals["offload_bandwidth_measured_gbs"] = bandwidth_ / 1e9;
+  a.reals["offload_layer_forward_s"] = layer_seconds_;
+  a.reals["offload_bandwidth_cap_gbs"] = bandwidth_cap_gbs_;
+  a.reals["offload_host_budget_mib"] = settings_.budget_bytes / kMiB;
+  const auto layer = ActivationStore<T>::layer_copy_bytes(shapes_);
+  a.reals["offload_layer_bytes_x"] = layer.x;
+  a.reals["offload_layer_bytes_o"] = layer.o;
+  a.reals["offload_layer_bytes_rest"] = layer.rest;
+  if (policy_ == MemoryPolicy::offload) {
+    a.reals["offload_alpha"] = store.alpha();
+    a.text["offload_alpha_mode"] = settings_.alpha_auto ? "auto" : "deck";
+    a.integers["offload_host_rows"] = store.host_rows();
+  }
+  return a;
+}
+
+template double host_alpha_max<float>(MemoryPolicy, int, const ActivationShapes&, double);
+template double host_alpha_max<double>(MemoryPolicy, int, const ActivationShapes&, double);
+template class OffloadController<float>;
+template class OffloadController<double>;
+
+}  // namespace minilst

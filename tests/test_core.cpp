@@ -1,0 +1,128 @@
+// The shared vocabulary (src/core/): every enum's name table is complete, its names
+// unique and parsed back to the same value; the deck offers exactly those names as a
+// key's choices; the phases the metrics file lists are the Phase enum's; a replay in
+// a counting memory context allocates nothing and leaves the run's counters alone.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "core/config.hpp"
+#include "core/parallel_config.hpp"
+#include "core/phases.hpp"
+#include "io/deck.hpp"
+#include "io/metrics.hpp"
+#include "memory/memory_context.hpp"
+#include "memory/planner.hpp"
+#include "model/memory_model.hpp"
+#include "test_util.hpp"
+
+using namespace minilst;
+
+namespace {
+
+// Every value 0..count-1 has one name, names are unique, and each parses back.
+template <class E>
+void check_names(int count) {
+  const auto names = names_of<E>();
+  ASSERT_EQ(int(names.size()), count);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "names are unique";
+  for (int v = 0; v < count; ++v) {
+    const std::string name = name_of(E(v));
+    E back{};
+    ASSERT_TRUE(parse_name(name, back)) << name;
+    EXPECT_EQ(back, E(v)) << name;
+  }
+  E untouched = E(0);
+  EXPECT_FALSE(parse_name("no-such-name", untouched));
+}
+
+std::string deck_file(const std::string& text) {
+  const std::string path = "test_core_deck.yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string deck_error(const std::vector<std::string>& overrides) {
+  try {
+    load_deck(deck_file("{}\n"), overrides);
+  } catch (const DeckError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Names, EveryEnumHasCompleteUniqueRoundTrippingNames) {
+  check_names<Precision>(2);
+  check_names<KernelVariant>(2);
+  check_names<MemoryPolicy>(5);
+  check_names<RingLayout>(2);
+  check_names<RingVariant>(2);
+  check_names<PlanSolver>(2);
+  check_names<Phase>(kNumPhases);
+}
+
+TEST(Names, TheDeckOffersExactlyTheEnumsNames) {
+  const auto accepts_all = [](const std::string& key, const std::vector<std::string>& names) {
+    std::string allowed;
+    for (const auto& n : names) {
+      EXPECT_EQ(deck_error({key + "=" + n}), "") << key << " = " << n;
+      allowed += (allowed.empty() ? "" : "|") + n;
+    }
+    EXPECT_NE(deck_error({key + "=bogus"}).find("allowed values: " + allowed), std::string::npos) << key;
+  };
+  accepts_all("run.precision", names_of<Precision>());
+  accepts_all("run.kernels", names_of<KernelVariant>());
+  accepts_all("memory.policy", names_of<MemoryPolicy>());
+  accepts_all("parallel.ring_layout", names_of<RingLayout>());
+  accepts_all("parallel.ring_variant", names_of<RingVariant>());
+  accepts_all("memory.planner_solver", names_of<PlanSolver>());
+  const auto d = load_deck(deck_file("{}\n"), {"run.kernels=reference", "memory.policy=vanilla",
+                                               "parallel.ring_layout=contiguous", "memory.planner_solver=exact"});
+  EXPECT_EQ(d.options.kernels, KernelVariant::reference);
+  EXPECT_EQ(d.options.policy, MemoryPolicy::vanilla);
+  EXPECT_EQ(d.parallel.layout, RingLayout::contiguous);
+  EXPECT_EQ(d.memory.solver, PlanSolver::exact);
+  std::remove("test_core_deck.yaml");
+}
+
+TEST(Phases, TheMetricsFileListsEveryPhaseAndTimersAddUp) {
+  EXPECT_EQ(metric_phases(), names_of<Phase>());
+  EXPECT_EQ(metric_phases().front(), "step");
+  PhaseTimers t;
+  t.add(Phase::attention, 0.25);
+  t.add(Phase::attention, 0.5);
+  t.add(Phase::ring_wait, 1.0);
+  EXPECT_EQ(t.get(Phase::attention), 0.75);
+  const auto all = t.by_name();
+  EXPECT_EQ(all.size(), std::size_t(kNumPhases)) << "every phase is reported, 0 where it did not run";
+  EXPECT_EQ(all.at("ring_wait"), 1.0);
+  EXPECT_EQ(all.at("mlp"), 0.0);
+  t.clear();
+  EXPECT_EQ(t.get(Phase::attention), 0.0);
+}
+
+TEST(CountingMemory, AReplayCountsWithoutAllocatingOrTouchingTheRunsCounters) {
+  auto& run = MemoryTracker::instance();
+  const auto before = run.device_high_water(), current = run.device_current();
+  ModelConfig cfg = test::tiny_config(3);
+  cfg.vocab = 1 << 20;       // 2^20 x 24 doubles of embedding: counted, never allocated
+  ModelOptions o;
+  const auto p = predict_memory(cfg, o, std::int64_t(1) << 30, Precision::float64);  // a billion tokens
+  EXPECT_GT(p.at("device_total"), std::uint64_t(1) << 40) << "far more than this machine has";
+  EXPECT_EQ(&MemoryTracker::instance(), &run) << "the counting context is gone after the replay";
+  EXPECT_EQ(run.device_high_water(), before);
+  EXPECT_EQ(run.device_current(), current);
+  {
+    CountingMemory counting;
+    EXPECT_TRUE(counting_only());
+    Tracked<Mat<double>> huge(uninitialized, "huge", MemCategory::workspace, std::int64_t(1) << 20, 1 << 20);
+    EXPECT_EQ(huge.view().data(), nullptr) << "a shape without memory";
+    EXPECT_EQ(huge.view().extent(0), std::size_t(1) << 20);
+    EXPECT_EQ(counting.tracker().high_water(MemCategory::workspace), std::uint64_t(8) << 40);
+  }
+  EXPECT_FALSE(counting_only());
+}
