@@ -46,7 +46,7 @@ std::string deck_file(const std::string& text) {
 
 std::string deck_error(const std::vector<std::string>& overrides) {
   try {
-    load_deck(deck_file("{}\n"), overrides);
+    load_deck(deck_file("run:\n  seed: 1234\n"), overrides);
   } catch (const DeckError& e) {
     return e.what();
   }
@@ -80,7 +80,7 @@ TEST(Names, TheDeckOffersExactlyTheEnumsNames) {
   accepts_all("parallel.ring_layout", names_of<RingLayout>());
   accepts_all("parallel.ring_variant", names_of<RingVariant>());
   accepts_all("memory.planner_solver", names_of<PlanSolver>());
-  const auto d = load_deck(deck_file("{}\n"), {"run.kernels=reference", "memory.policy=vanilla",
+  const auto d = load_deck(deck_file("run:\n  seed: 1234\n"), {"run.kernels=reference", "memory.policy=vanilla",
                                                "parallel.ring_layout=contiguous", "memory.planner_solver=exact"});
   EXPECT_EQ(d.options.kernels, KernelVariant::reference);
   EXPECT_EQ(d.options.policy, MemoryPolicy::vanilla);

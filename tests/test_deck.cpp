@@ -45,7 +45,7 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
 }  // namespace
 
 TEST(Deck, EmptyDeckGivesDefaults) {
-  const auto d = load_deck(write_deck("{}\n"), {});
+  const auto d = load_deck(write_deck("run:\n  seed: 1234\n"), {});
   EXPECT_EQ(d.model.hidden % d.model.heads, 0);
   EXPECT_EQ(d.run.precision, Precision::float32);
   EXPECT_EQ(d.options.kernels, KernelVariant::optimized);
@@ -104,8 +104,19 @@ TEST(Deck, ResolvedYamlHoldsEveryKeyAndReloads) {
   EXPECT_EQ(again.resolved_yaml, d.resolved_yaml) << "the resolved deck is a valid deck of the same run";
 }
 
-TEST(Deck, EmptySectionMeansDefaults) {
-  EXPECT_EQ(error_of("memory:\nrun:\n  steps: 3\n"), "");
+TEST(Deck, EmptySectionsAndKeylessDecksAreRefused) {  // an indentation slip or a file cut short
+  EXPECT_NE(error_of("memory:\nrun:\n  steps: 3\n").find("section 'memory' is empty"), std::string::npos);
+  EXPECT_NE(error_of("memory: {}\nrun:\n  steps: 3\n").find("section 'memory' is empty"), std::string::npos);
+  EXPECT_NE(error_of("{}\n").find("sets no key"), std::string::npos);
+  EXPECT_NE(error_of("{}\n", {"run.steps=3"}).find("sets no key"), std::string::npos);
+  EXPECT_EQ(error_of("run:\n  steps: 3\n"), "");  // a missing section takes its defaults
+}
+
+TEST(Deck, MeaninglessValuesAreRefusedWithTheRule) {
+  EXPECT_NE(error_of("model:\n  norm_eps: 1e300\n").find("model.norm_eps = '1e300': must be in [0, 0.1]"),
+            std::string::npos);
+  EXPECT_NE(error_of("memory:\n  offload_bandwidth_gbs: 1e-300\n").find("a cap below 0.001 GB/s"), std::string::npos);
+  EXPECT_EQ(error_of("memory:\n  offload_bandwidth_gbs: 0\n"), "");  // unthrottled
 }
 
 TEST(Deck, ErrorsNameTheKeyAndTheRule) {
@@ -138,8 +149,8 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NE(error_of("mst:\n  chunk_budget_mib: 0\n").find("mst.chunk_budget_mib = '0': must be in (0, "),
             std::string::npos);
   EXPECT_NE(error_of("- a\n- b\n").find("must be a map of sections"), std::string::npos);
-  EXPECT_NE(error_of("{}\n", {"run.nope=1"}).find("unknown key 'run.nope'"), std::string::npos);
-  EXPECT_NE(error_of("{}\n", {"run.steps"}).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(error_of("run:\n  seed: 1234\n", {"run.nope=1"}).find("unknown key 'run.nope'"), std::string::npos);
+  EXPECT_NE(error_of("run:\n  seed: 1234\n", {"run.steps"}).find("expected section.key=value"), std::string::npos);
 }
 
 // What the robustness probe found: sizes past 32 bits, blanks, signs, duplicates,
@@ -156,9 +167,9 @@ TEST(Deck, ImpossibleAndAmbiguousInputIsRefused) {
   refused("model:\n  heads: 4294967296\n", "must be in [1, 65536]");
   refused("model:\n  vocab: 4294967296\n", "must be in [2, 134217728]");
   refused("parallel:\n  ring: 99999999999999999999\n", "parallel.ring = '99999999999999999999': expected an integer");
-  refused("{}\n", "model.hidden = ' 40': expected an integer", {"model.hidden= 40"});
-  refused("{}\n", "model.hidden = '40 ': expected an integer", {"model.hidden=40 "});
-  refused("{}\n", "model.hidden = '+40': expected an integer", {"model.hidden=+40"});
+  refused("run:\n  seed: 1234\n", "model.hidden = ' 40': expected an integer", {"model.hidden= 40"});
+  refused("run:\n  seed: 1234\n", "model.hidden = '40 ': expected an integer", {"model.hidden=40 "});
+  refused("run:\n  seed: 1234\n", "model.hidden = '+40': expected an integer", {"model.hidden=+40"});
   refused("mst:\n  chunk_budget_mib: 2e302\n", "mst.chunk_budget_mib = '2e302': must be in (0, ");
   refused("model:\n  hidden: 40\n  hidden: 48\n", "model.hidden is given twice");
   refused("model:\n  hidden: 40\nmodel:\n  layers: 2\n", "section 'model' appears twice");
@@ -173,7 +184,7 @@ TEST(Deck, ImpossibleAndAmbiguousInputIsRefused) {
   refused("run:\n  seq_len: 1099511627776\n  grad_accum: 4096\nmodel:\n  vocab: 134217728\n",
           "exceeds what any machine holds");
   refused("output:\n  metrics: same.h5\n  dump: ./same.h5\n", "output.dump and output.metrics name the same file");
-  const auto deck = write_deck("{}\n");
+  const auto deck = write_deck("run:\n  seed: 1234\n");
   for (const char* key : {"output.metrics=", "output.dump="}) {
     try {
       load_deck(deck, {key + deck});
@@ -195,7 +206,7 @@ TEST(Deck, RunControlKeys) {
   EXPECT_EQ(d.run.time_limit_s, 90);
   EXPECT_EQ(d.run.watchdog_s, 30);
   EXPECT_EQ(d.output.flush_every, 5);
-  const auto defaults = load_deck(write_deck("{}\n"), {});
+  const auto defaults = load_deck(write_deck("run:\n  seed: 1234\n"), {});
   EXPECT_EQ(defaults.run.time_limit_s, 0) << "no budget unless asked";
   EXPECT_EQ(defaults.run.watchdog_s, 0) << "auto";
   EXPECT_EQ(defaults.output.flush_every, 0);

@@ -8,14 +8,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include "app/machine.hpp"
 #include "app/plan.hpp"
 #include "app/report.hpp"
 #include "app/stop.hpp"
+#include "app/watchdog.hpp"
 #include "attention/strategy_factory.hpp"
 #include "io/h5.hpp"
 #include "io/provenance.hpp"
+#include "io/metrics_recorder.hpp"
 #include "io/run_record.hpp"
 #include "io/tensor_dump.hpp"
 #include "memory/offload_controller.hpp"
@@ -48,9 +51,11 @@ TrainOptions train_options(const RunConfig& run) {
 
 // Step 1's tensor dump (rank 0 regenerates every rank's sequences from the seed); its seconds.
 template <class T>
-double dump_first_step(const Deck& deck, const Trainer<T>& trainer, int replicas, double loss, bool root) {
+double dump_first_step(const Deck& deck, const Trainer<T>& trainer, int replicas, double loss, bool root,
+                       MetricsRecorder& recorder) {
   Kokkos::Timer timer;
   if (!root) return timer.seconds();
+  const auto lock = recorder.hold();  // HDF5 is the rescue's too
   const auto host = [](const Vec<T>& v) {
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
     return std::vector<double>(h.data(), h.data() + h.extent(0));
@@ -68,22 +73,18 @@ std::string steps_done(long step, const Deck& deck) {
   return "step " + std::to_string(step + 1) + " of " + std::to_string(deck.run.steps);
 }
 
-// output.flush_every: the metrics of the steps so far, written as a run that goes on (complete = false).
-template <class Record>
-void write_snapshot(RunMetrics& metrics, const std::string& why, Record&& record, MPI_Comm comm,
-                    const std::string& path) {
-  metrics.complete = false;
-  metrics.stop_reason = why;
-  record();
-  gather_and_write_metrics(comm, metrics, path);
-  metrics.complete = true;
-  metrics.stop_reason.clear();
+// The watchdog's patience for the next step: run.watchdog_s, or automatic (none on one rank: no peer to wait for).
+double next_patience(const Deck& deck, const RunContext& ctx, const RunMetrics& m, double slowest_step) {
+  if (deck.run.watchdog_s > 0) return deck.run.watchdog_s;
+  if (ctx.nranks == 1) return 0;
+  return slowest_step > 0 ? Watchdog::step_patience(slowest_step)
+                          : Watchdog::first_step_patience(m.flops_per_step / ctx.nranks);
 }
 
 template <class T>
-int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) {
+int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder) {
   const bool root = ctx.rank == 0;
-  StopControl stopper(deck.run.time_limit_s, deck.run.watchdog_s, ctx.rank);
+  StopControl stopper(deck.run.time_limit_s, ctx.rank);
   ParallelSetup par(ctx.comm, deck.parallel, deck.run.seq_len);
   const auto geometry = attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank());
   ModelOptions opts = resolve_chunks(deck, deck.model, geometry.local_rows, sizeof(T));
@@ -103,16 +104,22 @@ int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) 
   if (root)
     print_setup(deck, opts, geometry, ctx.nranks, D, sizeof(T),
                 offload.active() ? offload.describe(trainer.activations()) : "");
-  RunMetrics metrics = start_run_metrics(deck, D, deck.parallel.sequence_parallel());
   const auto record = [&] {  // what the metrics file holds besides the steps (collective)
     ModelOptions now = opts;
     now.offload.alpha = trainer.activations().alpha();
-    record_run(metrics, deck, par, {geometry, now, offload.largest_alpha(), offload.attributes(trainer.activations()),
-                                    ctx.argc, ctx.argv});
+    recorder.record([&](RunMetrics& m) {
+      record_run(m, deck, par, {geometry, now, offload.largest_alpha(), offload.attributes(trainer.activations()),
+                                ctx.argc, ctx.argv});
+    });
   };
+  // A stuck peer: rank 0's watchdog writes the finished steps before it ends the rank.
+  if (root) ctx.watchdog->set_rescue([&](const std::string& why) { recorder.rescue(why); });
+  ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), 0), "step 1");
   auto& arena = StepArena::instance();  // the first step is recorded and planned; later ones run in the arena
   arena.configure(deck.memory.plan, deck.memory.solver);
 
+  std::string stop_reason;
+  double slowest = 0;
   for (long step = 0; step < deck.run.steps; ++step) {
     const compat::ScopedRegion step_region("step");  // what Kokkos Tools show as the step
     timers.clear();
@@ -126,46 +133,60 @@ int run_typed(const Deck& deck, const RunContext& ctx, const std::string& path) 
     loss = reduce_step(trainer, par, loss, &timers);  // every rank shares the weights: the step's gradient
     const double gnorm = trainer.grad_norm();
     const double dump_seconds =
-        step == 0 && !deck.output.dump.empty() ? dump_first_step(deck, trainer, D, loss, root) : 0.0;
+        step == 0 && !deck.output.dump.empty() ? dump_first_step(deck, trainer, D, loss, root, recorder) : 0.0;
     trainer.apply_optimizer();
     compat::fence("end of step");
     timers.add(Phase::step, wall.seconds() - dump_seconds);
-    metrics.steps.push_back({loss, gnorm, timers.by_name(), par.take_comm_bytes(),
-                             {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}},
-                             arena.allocations_in_step()});
-    if (root) print_step(step, deck, loss, gnorm, timers.get(Phase::step), metrics.tokens_per_step);
+    recorder.add_step({loss, gnorm, timers.by_name(), par.take_comm_bytes(),
+                       {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}},
+                       arena.allocations_in_step()});
+    if (step == 0) record();  // what a rescue writes besides the steps
+    if (root) print_step(step, deck, loss, gnorm, timers.get(Phase::step), recorder.metrics().tokens_per_step);
+    slowest = std::max(slowest, timers.get(Phase::step));
+    ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), slowest), "step " + std::to_string(step + 2));
 
     const bool last = step + 1 == deck.run.steps;
     const std::string stop = stopper.after_step(ctx.comm, ctx.nranks, timers.get(Phase::step));  // same on every rank
     if (!stop.empty() && !last) {
-      metrics.complete = false;
-      metrics.stop_reason = stop + ": stopped after " + steps_done(step, deck);
-      if (root) std::printf("stopping: %s\n", metrics.stop_reason.c_str());
+      stop_reason = stop + ": stopped after " + steps_done(step, deck);
+      if (root) std::printf("stopping: %s\n", stop_reason.c_str());
       break;
     }
-    if (deck.output.flush_every > 0 && (step + 1) % deck.output.flush_every == 0 && !last) {
-      write_snapshot(metrics, "running: written after " + steps_done(step, deck), record, ctx.comm, path);
-      stopper.kick();
-    }
+    if (deck.output.flush_every > 0 && (step + 1) % deck.output.flush_every == 0 && !last)
+      recorder.write(false, "running: written after " + steps_done(step, deck));
   }
 
-  stopper.kick();  // the final gather and write are progress too
+  ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), slowest), "the final write");
   record();
   arena.reset();  // every step buffer is gone; the arena goes before Kokkos does
-  const auto summary = gather_and_write_metrics(ctx.comm, metrics, path);
+  protect_results_write(true);  // no signal abandons the final write
+  const auto summary = recorder.write(stop_reason.empty(), stop_reason);
+  protect_results_write(false);
   if (!root) return 0;  // the verdict is rank 0's, shared by run_deck
-  print_summary(summary, path);
-  return print_result(summary, metrics, deck, ctx.nranks, path);
+  print_summary(summary, recorder.path());
+  return print_result(summary, recorder.metrics(), deck, ctx.nranks, recorder.path());
 }
 
 // The outputs, created and probed by rank 0 before the first step (not after the last); "" when fine.
 std::string prepare_outputs(const Deck& deck, const std::string& path) {
-  for (const auto& [key, file] : {std::pair<std::string, std::string>{"output.metrics", path},
-                                  {"output.dump", deck.output.dump}}) {
+  const std::tuple<const char*, std::string, const char*> outputs[] = {
+      {"output.metrics", path, "metrics"}, {"output.dump", deck.output.dump, "tensor-dump"}};
+  for (const auto& [key, file, kind] : outputs) {
     if (file.empty()) continue;
-    if (const auto problem = h5::prepare_output(file); !problem.empty()) return key + ": " + problem;
+    if (const auto problem = h5::prepare_output(file, std::string("minilst-") + kind, deck.output.overwrite);
+        !problem.empty())
+      return key + std::string(": ") + problem;
   }
   return "";
+}
+
+// Rank 0's string on every rank.
+std::string broadcast_string(std::string text, MPI_Comm comm) {
+  unsigned long long size = text.size();
+  MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);
+  text.resize(std::size_t(size));
+  MPI_Bcast(text.data(), int(size), MPI_CHAR, 0, comm);
+  return text;
 }
 
 // Why the run cannot start (the same verdict on every rank, before any work), or "".
@@ -199,6 +220,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", output_error.c_str());
     return 2;
   }
+  path = broadcast_string(path, ctx.comm);  // every rank can write the finished steps (a rescue)
   if (ctx.rank == 0) {
     std::printf("%s\ndeck: %s\nresolved configuration:\n%s\n", version_string().c_str(), deck.path.c_str(),
                 deck.resolved_yaml.c_str());
@@ -206,9 +228,20 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   }
   compat::declare_metadata("deck", deck.path);
   compat::declare_metadata("precision", name_of(deck.run.precision));
-  int code = deck.run.precision == Precision::float64 ? run_typed<double>(deck, ctx, path)
-                                                      : run_typed<float>(deck, ctx, path);
+  const int P = deck.parallel.sequence_parallel();
+  MetricsRecorder recorder(ctx.comm, start_run_metrics(deck, ctx.nranks / P, P), path);
+  int code = 1;
+  try {
+    code = deck.run.precision == Precision::float64 ? run_typed<double>(deck, ctx, recorder)
+                                                    : run_typed<float>(deck, ctx, recorder);
+  } catch (const std::exception& e) {  // this rank alone: it writes the finished steps, main ends the job
+    ctx.watchdog->set_rescue({});
+    StepArena::instance().reset();  // its buffers go before Kokkos does
+    recorder.rescue("error on rank " + std::to_string(ctx.rank) + ": " + e.what());
+    throw;
+  }
   MPI_Bcast(&code, 1, MPI_INT, 0, ctx.comm);  // every rank exits with rank 0's verdict
+  ctx.watchdog->finishing(code);  // a peer that never arrives at MPI_Finalize costs only the patience
   return code;
 }
 

@@ -1,7 +1,6 @@
 // Runs a resolved deck: builds the trainer, runs the steps with a progress line
 // each, writes the tensor dump and the metrics file, prints the summary and the
-// final RESULT line. Ranks beyond one are data parallel (each its own token
-// stream, gradients averaged) until sequence parallelism arrives.
+// final RESULT line.
 #pragma once
 
 #include <mpi.h>
@@ -10,14 +9,18 @@
 
 namespace minilst {
 
+class Watchdog;
+
 struct RunContext {
   MPI_Comm comm = MPI_COMM_WORLD;
   int rank = 0, nranks = 1;
   int argc = 0;
   char** argv = nullptr;
+  Watchdog* watchdog = nullptr;  // the process's (app/watchdog.hpp), armed from MPI_Init to MPI_Finalize
 };
 
-// Returns the process exit code: 0 VALID, 3 INVALID.
+// Returns the process exit code: 0 VALID, 2 refused, 3 INVALID, 4 INCOMPLETE (stopped early).
+// An error throws, after this rank wrote the finished steps (MetricsRecorder::rescue).
 int run_deck(const Deck& deck, const RunContext& ctx);
 
 }  // namespace minilst

@@ -18,7 +18,7 @@ namespace minilst {
 
 namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr long kMaxChunkPasses = 1L << 22;
+constexpr long kMaxChunkPasses = 1L << 15;
 
 // Device bytes besides the weights, their gradients and the optimizer's moments.
 double activation_bytes(const Plan& p) {
@@ -202,15 +202,32 @@ int run_plan(const Deck& deck, const PlanArgs& a) {
                                    " MiB of host memory").c_str() : "");
     return 2;
   }
-  const std::int64_t limit = std::int64_t(1) << 40;
+  // A length the program refuses (too many mini-sequence passes, a layout rule) ends the
+  // search like one that does not fit; the answer then says which rule bounded it.
+  std::string bound;
+  const auto fits_at = [&](std::int64_t S) {
+    std::string why;
+    const Plan p = plan_deck(deck, S, quick, why);
+    if (why.empty()) return fits(p, a);
+    if (bound.empty()) bound = "run.seq_len = " + std::to_string(S) + " is refused: " + why;
+    return false;
+  };
+  const std::int64_t limit = std::int64_t(1) << 40;  // run.seq_len's own limit
   std::int64_t lo = lowest, hi = 2 * lowest;
-  while (hi <= limit && fits(plan_deck(deck, hi, quick, error), a)) lo = hi, hi *= 2;
+  while (hi <= limit && fits_at(hi)) lo = hi, hi *= 2;
   if (hi > limit) hi = limit + 1;
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
-    (fits(plan_deck(deck, mid, quick, error), a) ? lo : hi) = mid;
+    (fits_at(mid) ? lo : hi) = mid;
   }
-  print(deck, plan_deck(deck, lo, a, error), a, "the longest run.seq_len within the budget");
+  const Plan answer = plan_deck(deck, lo, a, error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "error: plan: %s\n", error.c_str());
+    return 2;
+  }
+  print(deck, answer, a, "the longest run.seq_len within the budget");
+  if (lo == limit) std::fprintf(stderr, "note: plan: run.seq_len's own limit (2^40) came before the budget\n");
+  else if (!bound.empty()) std::fprintf(stderr, "note: plan: the search met a rule as well as the budget: %s\n", bound.c_str());
   return 0;
 }
 

@@ -99,8 +99,7 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
                 s.reference_check.c_str(), s.reference_steps, s.reference_max_rel_error, s.reference_worst_step,
                 deck.reference.rtol);
   const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
-  std::printf("RESULT: %s FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d metrics=%s\n", verdict.c_str(),
-              s.fom, m.steps.size(), m.steps.back().loss, nranks, path.c_str());
+  std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks, path).c_str());
   std::fflush(stdout);
   return !m.complete ? 4 : s.valid ? 0 : 3;
 }

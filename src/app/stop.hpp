@@ -1,58 +1,51 @@
-// Stopping a run early, cleanly: on a signal (SIGTERM from Slurm at the time
-// limit, scancel or kill; SIGINT; SIGUSR1 from `sbatch --signal=USR1@120`) or
-// before a time budget runs out (run.time_limit_s, and the job's end time where
-// Slurm gives it in SLURM_JOB_END_TIME). A signal only sets a flag; after every
-// step the ranks agree (one small all-reduce) whether to go on, so they all stop
-// after the same step, write the metrics of the steps done and exit.
-// A second signal of the same kind ends the process at once.
-// A watchdog thread ends the process (exit 1, with a message) when no step
-// finishes for too long: a stopped, dead or deadlocked peer would otherwise leave
-// this rank waiting in MPI forever. The launcher then ends the other ranks.
+// Stopping a run early, cleanly. A stop signal only sets a flag: SIGTERM (Slurm at
+// the time limit, scancel, kill), SIGINT, SIGUSR1 and SIGUSR2 (sbatch --signal),
+// SIGHUP (a closed terminal), SIGQUIT, SIGPIPE (stdout closed, e.g. `| head`).
+// After every step the ranks agree (one small all-reduce) whether to go on, so
+// they all stop after the same step, write the metrics of the steps done and exit
+// with code 4. A second SIGINT (Ctrl-C twice) ends the process at once, except
+// while the results are being written: no signal abandons the final write.
+// SIGXFSZ is ignored: a write past the file-size limit fails (EFBIG) and is
+// reported like a full disk.
+// A time budget stops the run when one more step would overrun it:
+// run.time_limit_s, and the Slurm job's end time (job_clock.hpp).
 #pragma once
 
 #include <mpi.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <string>
-#include <thread>
+
+#include "app/job_clock.hpp"
 
 namespace minilst {
 
-// Once, before any work: SIGTERM, SIGINT and SIGUSR1 set the stop flag.
+// Once, before any work (after MPI_Init, so that MPI's own handlers are replaced).
 void install_stop_signal_handlers();
+// `minilst plan` runs no steps: a signal ends it at once, exit 4, with a message.
+void install_plan_signal_handlers();
+// While true, signals are noted but never end the process (the final write).
+void protect_results_write(bool on);
+// The first stop signal received (0: none), and a signal's name.
+int stop_signal();
+const char* signal_name(int sig);
 
 class StopControl {
  public:
-  // time_limit_s: the run's budget in seconds from now (0: none). watchdog_s: the
-  // longest wait for a step (0: auto, max(60 s, 10 x the slowest step), from step 1 on).
-  StopControl(double time_limit_s, double watchdog_s, int rank);
-  ~StopControl();
-  StopControl(const StopControl&) = delete;
-  StopControl& operator=(const StopControl&) = delete;
-
-  // Progress that is not a step (a metrics write): the watchdog waits afresh.
-  void kick();
+  // time_limit_s: the run's budget in seconds from now (0: none). The job clock is
+  // read on rank 0 alone; the all-reduce in after_step shares its verdict.
+  StopControl(double time_limit_s, int rank);
 
   // Collective over comm (every rank, after every step): why the run stops after
-  // this step, the same on every rank; "" to go on. A time budget stops the run
-  // when one more step (the slowest so far, with a margin) would overrun it.
+  // this step, the same on every rank; "" to go on. A budget stops the run when one
+  // more step (the slowest so far, with a margin) would overrun it.
   std::string after_step(MPI_Comm comm, int nranks, double step_seconds);
 
- private:
-  void watch();
+  // Seconds kept free before the job's end for the last step's write and the exit.
+  static constexpr double kJobEndMargin = 10.0;
 
-  double start_ = 0, budget_ = 0;
-  std::atomic<double> slowest_;
-  std::string source_;
-  const double watchdog_s_;
-  const int rank_;
-  std::atomic<double> last_progress_, patience_;  // s since start_; 0 patience = not armed
-  std::mutex mutex_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
-  std::thread watchdog_;
+ private:
+  double start_ = 0, budget_ = 0, slowest_ = 0;
+  JobClock clock_;
 };
 
 }  // namespace minilst

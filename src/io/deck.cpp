@@ -97,7 +97,8 @@ std::vector<KeySpec> model_keys() {
     integer("model.vocab", 4096, 2, 1 << 27, "vocabulary size V", [](Deck& d) -> auto& { return d.model.vocab; }),
     number("model.rope_theta", "10000", 1e-300, HUGE_VAL, "RoPE base theta (> 0)",
            [](Deck& d) -> auto& { return d.model.rope_theta; }),
-    number("model.norm_eps", "1e-5", 0, HUGE_VAL, "RMSNorm epsilon (>= 0)",
+    number("model.norm_eps", "1e-5", 0, 0.1,
+           "RMSNorm epsilon, added to the mean square of activations of order 1 (larger values undo the norm)",
            [](Deck& d) -> auto& { return d.model.norm_eps; }),
   };
 }
@@ -200,6 +201,9 @@ std::vector<KeySpec> output_keys() {
         [](Deck& d, const Value& x) { d.output.metrics = x.text; }),
     row("output.dump", "", Kind::Path, 0, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none",
         [](Deck& d, const Value& x) { d.output.dump = x.text; }),
+    flag("output.overwrite", "true", "false", false,
+         "replace an existing output file that is not a miniLST file of the same kind (never a link or device)",
+         [](Deck& d) -> auto& { return d.output.overwrite; }),
     integer("output.flush_every", 0, 0, 1e9,
             "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only",
             [](Deck& d) -> auto& { return d.output.flush_every; }),
@@ -339,6 +343,9 @@ Value convert(const KeySpec& spec, const std::string& text) {
   return v;
 }
 
+// The slowest host-link cap memory.offload_bandwidth_gbs accepts (GB/s).
+constexpr double kMinOffloadBandwidthGBs = 1e-3;
+
 void check(bool ok, const std::string& message) {
   if (!ok) throw DeckError("deck: " + message);
 }
@@ -359,8 +366,14 @@ void check_output_paths(const Deck& d) {
     check(!same_file(d.output.metrics, d.path), "output.metrics '" + d.output.metrics + "' is the deck itself");
   if (!d.output.dump.empty()) {
     check(!same_file(d.output.dump, d.path), "output.dump '" + d.output.dump + "' is the deck itself");
-    check(d.output.metrics == "auto" || !same_file(d.output.dump, d.output.metrics),
-          "output.dump and output.metrics name the same file '" + d.output.dump + "'");
+    if (d.output.metrics != "auto") {  // each file is built under its name + ".partial": those collide too
+      check(!same_file(d.output.dump, d.output.metrics),
+            "output.dump and output.metrics name the same file '" + d.output.dump + "'");
+      check(!same_file(d.output.dump, d.output.metrics + ".partial") &&
+                !same_file(d.output.dump + ".partial", d.output.metrics),
+            "output.dump '" + d.output.dump + "' and output.metrics '" + d.output.metrics +
+                "': one is the other's temporary name (<name>.partial)");
+    }
   }
 }
 
@@ -431,19 +444,22 @@ YAML::Node read_deck_file(const std::string& path) {
   return docs[0];
 }
 
-}  // namespace
-
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+// The keys a deck file sets: "section.key" -> text. Refuses unknown or repeated
+// sections and keys, empty sections, values that are not plain, and a deck setting no key.
+std::map<std::string, std::string> keys_in_file(const std::string& path) {
   const YAML::Node root = read_deck_file(path);
-  std::map<std::string, std::string> given;  // "section.key" -> text
+  std::map<std::string, std::string> given;
   std::set<std::string> sections;
   for (const auto& section : root) {
     if (!section.first.IsScalar()) throw DeckError("deck: a section name must be a plain word");
     const auto sname = section.first.Scalar();
     if (known_keys(sname).empty()) unknown_key(sname, "");
     if (!sections.insert(sname).second) throw DeckError("deck: section '" + sname + "' appears twice");
-    if (section.second.IsNull()) continue;  // an empty section: all defaults
-    if (!section.second.IsMap()) throw DeckError("deck: section '" + sname + "' must be a map of keys");
+    if (!section.second.IsNull() && !section.second.IsMap())
+      throw DeckError("deck: section '" + sname + "' must be a map of keys");
+    if (section.second.IsNull() || section.second.size() == 0)  // a typo'd indent, or a deck cut short
+      throw DeckError("deck: section '" + sname + "' is empty: give its keys or leave the section out "
+                      "(a missing section or key takes its default; `minilst keys` lists them)");
     for (const auto& kv : section.second) {
       if (!kv.first.IsScalar()) throw DeckError("deck: a key of section '" + sname + "' must be a plain word");
       const auto key = kv.first.Scalar();
@@ -453,6 +469,16 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
         throw DeckError("deck: " + sname + "." + key + " is given twice");
     }
   }
+  if (given.empty())
+    throw DeckError("deck: '" + path + "' sets no key (a deck is a map of sections with keys: model, run, ...; "
+                    "`minilst keys` lists them)");
+  return given;
+}
+
+}  // namespace
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> given = keys_in_file(path);  // "section.key" -> text
   for (const auto& o : overrides) {
     const auto eq = o.find('='), dot = o.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq)
@@ -486,6 +512,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
                                       n(r.steps) + "), or no step is measured");
   check(d.output.metrics != "", "output.metrics must name a file (or be 'auto')");
   check_output_paths(d);
+  const double bandwidth = d.options.offload.bandwidth_gbs;
+  check(bandwidth == 0 || bandwidth >= kMinOffloadBandwidthGBs,
+        "memory.offload_bandwidth_gbs = " + yaml_float(bandwidth) + ": a cap below " +
+            yaml_float(kMinOffloadBandwidthGBs) + " GB/s (1 MB/s) would stall every step; 0 = unthrottled");
   check_sizes(d);
   // The parallel rules that need no world size (that one is checked at start).
   const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());

@@ -52,6 +52,7 @@ struct MemoryConfig {  // memory.*: the activation policy's run-time choices
 struct OutputConfig {
   std::string metrics;  // HDF5 metrics file path ("auto": minilst_<UTC time>_<job or pid>.h5)
   std::string dump;     // tensor dump path ("" = none)
+  bool overwrite = false;  // replace an existing file that is not a miniLST output of the same kind
   long long flush_every = 0;  // write the metrics every this many steps too (0: at the end only)
 };
 

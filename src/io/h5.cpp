@@ -38,15 +38,52 @@ void Handle::close() {
 namespace {
 namespace fs = std::filesystem;
 
-// The target of a rename must be absent or a regular file.
+// The target of a rename must be absent or a regular file, and never a symbolic link
+// (a rename would replace the link; writing through it would harm what it names).
 std::string target_problem(const std::string& path) {
   std::error_code ec;
-  const auto st = fs::status(path, ec);
+  const auto st = fs::symlink_status(path, ec);
   if (ec && ec != std::errc::no_such_file_or_directory) return "cannot access '" + path + "': " + ec.message();
+  if (fs::is_symlink(st)) return "'" + path + "' is a symbolic link: give the file's own path";
   if (fs::exists(st) && !fs::is_regular_file(st))
     return "'" + path + "' exists and is not a regular file (" +
            (fs::is_directory(st) ? std::string("a directory") : std::string("a device, pipe or socket")) + ")";
   return "";
+}
+
+// The `schema` attribute of an existing HDF5 file ("" if it is not HDF5 or has none),
+// HDF5's error printing silenced (a user's text file is not an error here).
+std::string schema_of(const std::string& path) {
+  H5E_auto2_t func = nullptr;
+  void* data = nullptr;
+  H5Eget_auto2(H5E_DEFAULT, &func, &data);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  std::string schema;
+  if (H5Fis_hdf5(path.c_str()) > 0) {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f >= 0) {
+      if (H5Aexists(f, "schema") > 0) {
+        try {
+          schema = read_string_attr(f, "schema");
+        } catch (const std::exception&) {
+        }
+      }
+      H5Fclose(f);
+    }
+  }
+  H5Eset_auto2(H5E_DEFAULT, func, data);
+  return schema;
+}
+
+// An existing regular file may be replaced only if it is a result of the same kind.
+std::string existing_problem(const std::string& path, const std::string& schema, bool overwrite) {
+  std::error_code ec;
+  if (overwrite || !fs::exists(fs::symlink_status(path, ec))) return "";
+  const auto found = schema_of(path);
+  if (found == schema) return "";
+  return "'" + path + "' exists and is not a miniLST output of this kind (" + schema + ")" +
+         (found.empty() ? std::string("") : " (it is a '" + found + "' file)") +
+         ": not overwritten (choose another name, remove it, or set output.overwrite: true)";
 }
 
 void fsync_path(const std::string& path, bool directory) {  // best effort: the rename is made durable
@@ -57,28 +94,34 @@ void fsync_path(const std::string& path, bool directory) {  // best effort: the 
 }
 }  // namespace
 
-std::string prepare_output(const std::string& path) {
+std::string prepare_output(const std::string& path, const std::string& schema, bool overwrite) {
   if (path.empty()) return "no file name";
-  if (const auto problem = target_problem(path); !problem.empty()) return problem;
-  const std::string partial = path + ".partial";
-  if (const auto problem = target_problem(partial); !problem.empty()) return problem;
+  if (path.back() == '/' || fs::path(path).filename() == "." || fs::path(path).filename() == "..")
+    return "'" + path + "' names a directory: give a file name (e.g. " +
+           (fs::path(path) / "metrics.h5").lexically_normal().string() + ")";
+  const std::string partial = path + ".partial";  // a regular file there is an interrupted write's: replaced
+  if (auto problem = target_problem(path); !problem.empty()) return problem;
+  if (auto problem = existing_problem(path, schema, overwrite); !problem.empty()) return problem;
+  if (auto problem = target_problem(partial); !problem.empty()) return problem;
   std::error_code ec;
   const auto dir = fs::absolute(path, ec).parent_path();
   if (!dir.empty() && !fs::exists(dir, ec)) {
     fs::create_directories(dir, ec);
     if (ec) return "cannot create the directory '" + dir.string() + "': " + ec.message();
   }
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const bool had_partial = fs::exists(fs::symlink_status(partial, ec));
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | (had_partial ? 0 : O_EXCL), 0644);
   if (fd < 0) return "cannot create '" + partial + "': " + std::strerror(errno);
   ::close(fd);
-  ::unlink(partial.c_str());
+  if (!had_partial) ::unlink(partial.c_str());
   return "";
 }
 
 // The file is built in memory (HDF5's core driver, no backing store), so HDF5
 // itself never writes to the disk: the bytes go out through plain POSIX calls
 // whose every error is checked (a full disk cannot leave HDF5 half-closed).
-AtomicFile::AtomicFile(const std::string& path) : path_(path), partial_(path + ".partial") {
+AtomicFile::AtomicFile(const std::string& path, const std::string& partial_suffix)
+    : path_(path), partial_(path + partial_suffix) {
   if (const auto problem = target_problem(partial_); !problem.empty()) throw std::runtime_error(problem);
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create a file access list");
   if (H5Pset_fapl_core(fapl.id(), 1 << 20, 0) < 0) throw std::runtime_error("HDF5: cannot select the core driver");
@@ -103,7 +146,8 @@ void AtomicFile::commit() {
     ::unlink(partial_.c_str());
     throw std::runtime_error("cannot " + what + " '" + partial_ + "': " + reason);
   };
-  const int fd = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (const auto problem = target_problem(partial_); !problem.empty()) throw std::runtime_error(problem);
+  const int fd = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
   if (fd < 0) fail("create");
   for (ssize_t done = 0; done < size;) {
     const ssize_t n = ::write(fd, image.data() + done, std::size_t(size - done));
@@ -214,6 +258,13 @@ std::vector<double> read_doubles(hid_t loc, const std::string& path) {
   if (H5Dread(ds.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     throw std::runtime_error("HDF5: cannot read dataset '" + path + "'");
   return out;
+}
+
+double read_number_attr(hid_t obj, const std::string& name) {
+  Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute '" + name + "'");
+  double value = 0;
+  if (H5Aread(a.id(), H5T_NATIVE_DOUBLE, &value) < 0) throw std::runtime_error("HDF5: cannot read attribute '" + name + "'");
+  return value;
 }
 
 std::string read_string_attr(hid_t obj, const std::string& name) {

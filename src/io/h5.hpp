@@ -35,7 +35,7 @@ Handle create_file(const std::string& path);  // truncates
 // previous whole version). Without commit() nothing is left behind.
 class AtomicFile {
  public:
-  explicit AtomicFile(const std::string& path);
+  explicit AtomicFile(const std::string& path, const std::string& partial_suffix = ".partial");
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -48,10 +48,14 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Before a run writes `path`: its directory is created, the path must be absent
-// or a regular file (never a device, a directory, ...), and a file can be created
-// beside it. "" when all holds, else the reason.
-std::string prepare_output(const std::string& path);
+// Before a run writes `path` (a result file whose root attribute `schema` is
+// `schema`): "" when it may, else the reason. Refused: a name ending in '/' or
+// naming a directory; a symbolic link, device, pipe or socket (at path or at
+// path.partial); an existing file that is not a result of the same schema (a
+// user's notes, a deck, another kind of output) unless `overwrite`. A regular
+// file at path.partial is the leftover of an interrupted write, and is replaced. The directory
+// is created if missing, and creating a file beside `path` is tried.
+std::string prepare_output(const std::string& path, const std::string& schema, bool overwrite);
 Handle open_file_readonly(const std::string& path);
 // The group at `path` ("/a/b"), created with its parents if missing.
 Handle group(hid_t file, const std::string& path);
@@ -72,5 +76,6 @@ void write(hid_t loc, const std::string& path, const std::vector<std::int64_t>& 
 // Reading back (tests and tools).
 std::vector<double> read_doubles(hid_t loc, const std::string& path);
 std::string read_string_attr(hid_t obj, const std::string& name);
+double read_number_attr(hid_t obj, const std::string& name);  // an integer or real attribute
 
 }  // namespace minilst::h5

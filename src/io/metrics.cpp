@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -43,21 +44,19 @@ template <class V> MPI_Datatype mpi_type();
 template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 template <> MPI_Datatype mpi_type<std::uint64_t>() { return MPI_UINT64_T; }
 
-// Every rank's [rows, keys] table (value(row, key) on each rank) gathered on rank 0
-// as key -> [rows x ranks], row-major; empty on the other ranks. Collective.
+// Every rank's [rows, keys] table (value(row, key) on each rank), on every rank, as
+// key -> [rows x ranks], row-major. Collective (an all-gather).
 template <class V, class Value>
-std::map<std::string, std::vector<V>> gather_by_key(MPI_Comm comm, const std::vector<std::string>& keys, int rows,
-                                                    Value value) {
-  int rank = 0, nranks = 1;
-  MPI_Comm_rank(comm, &rank);
+std::map<std::string, std::vector<V>> allgather_by_key(MPI_Comm comm, const std::vector<std::string>& keys, int rows,
+                                                       Value value) {
+  int nranks = 1;
   MPI_Comm_size(comm, &nranks);
   const std::size_t nk = keys.size(), per_rank = std::size_t(rows) * nk;
-  std::vector<V> mine(per_rank), all(rank == 0 ? per_rank * nranks : 0);
+  std::vector<V> mine(per_rank), all(per_rank * nranks);
   for (int row = 0; row < rows; ++row)
     for (std::size_t k = 0; k < nk; ++k) mine[row * nk + k] = value(row, keys[k]);
-  MPI_Gather(mine.data(), int(per_rank), mpi_type<V>(), all.data(), int(per_rank), mpi_type<V>(), 0, comm);
+  MPI_Allgather(mine.data(), int(per_rank), mpi_type<V>(), all.data(), int(per_rank), mpi_type<V>(), comm);
   std::map<std::string, std::vector<V>> out;
-  if (rank != 0) return out;
   for (std::size_t k = 0; k < nk; ++k) {
     auto& v = out[keys[k]];
     v.resize(std::size_t(rows) * nranks);
@@ -77,29 +76,47 @@ std::vector<std::int64_t> as_int64(const std::vector<std::uint64_t>& v) { return
 
 }  // namespace
 
-GatheredMetrics gather_metrics(MPI_Comm comm, const RunMetrics& local) {
+GatheredMetrics gather_step(MPI_Comm comm, const StepMetrics& step) {
   GatheredMetrics g;
   MPI_Comm_size(comm, &g.nranks);
-  g.nsteps = int(local.steps.size());
-  const auto& steps = local.steps;
-  g.seconds = gather_by_key<double>(comm, metric_phases(), g.nsteps,
-                                    [&](int s, const std::string& p) { return get_or_zero(steps[s].seconds, p); });
-  g.comm_bytes = gather_by_key<std::uint64_t>(comm, metric_comm_ops(), g.nsteps, [&](int s, const std::string& op) {
-    return get_or_zero(steps[s].comm_bytes, op);
+  g.seconds = allgather_by_key<double>(comm, metric_phases(), 1,
+                                      [&](int, const std::string& p) { return get_or_zero(step.seconds, p); });
+  g.comm_bytes = allgather_by_key<std::uint64_t>(comm, metric_comm_ops(), 1, [&](int, const std::string& op) {
+    return get_or_zero(step.comm_bytes, op);
   });
-  g.comm_model = gather_by_key<std::uint64_t>(comm, metric_comm_ops(), 1,
-                                              [&](int, const std::string& op) { return get_or_zero(local.comm_model, op); });
-  g.offload_bytes = gather_by_key<std::uint64_t>(comm, metric_offload_directions(), g.nsteps,
-                                                 [&](int s, const std::string& d) { return get_or_zero(steps[s].offload_bytes, d); });
-  g.allocations = gather_by_key<std::uint64_t>(comm, {"allocations"}, g.nsteps,
-                                               [&](int s, const std::string&) { return steps[s].allocations; })["allocations"];
-  g.memory = gather_by_key<std::uint64_t>(comm, memory_keys(), 1,
-                                          [&](int, const std::string& k) { return get_or_zero(local.memory, k); });
-  g.memory_model = gather_by_key<std::uint64_t>(comm, memory_keys(), 1,
-                                                [&](int, const std::string& k) { return get_or_zero(local.memory_model, k); });
-  g.plan = gather_by_key<std::uint64_t>(comm, plan_keys(), 1,
-                                        [&](int, const std::string& k) { return get_or_zero(local.plan, k); });
+  g.offload_bytes = allgather_by_key<std::uint64_t>(comm, metric_offload_directions(), 1, [&](int, const std::string& d) {
+    return get_or_zero(step.offload_bytes, d);
+  });
+  const auto allocations = allgather_by_key<std::uint64_t>(comm, {"allocations"}, 1,
+                                                           [&](int, const std::string&) { return step.allocations; });
+  g.allocations = allocations.at("allocations");
+  g.nsteps = 1;
   return g;
+}
+
+void append_steps(GatheredMetrics& to, const GatheredMetrics& from) {
+  const auto append = [](auto& a, const auto& b) {
+    for (const auto& [key, values] : b) a[key].insert(a[key].end(), values.begin(), values.end());
+  };
+  append(to.seconds, from.seconds);
+  append(to.comm_bytes, from.comm_bytes);
+  append(to.offload_bytes, from.offload_bytes);
+  to.allocations.insert(to.allocations.end(), from.allocations.begin(), from.allocations.end());
+  to.nranks = from.nranks;
+  to.nsteps += from.nsteps;
+}
+
+void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& g) {
+  MPI_Comm_size(comm, &g.nranks);
+  g.comm_model = allgather_by_key<std::uint64_t>(comm, metric_comm_ops(), 1,
+                                                 [&](int, const std::string& op) { return get_or_zero(local.comm_model, op); });
+  g.memory = allgather_by_key<std::uint64_t>(comm, memory_keys(), 1,
+                                             [&](int, const std::string& k) { return get_or_zero(local.memory, k); });
+  g.memory_model = allgather_by_key<std::uint64_t>(comm, memory_keys(), 1, [&](int, const std::string& k) {
+    return get_or_zero(local.memory_model, k);
+  });
+  g.plan = allgather_by_key<std::uint64_t>(comm, plan_keys(), 1,
+                                           [&](int, const std::string& k) { return get_or_zero(local.plan, k); });
 }
 
 RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) {
@@ -152,8 +169,35 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   return summary;
 }
 
+std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks,
+                        const std::string& path) {
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers, " FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d metrics=", fom,
+                steps, final_loss, nranks);
+  return "RESULT: " + verdict + numbers + path;
+}
+
+std::pair<std::string, int> result_of_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error("no file '" + path + "'");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error("'" + path + "' is not an HDF5 file");
+  const auto file = h5::open_file_readonly(path);
+  const hid_t f = file.id();
+  if (!H5Aexists(f, "schema") || h5::read_string_attr(f, "schema") != "minilst-metrics")
+    throw std::runtime_error("'" + path + "' is not a miniLST metrics file");
+  const bool complete = h5::read_string_attr(f, "complete") == "true";
+  const bool valid = h5::read_string_attr(f, "valid") == "PASSED";
+  const auto loss = h5::read_doubles(f, "loss");
+  const int ranks = int(h5::read_number_attr(f, "data_parallel") * h5::read_number_attr(f, "sequence_parallel"));
+  const std::string verdict =
+      !complete ? "INCOMPLETE (" + h5::read_string_attr(f, "stop_reason") + ")" : valid ? "VALID" : "INVALID";
+  return {result_line(verdict, h5::read_number_attr(f, "fom"), loss.size(), loss.empty() ? 0.0 : loss.back(), ranks,
+                      path),
+          !complete ? 4 : valid ? 0 : 3};
+}
+
 void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
-                        const RunMetrics& local) {
+                        const RunMetrics& local, const std::string& partial_suffix) {
   const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
   std::vector<double> loss, tokens_per_s, tflops;
   for (const auto& st : local.steps) loss.push_back(st.loss);
@@ -161,7 +205,7 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
     tokens_per_s.push_back(slowest > 0 ? local.tokens_per_step / slowest : 0.0);
     tflops.push_back(slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0);
   }
-  h5::AtomicFile file(path);
+  h5::AtomicFile file(path, partial_suffix);
   const hid_t f = file.id();
   h5::attr(f, "schema", std::string("minilst-metrics"));
   h5::attr(f, "schema_version", std::int64_t(1));
@@ -207,16 +251,6 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
   file.commit();
-}
-
-RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  const auto gathered = gather_metrics(comm, local);
-  if (rank != 0) return {};
-  const auto summary = summarise_metrics(gathered, local);
-  if (!path.empty()) write_metrics_file(path, gathered, summary, local);
-  return summary;
 }
 
 }  // namespace minilst

@@ -1,5 +1,6 @@
-// The metrics file (docs/metrics.md), written by rank 0 after gathering every
-// rank's records, to a temporary name renamed when complete.
+// The metrics file (docs/metrics.md). Every rank holds every rank's records of the
+// finished steps (one all-gather per step), so any rank can write it; normally rank 0
+// does, to a temporary name renamed when complete.
 //   /loss [steps]                      /timings/<phase> [steps, ranks] s
 //   /memory/<category> [ranks] B       /memory/model/<category> [ranks] B (analytic)
 //   /throughput/{tokens_per_s, model_tflops} [steps]
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/attributes.hpp"
@@ -81,14 +83,21 @@ struct GatheredMetrics {
   std::map<std::string, std::vector<std::uint64_t>> memory, memory_model, plan;  // key -> [ranks]
 };
 
-// Collective over comm; the result is filled on rank 0 only.
-GatheredMetrics gather_metrics(MPI_Comm comm, const RunMetrics& local);
-// Rank 0: validity, figure of merit, per-rank means over the measured steps.
+// Collective over comm: one step's per-rank records, on every rank (an all-gather).
+GatheredMetrics gather_step(MPI_Comm comm, const StepMetrics& step);
+// Appends the steps of `from` to `to` (same ranks).
+void append_steps(GatheredMetrics& to, const GatheredMetrics& from);
+// Collective over comm: every rank's memory, plan and models, on every rank.
+void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& gathered);
+// Validity, figure of merit, per-rank means over the measured steps.
 RunSummary summarise_metrics(const GatheredMetrics& gathered, const RunMetrics& local);
-// Rank 0: the metrics file, written atomically (h5::AtomicFile).
+// The line a batch log is grepped for: "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... metrics=...".
+std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks,
+                        const std::string& path);
+// The RESULT line of a metrics file, and the exit code its run gave (0 VALID, 3 INVALID, 4 INCOMPLETE).
+std::pair<std::string, int> result_of_file(const std::string& path);
+// The metrics file, written atomically (h5::AtomicFile: built as path + partial_suffix, then renamed).
 void write_metrics_file(const std::string& path, const GatheredMetrics& gathered, const RunSummary& summary,
-                        const RunMetrics& local);
-// The three in order (collective). Rank 0 writes `path` (if non-empty) and returns the summary.
-RunSummary gather_and_write_metrics(MPI_Comm comm, const RunMetrics& local, const std::string& path);
+                        const RunMetrics& local, const std::string& partial_suffix = ".partial");
 
 }  // namespace minilst

@@ -48,7 +48,7 @@ set_ "output.metrics: cannot create '/proc/m.h5.partial'"                output.
 set_ "output.metrics '.*tiny.yaml' is the deck itself"                   "output.metrics=$deck"
 set_ "output.dump and output.metrics name the same file"                 output.metrics=x.h5 output.dump=./x.h5
 [[ -c /dev/full ]] || { echo "FAIL: /dev/full is no longer a device"; failures=$((failures + 1)); }
-expect "not expected: --kokkos-bogus" "$MINILST" run "$deck" --kokkos-bogus=1
+expect "--kokkos-bogus=1: unknown Kokkos flag" "$MINILST" run "$deck" --kokkos-bogus=1
 run  "'$tmp' is a directory, not a deck file"                           "$tmp"
 for bad in "$MINILST_SOURCE"/tests/fuzz/corpus/*.yaml; do  # decks that once crashed, hung or passed silently
   run "error: deck: " "$bad"
@@ -82,17 +82,47 @@ printf 'model:\n  hidden: 64\n  heads: 4\n  dropout: 0.1\n' > extra.yaml
 run  "unknown key 'model.dropout'"                                      extra.yaml
 expect "run: DECK is required|deck is required"                         "$MINILST" run
 
+# nothing silently accepted: empty decks and sections, meaningless values, Kokkos flags, plan budgets
+printf '{}\n' > empty_map.yaml
+run  "'empty_map.yaml' sets no key"                                     empty_map.yaml
+printf 'model:\nrun:\n' > empty_sections.yaml
+run  "section 'model' is empty"                                         empty_sections.yaml
+set_ "model.norm_eps = '1e300': must be in \[0, 0.1\]"                  model.norm_eps=1e300
+set_ "memory.offload_bandwidth_gbs = 1.0e-300: a cap below 0.001 GB/s"  memory.offload_bandwidth_gbs=1e-300
+expect "--kokkos-num-threads expects an integer >= 1" "$MINILST" run "$deck" --kokkos-num-threads=abc
+expect "the tools library '/nonexistent.so' is not a file" "$MINILST" run "$deck" --kokkos-tools-libs=/nonexistent.so
+expect "--kokkos-threads: needs a value" "$MINILST" run "$deck" --kokkos-threads
+expect "--device-mib: expected a number of MiB in \(0, 2\^40\]" "$MINILST" plan "$deck" --max-seq-len --device-mib nan
+# outputs: refused before step 1, and nothing of the user's touched
+set_ "output.metrics: 'out/' names a directory: give a file name"      output.metrics=out/
+mkdir user && echo "a user's notes" > user/notes.txt && ln -s notes.txt user/link.h5 && ln -s notes.txt user/p.h5.partial
+run  "output.metrics: 'user/notes.txt' exists and is not a miniLST output of this kind" "$deck" --set output.metrics=user/notes.txt
+run  "output.metrics: 'user/link.h5' is a symbolic link"               "$deck" --set output.metrics=user/link.h5
+run  "output.metrics: 'user/p.h5.partial' is a symbolic link"          "$deck" --set output.metrics=user/p.h5
+run  "output.dump: 'user/notes.txt' exists and is not a miniLST output" "$deck" --set output.dump=user/notes.txt
+set_ "one is the other's temporary name"                                output.metrics=x.h5 output.dump=x.h5.partial
+[[ $(cat user/notes.txt) == "a user's notes" && -L user/link.h5 && -L user/p.h5.partial && ! -e user/p.h5 ]] \
+  || { echo "FAIL: a file of the user's was changed"; failures=$((failures + 1)); }
+
 if [[ -n ${MPIEXEC:-} ]]; then  # every rank exits non-zero, no hang
+  # command lines that differ between ranks: refused on every rank before anything else
+  expect "the command line differs between ranks \(argument 5 is nothing on rank 0 and '--bogus' on rank 1\)" \
+    "$MPIEXEC" -n 1 "$MINILST" run "$deck" --set output.metrics=m.h5 : -n 1 "$MINILST" run "$deck" --set output.metrics=m.h5 --bogus
+  expect "the command line differs between ranks \(argument 1 is 'run' on rank 0 and 'plan' on rank 1\)" \
+    "$MPIEXEC" -n 1 "$MINILST" run "$deck" : -n 1 "$MINILST" plan "$deck"
   expect "model.heads \(4\) is not divisible by model.kv_heads \(3\)" \
     "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set model.kv_heads=3 --set output.metrics=m.h5
   expect "the world size \(3 ranks\) is not a multiple of parallel.ulysses x parallel.ring \(1 x 2 = 2\)" \
     "$MPIEXEC" -n 3 --oversubscribe "$MINILST" run "$deck" --set parallel.ring=2 --set output.metrics=m.h5
   # a deck that differs between ranks, or is missing on one: refused on every rank before any collective
+  # the same command line, but a deck that differs between ranks (r0/, r1/), or is missing on one
+  mkdir -p r0 r1 && sed 's/^run:/run:\n  seed: 3/' "$deck" > r0/d.yaml && sed 's/^run:/run:\n  seed: 4/' "$deck" > r1/d.yaml
+  grep -q "seed: 3" r0/d.yaml || { echo "FAIL: tiny.yaml has no run.seed to vary"; failures=$((failures + 1)); }
   expect "the deck differs between ranks \(run.seed = 3 on rank 0, 4 on rank 1\)" \
-    "$MPIEXEC" -n 2 --oversubscribe bash -c "exec '$MINILST' run '$deck' --set output.metrics=m.h5 --set run.seed=\$((3 + OMPI_COMM_WORLD_RANK))"
-  cp "$deck" only0.yaml
+    "$MPIEXEC" -n 2 --oversubscribe bash -c "cd r\$OMPI_COMM_WORLD_RANK && exec '$MINILST' run d.yaml --set output.metrics=$tmp/m.h5"
+  rm r1/d.yaml
   expect "the deck could not be used on rank\(s\) 1 of 2" \
-    "$MPIEXEC" -n 2 --oversubscribe bash -c "exec '$MINILST' run only\$OMPI_COMM_WORLD_RANK.yaml --set output.metrics=m.h5"
+    "$MPIEXEC" -n 2 --oversubscribe bash -c "cd r\$OMPI_COMM_WORLD_RANK && exec '$MINILST' run d.yaml --set output.metrics=$tmp/m.h5"
 fi
 
 echo "bad decks: $failures failure(s)"

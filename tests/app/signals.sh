@@ -5,10 +5,14 @@
 #     HDF5 with the steps done and complete = false; the RESULT line says INCOMPLETE;
 #  2. SIGUSR1 to rank 1 alone (sbatch --signal): both ranks stop after the same step;
 #  3. SIGKILL to rank 1: rank 0 is gone within 30 s, with a message, and no metrics file;
-#     SIGSTOP to rank 1: rank 0's watchdog (run.watchdog_s) ends the job, with a message;
+#     SIGSTOP to rank 1: rank 0's watchdog (run.watchdog_s) writes the finished steps and
+#     ends the job, with a message;
 #  4. output.flush_every: a run killed (SIGKILL) after some steps leaves the last
 #     flushed file, whole, with complete = false;
-#  5. run.time_limit_s: the run stops before the limit, exit 4, complete = false.
+#  5. run.time_limit_s: the run stops before the limit, exit 4, complete = false;
+#  6. SIGHUP, SIGQUIT, SIGUSR2, and two SIGTERMs: the same clean stop;
+#  7. an error in the step loop on rank 0 ends both ranks with exit 1 and the reason,
+#     no abort in Kokkos' teardown, no partial file.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON, MPIEXEC.
 source "$(dirname "$0")/common.sh"
 deck=$MINILST_SOURCE/inputs/default.yaml
@@ -67,11 +71,12 @@ grep -iE "killed|signal|exited" kill.log | head -3
 [[ -z $(ranks_of kill.h5) ]] || { echo "FAIL: a rank is still running"; exit 1; }
 [[ ! -e kill.h5 && ! -e kill.h5.partial ]] || { echo "FAIL: a metrics file was left"; exit 1; }
 
-echo "== 3b. SIGSTOP to rank 1 (run.watchdog_s 5): rank 0's watchdog ends the job"
+echo "== 3b. SIGSTOP to rank 1 (run.watchdog_s 5): rank 0's watchdog writes the finished steps and ends the job"
 signal_run stop 2 STOP last 30 --set run.watchdog_s=5
-grep -m1 "no step finished" stop.log
+grep -m1 "waited .* for step" stop.log
 kill -KILL "$stopped_rank" 2>/dev/null || true
-grep -q "no step finished for" stop.log || { echo "FAIL: no watchdog message"; exit 1; }
+grep -q "waited .* for step" stop.log || { echo "FAIL: no watchdog message"; exit 1; }
+check_file stop.h5 2 watchdog  # rank 0 wrote the finished steps before it ended
 
 echo "== 4. output.flush_every, then SIGKILL"
 "$MINILST" run "$deck" "${long[@]}" --set parallel.ring=1 --set output.flush_every=2 --set output.metrics=flush.h5 > flush.log 2>&1 &
@@ -86,4 +91,25 @@ rc=0; "$MINILST" run "$deck" "${long[@]}" --set parallel.ring=1 --set run.time_l
 echo "exit $rc after $((SECONDS - t0)) s"; grep -E "stopping" limit.log
 ((rc == 4 && SECONDS - t0 <= 6)) || { echo "FAIL: exit code $rc (expected 4) or past the limit"; exit 1; }
 check_file limit.h5 1 time_limit_s
+echo "== 6. SIGHUP, SIGQUIT, SIGUSR2 to every rank; two quick SIGTERMs"
+for sig in HUP QUIT USR2; do
+  signal_run "sig$sig" 2 "$sig" all 10
+  check_file "sig$sig.h5" 2 "SIG$sig"
+done
+"${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set output.metrics=twice.h5 > twice.log 2>&1 &
+launcher=$!
+wait_for_step twice.log 2
+targets=$(ranks_of twice.h5)
+kill -TERM $targets; sleep 0.05; kill -TERM $targets
+rc=0; wait $launcher || rc=$?
+((rc == 4)) || { echo "FAIL: two SIGTERMs: exit $rc, expected 4"; tail twice.log; exit 1; }
+check_file twice.h5 2 SIGTERM
+
+echo "== 7. an error in the step loop (the step-1 dump past the file-size limit) under 2 ranks"
+rc=0
+(ulimit -f 8000; "${MPIEXEC:-mpiexec}" -n 2 --oversubscribe "$MINILST" run "$deck" "${long[@]}" --set run.steps=3 \
+  --set output.dump=dump.h5 --set output.metrics=err.h5 > err.log 2>&1) || rc=$?
+grep -E "error \(rank 0\)" err.log
+((rc == 1)) && grep -q "File too large" err.log || { echo "FAIL: exit $rc, expected 1 with the reason"; cat err.log; exit 1; }
+[[ ! -e dump.h5.partial && ! -e dump.h5 ]] || { echo "FAIL: a partial dump is left"; exit 1; }
 echo PASSED

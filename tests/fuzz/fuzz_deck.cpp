@@ -1,10 +1,18 @@
-// Fuzzing the deck: mutated decks go through everything `minilst run` does
-// before it allocates (the parser, the rules between keys, the parallel layout for
-// a world size, the memory model of `minilst plan`), in process, with a fixed seed.
-// Every deck must be accepted or refused with a DeckError or an error message;
-// anything else escaping, a crash, or a deck taking more than --hang-s seconds is
-// a failure. Prints the counts; exit 0 when there are no failures.
-//   fuzz_deck --decks N [--seed S] [--hang-s X] [--keep DIR] BASE.yaml...
+// Fuzzing what a user gives miniLST, in process, with a fixed seed:
+//  - decks: mutated decks through everything `minilst run` does before it allocates
+//    (the parser, the rules between keys, the parallel layout for a world size, the
+//    memory model of `minilst plan`);
+//  - command lines: mutated `minilst run|plan|keys ...` lines through the command-line
+//    parser, the deck with its --set overrides, and `minilst plan` itself (output
+//    discarded), --max-seq-len included;
+//  - output paths: output.metrics / output.dump names (directories, links, devices,
+//    users' files, .partial names) through the start-up check of the outputs, which
+//    must never change a file it refuses.
+// Every input must be accepted or refused with a message; anything else escaping, a
+// crash, or an input taking more than --hang-s seconds is a failure (kept with --keep).
+// Prints the counts; exit 0 when there are no failures. Signals and ranks that differ
+// need processes: tests/fuzz/fuzz_processes.sh.
+//   fuzz_deck --decks N [--commands N] [--outputs N] [--seed S] [--hang-s X] [--keep DIR] BASE.yaml...
 //   fuzz_deck --corpus DIR...   every deck in DIR must be refused (exit 2 material)
 #include <unistd.h>
 
@@ -17,8 +25,13 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "app/command_line.hpp"
 #include "app/plan.hpp"
 #include "io/deck.hpp"
+#include "io/h5.hpp"
 
 namespace fs = std::filesystem;
 using minilst::DeckError;
@@ -66,20 +79,12 @@ std::string mutate(std::string text, std::mt19937_64& rng) {
 
 enum class Verdict { accepted, refused, failed };
 
-// What `minilst run` does with a deck before allocating, for one world size.
-Verdict exercise(const std::string& path, int ranks, std::string& why) {
+// Runs `body` (which returns a verdict, and may set `why`): a DeckError is a refusal,
+// anything else escaping a failure.
+template <class Body>
+Verdict guarded(std::string& why, Body body) {
   try {
-    const auto deck = minilst::load_deck(path, {});
-    minilst::PlanArgs args;
-    args.ranks = ranks * deck.parallel.sequence_parallel();
-    args.arena = false;
-    std::string error;
-    minilst::plan_deck(deck, deck.run.seq_len, args, error);
-    if (!error.empty()) {
-      why = error;
-      return Verdict::refused;
-    }
-    return Verdict::accepted;
+    return body();
   } catch (const DeckError& e) {
     why = e.what();
     return Verdict::refused;
@@ -92,6 +97,131 @@ Verdict exercise(const std::string& path, int ranks, std::string& why) {
   }
 }
 
+// What `minilst run` checks of a read deck before allocating, for `ranks` data-parallel replicas.
+Verdict plan_verdict(const minilst::Deck& deck, int ranks, std::string& why) {
+  minilst::PlanArgs args;
+  args.ranks = ranks * deck.parallel.sequence_parallel();
+  args.arena = false;
+  minilst::plan_deck(deck, deck.run.seq_len, args, why);
+  return why.empty() ? Verdict::accepted : Verdict::refused;
+}
+
+// What `minilst run` does with a deck file before allocating, for one world size.
+Verdict exercise(const std::string& path, int ranks, std::string& why) {
+  return guarded(why, [&] { return plan_verdict(minilst::load_deck(path, {}), ranks, why); });
+}
+
+// Command-line words users type and mistype (a deck path is put after run/plan).
+const std::vector<std::string> kWords = {
+    "run", "plan", "keys", "--help", "-h", "--version", "--set", "--set", "--ranks", "--format", "json", "text",
+    "--device-mib", "--host-mib", "--activation-mib", "--max-seq-len", "--kokkos-threads=2", "--kokkos-threads",
+    "--kokkos-num-threads=abc", "--kokkos-tools-libs=/nonexistent.so", "--kokkos-device-id=0", "--kokkos-bogus=1",
+    "--kokkos-map-device-id-by=mpi_rank", "--bogus", "", "=", "-", "--", "run.steps=2", "run.seq_len=4096",
+    "run.seq_len=1099511627776", "parallel.ring=2", "parallel.ulysses=4", "model.norm_eps=2", "output.metrics=out/",
+    "memory.policy=offload", "memory.policy=checkpoint", "mst.mlp_chunks=1", "run.grad_accum=4096", "nan", "inf",
+    "1e12", "1e-300", "-1", "0", "1", "64", "1e300", "800", "abc"};
+
+std::vector<std::string> random_command(const std::string& deck, std::mt19937_64& rng) {
+  std::vector<std::string> args = {"minilst"};
+  const auto pick = [&](std::size_t n) { return std::size_t(rng() % n); };
+  args.push_back(pick(4) ? (pick(2) ? "plan" : "run") : kWords[pick(kWords.size())]);
+  if (pick(8)) args.push_back(deck);
+  for (std::size_t n = pick(7); n > 0; --n) args.push_back(kWords[pick(kWords.size())]);
+  return args;
+}
+
+// stdout and stderr discarded while `minilst plan` answers (restored after).
+struct Silenced {
+  int saved[2] = {-1, -1};
+  Silenced() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const int null = ::open("/dev/null", O_WRONLY);
+    for (int fd : {1, 2}) {
+      saved[fd - 1] = ::dup(fd);
+      ::dup2(null, fd);
+    }
+    ::close(null);
+  }
+  ~Silenced() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    for (int fd : {1, 2}) {
+      ::dup2(saved[fd - 1], fd);
+      ::close(saved[fd - 1]);
+    }
+  }
+};
+
+// A command line, as `minilst` takes it before any MPI collective or Kokkos.
+Verdict exercise_command(const std::vector<std::string>& args, std::string& why) {
+  return guarded(why, [&] {
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    const auto c = minilst::parse_command_line(int(argv.size()), argv.data());
+    using Kind = minilst::Command::Kind;
+    if (c.kind == Kind::finished) {
+      why = c.err;
+      return c.exit_code == 0 ? Verdict::accepted : Verdict::refused;
+    }
+    if (c.kind == Kind::keys || c.kind == Kind::result) return Verdict::accepted;
+    const auto deck = minilst::load_deck(c.deck_path, c.overrides);
+    if (c.kind == Kind::run) return plan_verdict(deck, 1, why);
+    const Silenced quiet;
+    return minilst::run_plan(deck, c.plan) == 0 ? Verdict::accepted : Verdict::refused;
+  });
+}
+
+// A scratch directory with what an output name may meet: a user's file, a miniLST
+// metrics file, a directory, links to both, a .partial link, a FIFO. Returns the names.
+std::vector<std::string> output_scene(const fs::path& dir) {
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "notes.txt") << "a user's notes\n";
+  {
+    auto f = minilst::h5::create_file((dir / "old.h5").string());
+    minilst::h5::attr(f.id(), "schema", std::string("minilst-metrics"));
+  }
+  fs::create_symlink(dir / "notes.txt", dir / "link.h5");
+  fs::create_symlink(dir / "notes.txt", dir / "m.h5.partial");
+  fs::create_symlink(dir / "sub", dir / "dirlink");
+  ::mkfifo((dir / "fifo").c_str(), 0644);
+  return {"notes.txt", "old.h5", "link.h5", "m.h5", "m.h5.partial", "sub", "sub/", "dirlink", "dirlink/x.h5",
+          "fifo", "new.h5", "new/deep/x.h5", ".", "..", "/dev/null", "/dev/stdout", "/proc/self/fd/1", "x.h5.partial",
+          "sub/.partial", "notes.txt.partial", "", " ", "old.h5/"};
+}
+
+std::string contents(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return "(not a file)";
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// An output name checked as `minilst run` does before step 1: accepted or refused, and the
+// files the scene started with are unchanged (what an accepted name may create is removed).
+Verdict exercise_output(const fs::path& dir, const std::string& name, bool overwrite, std::string& why) {
+  const std::string path = name.empty() || name[0] == '/' ? name : (dir / name).string();
+  const std::string before_notes = contents(dir / "notes.txt"), before_old = contents(dir / "old.h5");
+  try {
+    why = minilst::h5::prepare_output(path, "minilst-metrics", overwrite);
+  } catch (const std::exception& e) {
+    why = std::string("escaped: ") + e.what();
+    return Verdict::failed;
+  }
+  if (contents(dir / "notes.txt") != before_notes || contents(dir / "old.h5") != before_old) {
+    why = "a file of the user's changed";
+    return Verdict::failed;
+  }
+  std::error_code ec;
+  if (!fs::is_symlink(dir / "m.h5.partial", ec) || !fs::is_fifo(dir / "fifo", ec)) {
+    why = "a link or FIFO of the user's was replaced";
+    return Verdict::failed;
+  }
+  return why.empty() ? Verdict::accepted : Verdict::refused;
+}
+
 std::string read(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -102,7 +232,7 @@ std::string read(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  long decks = 300;
+  long decks = 300, commands = 0, outputs = 0;
   unsigned long long seed = 20261122;
   double hang_s = 5;
   std::string keep, corpus;
@@ -110,6 +240,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--decks" && i + 1 < argc) decks = std::stol(argv[++i]);
+    else if (a == "--commands" && i + 1 < argc) commands = std::stol(argv[++i]);
+    else if (a == "--outputs" && i + 1 < argc) outputs = std::stol(argv[++i]);
     else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (a == "--hang-s" && i + 1 < argc) hang_s = std::stod(argv[++i]);
     else if (a == "--keep" && i + 1 < argc) keep = argv[++i];
@@ -119,12 +251,14 @@ int main(int argc, char** argv) {
   const fs::path scratch = fs::temp_directory_path() / ("minilst_fuzz_" + std::to_string(::getpid()));
   fs::create_directories(scratch);
   long accepted = 0, refused = 0, failed = 0, slow = 0;
-  auto run_one = [&](const std::string& path, int ranks, bool must_refuse, const std::string& label) {
+  // One input: `exercise` gives the verdict; `text` is what --keep saves of a failing or slow one.
+  const auto tally = [&](const std::string& label, const std::string& text, bool must_refuse, const auto& exercise_it) {
     std::string why;
     const auto t0 = std::chrono::steady_clock::now();
-    auto v = exercise(path, ranks, why);
+    auto v = exercise_it(why);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > hang_s) {
+    const bool too_slow = s > hang_s;
+    if (too_slow) {
       ++slow;
       std::printf("SLOW (%.1f s): %s\n", s, label.c_str());
     }
@@ -137,30 +271,52 @@ int main(int argc, char** argv) {
     if (v == Verdict::failed) {
       ++failed;
       std::printf("FAIL %s: %s\n", label.c_str(), why.c_str());
-      if (!keep.empty()) fs::copy_file(path, fs::path(keep) / fs::path(label).filename(), fs::copy_options::overwrite_existing);
     } else if (must_refuse) {
       std::printf("refused %s: %s\n", label.c_str(), why.c_str());
     }
+    if ((v == Verdict::failed || too_slow) && !keep.empty())
+      std::ofstream(fs::path(keep) / fs::path(label).filename()) << text;
   };
+  std::mt19937_64 rng(seed);
   if (!corpus.empty()) {
     for (const auto& e : fs::directory_iterator(corpus))
-      if (e.path().extension() == ".yaml") run_one(e.path().string(), 1, true, e.path().string());
-  } else {
-    if (bases.empty()) {
-      std::fprintf(stderr, "usage: fuzz_deck --decks N [--seed S] BASE.yaml... | --corpus DIR\n");
-      return 2;
-    }
-    std::mt19937_64 rng(seed);
-    for (long d = 0; d < decks; ++d) {
-      const auto& base = bases[std::size_t(d) % bases.size()];
-      const std::string path = (scratch / ("deck_" + std::to_string(d) + ".yaml")).string();
-      std::ofstream(path) << mutate(read(base), rng);
-      run_one(path, 1 + int(rng() % 4), false, path);
-      fs::remove(path);
-    }
+      if (e.path().extension() == ".yaml")
+        tally(e.path().string(), read(e.path().string()), true,
+              [&](std::string& why) { return exercise(e.path().string(), 1, why); });
+  } else if (bases.empty()) {
+    std::fprintf(stderr, "usage: fuzz_deck --decks N [--commands N] [--outputs N] [--seed S] BASE.yaml... | --corpus DIR\n");
+    return 2;
+  }
+  for (long d = 0; corpus.empty() && d < decks; ++d) {
+    const auto& base = bases[std::size_t(d) % bases.size()];
+    const std::string path = (scratch / ("deck_" + std::to_string(d) + ".yaml")).string();
+    const std::string text = mutate(read(base), rng);
+    std::ofstream(path) << text;
+    const int ranks = 1 + int(rng() % 4);
+    tally(path, text, false, [&](std::string& why) { return exercise(path, ranks, why); });
+    fs::remove(path);
+  }
+  for (long c = 0; corpus.empty() && c < commands; ++c) {
+    const auto& base = bases[std::size_t(c) % bases.size()];
+    const auto args = random_command(base, rng);
+    std::string line;
+    for (const auto& a : args) line += "'" + a + "' ";
+    tally(scratch.string() + "/command_" + std::to_string(c) + ".txt", line, false,
+          [&](std::string& why) { return exercise_command(args, why); });
+  }
+  for (long o = 0; corpus.empty() && o < outputs; ++o) {
+    const fs::path dir = scratch / ("outputs_" + std::to_string(o));
+    const auto names = output_scene(dir);
+    const std::string name = names[std::size_t(rng() % names.size())];
+    const bool overwrite = rng() % 4 == 0;
+    tally(dir.string() + "_output.txt", name + (overwrite ? " (overwrite)" : ""), false,
+          [&](std::string& why) { return exercise_output(dir, name, overwrite, why); });
+    fs::remove_all(dir);
   }
   fs::remove_all(scratch);
-  std::printf("fuzz_deck: %ld decks: %ld accepted, %ld refused with a message, %ld failures, %ld slower than %.0f s\n",
-              accepted + refused + failed, accepted, refused, failed, slow, hang_s);
+  std::printf("fuzz_deck: %ld inputs (%ld decks, %ld command lines, %ld output names): %ld accepted, %ld refused with "
+              "a message, %ld failures, %ld slower than %.0f s\n",
+              accepted + refused + failed, corpus.empty() ? decks : 0, commands, outputs, accepted, refused, failed,
+              slow, hang_s);
   return failed || slow ? 1 : 0;
 }

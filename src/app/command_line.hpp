@@ -1,0 +1,24 @@
+// The command line of `minilst`, parsed (CLI11) before MPI collectives, Kokkos or
+// the deck: `run DECK [--set k=v]... [--kokkos-*=...]`, `plan DECK [...]`, `keys`,
+// `result METRICS.h5`, `--help`, `--version`. Never throws: a bad command line is a message and exit 2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/plan.hpp"
+
+namespace minilst {
+
+struct Command {
+  enum class Kind { run, plan, keys, result, finished } kind = Kind::finished;
+  int exit_code = 0;    // finished: 0 for --help and --version, 2 for a bad command line
+  std::string out, err;  // finished: what rank 0 prints (help text; the error and its hint)
+  std::string deck_path;                // run, plan: the deck; result: the metrics file
+  std::vector<std::string> overrides;  // --set section.key=value
+  PlanArgs plan;
+};
+
+Command parse_command_line(int argc, const char* const* argv);
+
+}  // namespace minilst

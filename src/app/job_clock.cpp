@@ -1,0 +1,130 @@
+#include "app/job_clock.hpp"
+
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <vector>
+
+extern char** environ;
+
+namespace minilst {
+
+namespace {
+
+// squeue's output, "" when it cannot run or takes longer than timeout_s (it is then killed).
+std::string run_squeue(const std::string& job, double timeout_s) {
+  int out[2];
+  if (::pipe(out) != 0) return "";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", 0, 0);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  posix_spawn_file_actions_addclose(&actions, out[1]);
+  std::vector<std::string> args = {"squeue", "-h", "-j", job, "-o", "%L"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, "squeue", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string text;
+  if (spawned == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    char buf[256];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{out[0], POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) {
+        ::kill(pid, SIGKILL);
+        text.clear();
+        break;
+      }
+      const ssize_t n = ::read(out[0], buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, std::size_t(n));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) text.clear();
+  }
+  ::close(out[0]);
+  return text;
+}
+
+}  // namespace
+
+double JobClock::now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double JobClock::parse_time_left(const std::string& raw) {
+  const auto first = raw.find_first_not_of(" \t\n"), last = raw.find_last_not_of(" \t\n");
+  if (first == std::string::npos) return -1;
+  std::string text = raw.substr(first, last - first + 1);
+  double days = 0;
+  if (const auto dash = text.find('-'); dash != std::string::npos) {
+    char* end = nullptr;
+    days = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + dash || days < 0) return -1;
+    text = text.substr(dash + 1);
+  }
+  std::vector<double> parts;  // [hours:]minutes:seconds
+  std::size_t start = 0;
+  for (;;) {
+    const auto colon = text.find(':', start);
+    const std::string part = text.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    char* end = nullptr;
+    const double v = std::strtod(part.c_str(), &end);
+    if (part.empty() || *end != '\0' || v < 0) return -1;
+    parts.push_back(v);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return -1;
+  double seconds = 0;
+  for (const double p : parts) seconds = 60 * seconds + p;
+  return days * 86400 + seconds;
+}
+
+JobClock::JobClock(bool active, double poll_s) {
+  if (!active) return;
+  if (const char* end = std::getenv("SLURM_JOB_END_TIME")) {  // Unix seconds, where Slurm sets it
+    char* tail = nullptr;
+    const double t = std::strtod(end, &tail);
+    if (tail != end && t > 0) end_ = now() + (t - double(std::time(nullptr)));
+  }
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job && *job) poller_ = std::thread([this, id = std::string(job), poll_s] { poll(id, poll_s); });
+}
+
+JobClock::~JobClock() {
+  if (!poller_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  poller_.join();
+}
+
+void JobClock::poll(const std::string& job, double poll_s) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  do {
+    lock.unlock();
+    const double asked = now(), left = parse_time_left(run_squeue(job, 10.0));
+    if (left >= 0) end_ = asked + left;
+    lock.lock();
+  } while (!cv_.wait_for(lock, std::chrono::duration<double>(poll_s), [this] { return done_; }));
+}
+
+}  // namespace minilst

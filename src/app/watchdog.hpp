@@ -1,0 +1,56 @@
+// Ends this rank, with a message, when it makes no progress for too long: a peer
+// that is stopped, dead or deadlocked would otherwise leave it waiting in MPI
+// forever (the launcher then ends the other ranks). Armed from MPI_Init to
+// MPI_Finalize: the start-up, the first step (its own, longer patience), every
+// step, the final write and the exit. Before it ends the rank it runs the rescue
+// (the finished steps written, io/run_record.hpp) and exits 1; once the results
+// are written (finishing), a peer that never arrives only costs the grace period,
+// and the rank exits with the run's own code.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace minilst {
+
+class Watchdog {
+ public:
+  // patience_s: the longest wait for progress; 0 = never fires.
+  Watchdog(int rank, double patience_s, std::string waiting_for);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // A new patience and what the rank waits for (for the message); the wait starts afresh.
+  void arm(double patience_s, const std::string& waiting_for);
+  void kick();  // progress: the wait starts afresh
+  // Called on the watchdog's thread before it ends the rank (may return at once); {} clears it.
+  void set_rescue(std::function<void(const std::string& why)> rescue);
+  // The results are written: past the patience, end the rank with `code` (peers are only late).
+  void finishing(int code);
+
+  // The patience before the first step, without run.watchdog_s: generous, and longer for
+  // a step of more FLOPs (at a pessimistic 0.5 GFLOP/s per rank), never below 120 s.
+  static double first_step_patience(double flops_per_rank);
+  // After a step: max(60 s, 10 x the slowest step).
+  static double step_patience(double slowest_step_s);
+
+ private:
+  void watch();
+
+  const int rank_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  double patience_ = 0, last_progress_ = 0;
+  int finishing_code_ = -1;
+  std::string waiting_for_;
+  std::function<void(const std::string&)> rescue_;
+  std::thread thread_;
+};
+
+}  // namespace minilst

@@ -1,0 +1,84 @@
+#include "io/metrics_recorder.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace minilst {
+
+MetricsRecorder::MetricsRecorder(MPI_Comm comm, RunMetrics metrics, std::string path)
+    : comm_(comm), path_(std::move(path)), metrics_(std::move(metrics)) {
+  MPI_Comm_rank(comm, &rank_);
+  gather_totals(comm, metrics_, gathered_);  // zeros until the first record: a rescue always has every dataset
+}
+
+void MetricsRecorder::add_step(StepMetrics step) {
+  {
+    auto lock = hold();
+    metrics_.steps.push_back(step);
+  }
+  const auto row = gather_step(comm_, step);  // may wait for a peer: no lock held
+  auto lock = hold();
+  append_steps(gathered_, row);
+}
+
+void MetricsRecorder::record(const std::function<void(RunMetrics&)>& fill) {
+  RunMetrics copy;
+  {
+    auto lock = hold();
+    copy = metrics_;
+  }
+  fill(copy);
+  GatheredMetrics totals = gathered_;
+  gather_totals(comm_, copy, totals);
+  auto lock = hold();
+  metrics_ = std::move(copy);
+  gathered_.comm_model = std::move(totals.comm_model);
+  gathered_.memory = std::move(totals.memory);
+  gathered_.memory_model = std::move(totals.memory_model);
+  gathered_.plan = std::move(totals.plan);
+}
+
+RunSummary MetricsRecorder::write(bool complete, const std::string& stop_reason) {
+  auto lock = hold();
+  metrics_.complete = complete;
+  metrics_.stop_reason = stop_reason;
+  if (rank_ != 0) return {};
+  const auto summary = summarise_metrics(gathered_, metrics_);
+  if (!path_.empty()) write_metrics_file(path_, gathered_, summary, metrics_);
+  return summary;
+}
+
+bool MetricsRecorder::rescue(const std::string& why) noexcept {
+  try {
+    std::unique_lock<std::timed_mutex> lock(mutex_, std::defer_lock);
+    if (!lock.try_lock_for(std::chrono::seconds(10))) {
+      std::fprintf(stderr, "rank %d: the finished steps could not be written (this rank is busy writing)\n", rank_);
+      return false;
+    }
+    if (gathered_.nsteps == 0 || path_.empty()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank_, path_.empty() ? "no metrics file" : "no step finished: nothing written");
+      return false;
+    }
+    RunMetrics m = metrics_;
+    m.steps.resize(std::size_t(gathered_.nsteps));  // a step this rank finished but its peers may not have
+    m.complete = false;
+    m.stop_reason = why + ": stopped after " + std::to_string(gathered_.nsteps) + " finished step(s)";
+    const auto summary = summarise_metrics(gathered_, m);
+    // a rank other than 0 builds the file under its own temporary name (rank 0 may be writing too)
+    write_metrics_file(path_, gathered_, summary, m, rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial");
+    std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
+                 gathered_.nsteps, path_.c_str());
+    std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),
+                                     m.steps.back().loss, gathered_.nranks, path_).c_str());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: the finished steps could not be written: %s\n", rank_, e.what());
+    return false;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace minilst

@@ -1,0 +1,49 @@
+// The metrics of a run as it goes, kept so that no way of ending it loses a
+// finished step. After every step one all-gather gives every rank every rank's
+// records of that step, so whichever rank must end early (its watchdog fired, or
+// an error on it) can write the finished steps alone (rescue). The snapshots of
+// output.flush_every and the final file are rank 0's.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "io/metrics.hpp"
+
+namespace minilst {
+
+class MetricsRecorder {
+ public:
+  // Collective. path: the metrics file, the same on every rank ("" = none).
+  MetricsRecorder(MPI_Comm comm, RunMetrics metrics, std::string path);
+
+  // Collective: this step's records, on every rank.
+  void add_step(StepMetrics step);
+  // Collective: `fill` completes a copy of the record (memory, models, provenance; itself
+  // collective), and every rank's totals are gathered.
+  void record(const std::function<void(RunMetrics&)>& fill);
+  // Rank 0 writes the file (complete, or complete = false with stop_reason) and returns
+  // the summary; the other ranks return {}.
+  RunSummary write(bool complete, const std::string& stop_reason);
+  // Any rank, any thread (the watchdog's): the finished steps written with complete = false
+  // and `why`; a message either way. False when nothing could be written.
+  bool rescue(const std::string& why) noexcept;
+
+  // The lock a rescue takes: held by the main thread around its other HDF5 writes.
+  std::unique_lock<std::timed_mutex> hold() { return std::unique_lock<std::timed_mutex>(mutex_); }
+  const RunMetrics& metrics() const { return metrics_; }  // the main thread's view
+  const std::string& path() const { return path_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  std::string path_;
+  std::timed_mutex mutex_;  // guards what follows (and HDF5, which is not thread safe)
+  RunMetrics metrics_;
+  GatheredMetrics gathered_;
+};
+
+}  // namespace minilst

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Batch jobs keep every finished step however Slurm stops them, with the shipped
+# template (tests/slurm/local_slurm.sh: a private Slurm on localhost, KillWait 5 s;
+# skipped, exit 77, where it cannot start). Three 2-rank jobs at once:
+#  1. limit:   --time=1, far more steps than fit, the template's early warning moved to the
+#              last second: miniLST reads the job's end time (squeue) and stops before it;
+#  2. cancel:  scancel'led after step 3 (SIGTERM to every process, SIGKILL 5 s later);
+#  3. shorten: --time=10, cut to 1 minute with `scontrol update` after step 3 (the template's
+#              --signal=B:USR1@90 then warns at once).
+# Each must leave metrics.h5 with complete = false holding every step its log
+# printed (and the one a dropped log line may hide), an INCOMPLETE RESULT line in the log, and Slurm's record
+# (scontrol show job: no slurmdbd here, so no sacct) TIMEOUT, CANCELLED or exit code 4.
+# Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
+source "$(dirname "$0")/../app/common.sh"
+source "$(dirname "$0")/local_slurm.sh"
+start_local_slurm
+export BUILD_DIR LAUNCH="mpiexec --oversubscribe"
+BUILD_DIR=$(realpath --relative-to="$MINILST_SOURCE" "$(dirname "$MINILST")")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+template=$MINILST_SOURCE/scripts/slurm/minilst.sbatch
+template_sum=$(sha256sum < "$template")
+long=(--set run.steps=100000 --set run.seq_len=256 --set run.warmup_steps=1 --set reference.losses=)
+opts=(--parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1)
+
+submit() {  # submit NAME TIME [SBATCH OPTION]: the job id; its run directory is $tmp/runs_NAME
+  RUNS_DIR=$tmp/runs_$1 sbatch "${opts[@]}" --time="$2" "${@:3}" --output="$tmp/$1.out" "$template" \
+    "$MINILST_SOURCE/inputs/default.yaml" "${long[@]}"
+}
+log_of() { ls "$tmp"/runs_"$1"/job_*/minilst.log 2> /dev/null | head -1 || true; }
+wait_for_step() {  # wait_for_step NAME N: until the job's log shows step N (at most 180 s)
+  for _ in $(seq 1800); do
+    local log
+    log=$(log_of "$1")
+    [[ -n $log ]] && grep -qE "^step +$2/" "$log" && return 0
+    sleep 0.1
+  done
+  echo "FAIL: job $1 never reached step $2"; cat "$tmp/$1.out"; exit 1
+}
+job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+wait_for_end() {  # wait_for_end ID: until the job left the queue (at most 240 s)
+  for _ in $(seq 240); do
+    case $(job_field "$1" JobState) in PENDING | RUNNING | COMPLETING | CONFIGURING | "") sleep 1 ;; *) return 0 ;; esac
+  done
+  echo "FAIL: job $1 still $(job_field "$1" JobState) after 240 s"; exit 1
+}
+
+limit=$(submit limit 1 --signal=B:USR1@1)  # no early warning: miniLST's own reading of the end time stops it
+cancel=$(submit cancel 10)
+shorten=$(submit shorten 10)
+wait_for_step cancel 3
+scancel "$cancel"
+wait_for_step shorten 3
+scontrol update JobId="$shorten" TimeLimit=1
+for id in "$limit" "$cancel" "$shorten"; do wait_for_end "$id"; done
+
+status=0
+for name in limit cancel shorten; do
+  id=${!name}
+  state=$(job_field "$id" JobState) code=$(job_field "$id" ExitCode)
+  log=$(log_of "$name")
+  dir=$(dirname "$log")
+  printed=$(grep -cE '^step +[0-9]+/' "$log" || true)
+  echo "== $name: job $id $state, exit code $code, $printed step(s) printed; $(grep -E '^stopping' "$log" || echo 'no stopping line')"
+  grep -E "^RESULT" "$log" || true
+  case $state:$code in
+    TIMEOUT:* | CANCELLED:* | *:4:0) ;;
+    *) echo "FAIL: Slurm recorded $state $code"; status=1 ;;
+  esac
+  grep -q "^RESULT: INCOMPLETE" "$log" || { echo "FAIL: no INCOMPLETE RESULT line in the log"; status=1; }
+  "$PYTHON" - "$dir/metrics.h5" "$printed" <<'PY' || status=1
+import sys, h5py
+path, printed = sys.argv[1], int(sys.argv[2])
+try:
+    f = h5py.File(path, "r")
+except OSError as e:
+    sys.exit(f"FAIL: {path}: {e}")
+done = int(f.attrs["steps_done"])
+print(f"  {path}: complete={f.attrs['complete']} steps_done={done} reason='{f.attrs['stop_reason']}'")
+ok = f.attrs["complete"] == "false" and done >= 1 and done >= printed and done == f["loss"].shape[0]
+sys.exit(0 if ok else "FAIL: not every finished step is in the file")
+PY
+done
+[[ $(sha256sum < "$template") == "$template_sum" ]] || { echo "FAIL: the template changed"; status=1; }
+((status == 0)) && echo PASSED
+exit $status

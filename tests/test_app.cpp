@@ -1,0 +1,140 @@
+// The program's own checks, in process: the Slurm time-left parser, the Kokkos flag
+// checks, the command-line parser, the output checks (nothing of the user's touched),
+// and the metrics recorder's rescue (the finished steps written by one rank alone).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/command_line.hpp"
+#include "app/job_clock.hpp"
+#include "app/kokkos_flags.hpp"
+#include "io/h5.hpp"
+#include "io/metrics_recorder.hpp"
+
+namespace fs = std::filesystem;
+using namespace minilst;
+
+namespace {
+fs::path scratch(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("minilst_test_app_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+Command parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "minilst");
+  return parse_command_line(int(args.size()), args.data());
+}
+}  // namespace
+
+TEST(JobClock, TimeLeftInSqueueForms) {
+  EXPECT_DOUBLE_EQ(JobClock::parse_time_left("0:45"), 45);
+  EXPECT_DOUBLE_EQ(JobClock::parse_time_left("12:05\n"), 12 * 60 + 5);
+  EXPECT_DOUBLE_EQ(JobClock::parse_time_left("1:00:01"), 3601);
+  EXPECT_DOUBLE_EQ(JobClock::parse_time_left("2-03:04:05"), 2 * 86400 + 3 * 3600 + 4 * 60 + 5);
+  for (const char* none : {"UNLIMITED", "NOT_SET", "INVALID", "", "   ", "12", "1:2:3:4", "-1:00", "a:b", "1-", "x-1:00"})
+    EXPECT_LT(JobClock::parse_time_left(none), 0) << none;
+}
+
+TEST(JobClock, OutsideSlurmTheEndIsUnknown) {
+  const JobClock clock(false);
+  EXPECT_EQ(clock.end(), 0.0);
+}
+
+TEST(KokkosFlags, KnownFlagsWithValidValues) {
+  for (const char* ok : {"--kokkos-threads=4", "--kokkos-num-threads=1", "--kokkos-device-id=0", "--kokkos-help",
+                         "--kokkos-disable-warnings", "--kokkos-disable-warnings=true", "--kokkos-num-devices=2,1",
+                         "--kokkos-map-device-id-by=mpi_rank", "--kokkos-tools-libs=libkp_kernel_timer.so",
+                         "--kokkos-tools-args=-v"})
+    EXPECT_EQ(kokkos_flag_problem(ok), "") << ok;
+}
+
+TEST(KokkosFlags, RefusedWithTheReason) {
+  EXPECT_NE(kokkos_flag_problem("--kokkos-num-threads=abc").find("expects an integer >= 1"), std::string::npos);
+  EXPECT_NE(kokkos_flag_problem("--kokkos-threads=0").find("expects an integer >= 1"), std::string::npos);
+  EXPECT_NE(kokkos_flag_problem("--kokkos-threads").find("needs a value"), std::string::npos);
+  EXPECT_NE(kokkos_flag_problem("--kokkos-tools-libs=/nonexistent.so").find("is not a file"), std::string::npos);
+  EXPECT_NE(kokkos_flag_problem("--kokkos-map-device-id-by=rank").find("random or mpi_rank"), std::string::npos);
+  EXPECT_NE(kokkos_flag_problem("--kokkos-bogus=1").find("unknown Kokkos flag"), std::string::npos);
+  EXPECT_NE(kokkos_flag_problem("--kokkos-help=3").find("takes no value"), std::string::npos);
+}
+
+TEST(CommandLine, SubcommandsAndRefusals) {
+  EXPECT_EQ(parse({"run", "d.yaml", "--set", "run.steps=2"}).kind, Command::Kind::run);
+  EXPECT_EQ(parse({"keys"}).kind, Command::Kind::keys);
+  EXPECT_EQ(parse({"result", "m.h5"}).kind, Command::Kind::result);
+  const auto plan = parse({"plan", "d.yaml", "--ranks", "8", "--max-seq-len", "--device-mib", "80000"});
+  ASSERT_EQ(plan.kind, Command::Kind::plan);
+  EXPECT_EQ(plan.plan.ranks, 8);
+  EXPECT_DOUBLE_EQ(plan.plan.device_mib, 80000);
+  const auto help = parse({"--help"});
+  EXPECT_EQ(help.kind, Command::Kind::finished);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("plan"), std::string::npos);
+  for (const auto& bad : std::vector<std::vector<const char*>>{{"run"},
+                                                               {"run", "d.yaml", "--bogus"},
+                                                               {"run", "d.yaml", "--kokkos-num-threads=abc"},
+                                                               {"plan", "d.yaml", "--device-mib", "nan"},
+                                                               {"plan", "d.yaml", "--device-mib", "1e300"},
+                                                               {"plan", "d.yaml", "--ranks", "0"},
+                                                               {"bogus"},
+                                                               {}}) {
+    const auto c = parse(bad);
+    EXPECT_EQ(c.kind, Command::Kind::finished);
+    EXPECT_EQ(c.exit_code, 2);
+    EXPECT_FALSE(c.err.empty());
+  }
+}
+
+TEST(Outputs, RefusedNamesTouchNothing) {
+  const auto dir = scratch("outputs");
+  std::ofstream(dir / "notes.txt") << "a user's notes\n";
+  fs::create_symlink(dir / "notes.txt", dir / "link.h5");
+  fs::create_symlink(dir / "notes.txt", dir / "m.h5.partial");
+  const auto check = [&](const std::string& name, const std::string& expected) {
+    const auto problem = h5::prepare_output(name.empty() || name[0] == '/' ? name : (dir / name).string(),
+                                            "minilst-metrics", false);
+    EXPECT_NE(problem.find(expected), std::string::npos) << name << ": " << problem;
+  };
+  check("out/", "names a directory");
+  check(".", "names a directory");
+  check("notes.txt", "is not a miniLST output of this kind");
+  check("link.h5", "is a symbolic link");
+  check("m.h5", "is a symbolic link");
+  check("/dev/null", "not a regular file");
+  EXPECT_EQ(read_text(dir / "notes.txt"), "a user's notes\n");
+  EXPECT_TRUE(fs::is_symlink(dir / "m.h5.partial"));
+  EXPECT_EQ(h5::prepare_output((dir / "notes.txt").string(), "minilst-metrics", true), "");  // output.overwrite
+  EXPECT_EQ(h5::prepare_output((dir / "new" / "m.h5").string(), "minilst-metrics", false), "");
+  EXPECT_TRUE(fs::is_directory(dir / "new"));
+  EXPECT_FALSE(fs::exists(dir / "new" / "m.h5.partial"));
+}
+
+TEST(MetricsRecorder, RescueWritesTheFinishedSteps) {
+  const auto dir = scratch("rescue");
+  const std::string path = (dir / "m.h5").string();
+  RunMetrics m;
+  m.tokens_per_step = 100;
+  m.config_yaml = "run:\n  steps: 5\n";
+  m.attributes.integers["data_parallel"] = 1;
+  MetricsRecorder recorder(MPI_COMM_SELF, m, path);
+  EXPECT_FALSE(recorder.rescue("nothing yet"));  // no step finished: nothing written
+  EXPECT_FALSE(fs::exists(path));
+  for (int s = 0; s < 3; ++s) recorder.add_step({9.0 - s, 1.0, {{"step", 0.5}}, {}, {}, 0});
+  EXPECT_TRUE(recorder.rescue("the watchdog"));
+  auto file = h5::open_file_readonly(path);
+  EXPECT_EQ(h5::read_string_attr(file.id(), "complete"), "false");
+  EXPECT_NE(h5::read_string_attr(file.id(), "stop_reason").find("the watchdog: stopped after 3 finished step(s)"),
+            std::string::npos);
+  EXPECT_EQ(h5::read_doubles(file.id(), "loss"), (std::vector<double>{9.0, 8.0, 7.0}));
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+}
