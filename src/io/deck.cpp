@@ -421,12 +421,15 @@ YAML::Node read_deck_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();  // (an empty file sets failbit here: it is refused as empty below)
   // yaml-cpp 0.7 never returns (its memory grows until the process dies) on a line
-  // that starts with ',' (a flow indicator, never valid there in a block deck).
+  // that starts with ',' (a flow indicator, never valid there in a block deck), also
+  // after a document marker ("--- ," or "... ,").
   std::istringstream lines(text.str());
   int number = 0;
   for (std::string line; std::getline(lines, line);) {
     ++number;
-    const auto first = line.find_first_not_of(" \t");
+    auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && (line.compare(first, 3, "---") == 0 || line.compare(first, 3, "...") == 0))
+      first = line.find_first_not_of(" \t", first + 3);
     if (first != std::string::npos && line[first] == ',')
       throw DeckError("deck: '" + path + "' is not valid YAML: line " + std::to_string(number) + " starts with ','");
   }
