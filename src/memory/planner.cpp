@@ -14,6 +14,57 @@ namespace minilst {
 namespace {
 bool alive_together(const PlanItem& a, const PlanItem& b) { return a.begin < b.end && b.begin < a.end; }
 constexpr std::size_t kExactItemLimit = 60;  // larger problems go to greedy
+
+// The placed items by time: the event sequence cut into about sqrt(n) buckets, each
+// listing the placed items alive in it, so that finding the placed items alive
+// together with a new one looks at its buckets only (not at every placed item).
+class PlacedByTime {
+ public:
+  explicit PlacedByTime(const std::vector<PlanItem>& items) : items_(items), seen_(items.size(), 0) {
+    std::int64_t lo = 0, hi = 1;
+    for (const auto& it : items) {
+      lo = std::min(lo, it.begin);
+      hi = std::max(hi, it.end);
+    }
+    origin_ = lo;
+    const auto buckets = std::max<std::int64_t>(1, std::int64_t(std::sqrt(double(items.size()))));
+    width_ = std::max<std::int64_t>(1, (hi - lo + buckets - 1) / buckets);
+    buckets_.resize(std::size_t((hi - lo) / width_ + 1));
+  }
+  void add(std::size_t i) {
+    all_.push_back(i);
+    if (!regular(i)) return irregular_.push_back(i);
+    for (auto b = bucket(items_[i].begin); b <= bucket(items_[i].end - 1); ++b) buckets_[b].push_back(i);
+  }
+  // Calls f(j) once for every placed item j alive together with item i.
+  template <class F>
+  void alive_with(std::size_t i, F f) {
+    ++stamp_;
+    const auto visit = [&](std::size_t j) {
+      if (seen_[j] != stamp_ && alive_together(items_[i], items_[j])) {
+        seen_[j] = stamp_;
+        f(j);
+      }
+    };
+    if (!regular(i)) {  // an empty lifetime [b, e), e <= b: compared with every placed item, as alive_together says
+      for (const std::size_t j : all_) visit(j);
+      return;
+    }
+    for (auto b = bucket(items_[i].begin); b <= bucket(items_[i].end - 1); ++b)
+      for (const std::size_t j : buckets_[b]) visit(j);
+    for (const std::size_t j : irregular_) visit(j);
+  }
+
+ private:
+  bool regular(std::size_t i) const { return items_[i].end > items_[i].begin; }
+  std::size_t bucket(std::int64_t t) const { return std::size_t((t - origin_) / width_); }
+  const std::vector<PlanItem>& items_;
+  std::vector<std::uint64_t> seen_;  // the query stamp that last reported an item
+  std::uint64_t stamp_ = 0;
+  std::int64_t origin_ = 0, width_ = 1;
+  std::vector<std::vector<std::size_t>> buckets_;
+  std::vector<std::size_t> all_, irregular_;  // every placed item; those with an empty lifetime
+};
 }  // namespace
 
 std::uint64_t plan_lower_bound(const std::vector<PlanItem>& items) {
@@ -41,13 +92,12 @@ Placement plan_greedy(const std::vector<PlanItem>& items) {
   });
   Placement p;
   p.offsets.assign(n, 0);
-  std::vector<std::size_t> placed;
+  PlacedByTime placed(items);
   for (const std::size_t i : order) {
     const auto& it = items[i];
     if (it.bytes == 0) continue;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> taken;  // [offset, end) of overlapping placed items
-    for (const std::size_t j : placed)
-      if (alive_together(it, items[j])) taken.push_back({p.offsets[j], p.offsets[j] + items[j].bytes});
+    placed.alive_with(i, [&](std::size_t j) { taken.push_back({p.offsets[j], p.offsets[j] + items[j].bytes}); });
     std::sort(taken.begin(), taken.end());
     // Best fit: the smallest gap that holds the item (lowest offset on ties); else above everything.
     std::uint64_t best_offset = 0, best_gap = UINT64_MAX, cursor = 0;
@@ -61,7 +111,7 @@ Placement plan_greedy(const std::vector<PlanItem>& items) {
       cursor = std::max(cursor, e);
     }
     p.offsets[i] = found ? best_offset : cursor;
-    placed.push_back(i);
+    placed.add(i);
     p.peak = std::max(p.peak, p.offsets[i] + it.bytes);
   }
   return p;
