@@ -48,7 +48,7 @@ void Watchdog::finishing(int code) {
   last_progress_ = JobClock::now();
 }
 
-double Watchdog::first_step_patience(double flops_per_rank) { return std::max(120.0, flops_per_rank / 0.5e9); }
+double Watchdog::first_step_patience(double flops_per_rank) { return std::max(60.0, flops_per_rank / 0.5e9); }
 double Watchdog::step_patience(double slowest_step_s) { return std::max(60.0, 10.0 * slowest_step_s); }
 
 void Watchdog::watch() {

@@ -34,7 +34,7 @@ class Watchdog {
   void finishing(int code);
 
   // The patience before the first step, without run.watchdog_s: generous, and longer for
-  // a step of more FLOPs (at a pessimistic 0.5 GFLOP/s per rank), never below 120 s.
+  // a step of more FLOPs (at a pessimistic 0.5 GFLOP/s per rank), never below 60 s (the floor of every later step).
   static double first_step_patience(double flops_per_rank);
   // After a step: max(60 s, 10 x the slowest step).
   static double step_patience(double slowest_step_s);

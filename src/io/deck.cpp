@@ -130,8 +130,9 @@ std::vector<KeySpec> run_keys() {
            "stop cleanly (metrics written, complete = false) before one more step would pass this many seconds; 0 = none",
            [](Deck& d) -> auto& { return d.run.time_limit_s; }),
     row("run.watchdog_s", "auto", Kind::Float, 1e-300, 1e9, {},
-        "end the rank (exit 1) when no step finishes for this many seconds (a stopped or dead peer); auto = "
-        "max(60, 10 x the slowest step), from the first step on",
+        "end the rank (exit 1, rank 0 writing the finished steps) when no step finishes for this many seconds "
+        "(a stopped or dead peer); auto = max(60, the first step's FLOPs at 0.5 GFLOP/s), then max(60, 10 x the "
+        "slowest step); none on one rank",
         [](Deck& d, const Value& x) { d.run.watchdog_s = x.text == "auto" ? 0.0 : x.f; }, true),
   };
 }
