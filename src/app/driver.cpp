@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <tuple>
 
@@ -153,7 +154,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
       break;
     }
     if (deck.output.flush_every > 0 && (step + 1) % deck.output.flush_every == 0 && !last)
-      recorder.write(false, "running: written after " + steps_done(step, deck));
+      recorder.write(false, "running: written after " + steps_done(step, deck), false);
   }
 
   ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), slowest), "the final write");
@@ -205,6 +206,9 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
 }  // namespace
 
 int run_deck(const Deck& deck, const RunContext& ctx) {
+  const int P = deck.parallel.sequence_parallel();
+  RunMetrics metrics = start_run_metrics(deck, std::max(1, ctx.nranks / P), P);
+  ctx.watchdog->arm(next_patience(deck, ctx, metrics, 0), "the set-up");  // the communicators, NCCL, the model
   if (const auto why = refuse(deck, ctx); !why.empty()) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", why.c_str());
     return 2;
@@ -228,14 +232,14 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   }
   compat::declare_metadata("deck", deck.path);
   compat::declare_metadata("precision", name_of(deck.run.precision));
-  const int P = deck.parallel.sequence_parallel();
-  MetricsRecorder recorder(ctx.comm, start_run_metrics(deck, ctx.nranks / P, P), path);
+  MetricsRecorder recorder(ctx.comm, std::move(metrics), path);
   int code = 1;
   try {
     code = deck.run.precision == Precision::float64 ? run_typed<double>(deck, ctx, recorder)
                                                     : run_typed<float>(deck, ctx, recorder);
   } catch (const std::exception& e) {  // this rank alone: it writes the finished steps, main ends the job
     ctx.watchdog->set_rescue({});
+    ctx.watchdog->arm(Watchdog::kRescueSeconds, "this rank's finished steps to be written");
     StepArena::instance().reset();  // its buffers go before Kokkos does
     recorder.rescue("error on rank " + std::to_string(ctx.rank) + ": " + e.what());
     throw;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,16 +46,22 @@ void initialize_kokkos(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
   std::string device_flag;
 #ifdef KOKKOS_ENABLE_CUDA
-  bool chosen = false;
+  bool chosen = false;  // the same on every rank (the command lines agree)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    chosen |= a.rfind("--kokkos-device-id", 0) == 0 || a.rfind("--kokkos-num-devices", 0) == 0 ||
-              a.rfind("--kokkos-map-device-id-by", 0) == 0;
+    for (const char* flag : {"--kokkos-device-id", "--kokkos-device=", "--kokkos-num-devices", "--kokkos-ndevices",
+                             "--kokkos-map-device-id-by"})
+      chosen |= a.rfind(flag, 0) == 0;
   }
-  int devices = 0;
-  if (!chosen && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
-    device_flag = "--kokkos-device-id=" + std::to_string(minilst::node_ranks(MPI_COMM_WORLD).rank % devices);
-    args.push_back(device_flag.data());
+  for (const char* env : {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_MAP_DEVICE_ID_BY"})
+    chosen |= std::getenv(env) != nullptr;
+  if (!chosen) {
+    const int local_rank = minilst::node_ranks(MPI_COMM_WORLD).rank;  // collective: on every rank, before any test
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+      device_flag = "--kokkos-device-id=" + std::to_string(local_rank % devices);
+      args.push_back(device_flag.data());
+    }
   }
 #endif
   int n = int(args.size());

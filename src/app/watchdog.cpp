@@ -36,12 +36,14 @@ void Watchdog::kick() {
 }
 
 void Watchdog::set_rescue(std::function<void(const std::string&)> rescue) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return !rescuing_; });
   rescue_ = std::move(rescue);
 }
 
 void Watchdog::finishing(int code) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return !rescuing_; });
   finishing_code_ = code;
   rescue_ = {};
   waiting_for_ = "the other ranks to finish";
@@ -70,8 +72,18 @@ void Watchdog::watch() {
     std::fprintf(stderr, "error (rank %d): %s; ending this rank\n", rank_, why.c_str());
     std::fflush(stderr);
     const auto rescue = rescue_;
-    lock.unlock();  // the rescue may take a while; nothing else may end the rank meanwhile
-    if (rescue) rescue(why);
+    rescuing_ = true;  // set_rescue and finishing wait: what the rescue reads stays alive until the exit
+    lock.unlock();
+    // Bounded: a rescue stuck on a file system or a full pipe still ends the rank.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kRescueSeconds));
+      std::_Exit(1);
+    }).detach();
+    if (rescue) {
+      rescue(why);
+    } else {  // rank 0 writes the finished steps; leaving now would break its collective and end it too
+      std::this_thread::sleep_for(std::chrono::duration<double>(kPeerGraceSeconds));
+    }
     std::_Exit(1);
   }
 }

@@ -28,10 +28,14 @@ class Watchdog {
   // A new patience and what the rank waits for (for the message); the wait starts afresh.
   void arm(double patience_s, const std::string& waiting_for);
   void kick();  // progress: the wait starts afresh
-  // Called on the watchdog's thread before it ends the rank (may return at once); {} clears it.
+  // Called on the watchdog's thread before it ends the rank (at most kRescueSeconds); {} clears
+  // it. Both calls wait for a rescue under way (the process then ends): what it reads stays alive.
   void set_rescue(std::function<void(const std::string& why)> rescue);
   // The results are written: past the patience, end the rank with `code` (peers are only late).
   void finishing(int code);
+
+  static constexpr double kRescueSeconds = 60;   // the longest a rescue may take before the rank ends anyway
+  static constexpr double kPeerGraceSeconds = 15;  // ranks without a rescue wait this long for rank 0's
 
   // The patience before the first step, without run.watchdog_s: generous, and longer for
   // a step of more FLOPs (at a pessimistic 0.5 GFLOP/s per rank), never below 60 s (the floor of every later step).
@@ -48,6 +52,7 @@ class Watchdog {
   bool done_ = false;
   double patience_ = 0, last_progress_ = 0;
   int finishing_code_ = -1;
+  bool rescuing_ = false;
   std::string waiting_for_;
   std::function<void(const std::string&)> rescue_;
   std::thread thread_;

@@ -2,6 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
+
+#include "io/h5.hpp"
 
 namespace minilst {
 
@@ -38,13 +41,14 @@ void MetricsRecorder::record(const std::function<void(RunMetrics&)>& fill) {
   gathered_.plan = std::move(totals.plan);
 }
 
-RunSummary MetricsRecorder::write(bool complete, const std::string& stop_reason) {
+RunSummary MetricsRecorder::write(bool complete, const std::string& stop_reason, bool final) {
   auto lock = hold();
   metrics_.complete = complete;
   metrics_.stop_reason = stop_reason;
   if (rank_ != 0) return {};
   const auto summary = summarise_metrics(gathered_, metrics_);
   if (!path_.empty()) write_metrics_file(path_, gathered_, summary, metrics_);
+  final_written_ = final;
   return summary;
 }
 
@@ -55,6 +59,7 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
       std::fprintf(stderr, "rank %d: the finished steps could not be written (this rank is busy writing)\n", rank_);
       return false;
     }
+    if (final_written_) return false;  // the run's own file is whole: nothing to add
     if (gathered_.nsteps == 0 || path_.empty()) {
       std::fprintf(stderr, "rank %d: %s\n", rank_, path_.empty() ? "no metrics file" : "no step finished: nothing written");
       return false;
@@ -64,7 +69,12 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
     m.complete = false;
     m.stop_reason = why + ": stopped after " + std::to_string(gathered_.nsteps) + " finished step(s)";
     const auto summary = summarise_metrics(gathered_, m);
-    // a rank other than 0 builds the file under its own temporary name (rank 0 may be writing too)
+    // A rank other than 0 checks the name as rank 0 did before step 1 (its node may not share rank 0's
+    // file system), and builds the file under its own temporary name (rank 0 may be writing too).
+    if (rank_ != 0) {
+      if (const auto problem = h5::prepare_output(path_, "minilst-metrics", false); !problem.empty())
+        throw std::runtime_error(problem);
+    }
     write_metrics_file(path_, gathered_, summary, m, rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial");
     std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
                  gathered_.nsteps, path_.c_str());

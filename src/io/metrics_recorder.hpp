@@ -26,8 +26,8 @@ class MetricsRecorder {
   // collective), and every rank's totals are gathered.
   void record(const std::function<void(RunMetrics&)>& fill);
   // Rank 0 writes the file (complete, or complete = false with stop_reason) and returns
-  // the summary; the other ranks return {}.
-  RunSummary write(bool complete, const std::string& stop_reason);
+  // the summary; the other ranks return {}. final = false: a snapshot during the run.
+  RunSummary write(bool complete, const std::string& stop_reason, bool final = true);
   // Any rank, any thread (the watchdog's): the finished steps written with complete = false
   // and `why`; a message either way. False when nothing could be written.
   bool rescue(const std::string& why) noexcept;
@@ -44,6 +44,7 @@ class MetricsRecorder {
   std::timed_mutex mutex_;  // guards what follows (and HDF5, which is not thread safe)
   RunMetrics metrics_;
   GatheredMetrics gathered_;
+  bool final_written_ = false;  // the complete file is written: a rescue must not replace it
 };
 
 }  // namespace minilst
