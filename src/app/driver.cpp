@@ -26,6 +26,7 @@
 #include "memory/step_arena.hpp"
 #include "model/step_reduce.hpp"
 #include "model/trainer.hpp"
+#include "parallel/broadcast.hpp"
 
 namespace minilst {
 
@@ -179,15 +180,6 @@ std::string prepare_outputs(const Deck& deck, const std::string& path) {
       return key + std::string(": ") + problem;
   }
   return "";
-}
-
-// Rank 0's string on every rank.
-std::string broadcast_string(std::string text, MPI_Comm comm) {
-  unsigned long long size = text.size();
-  MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);
-  text.resize(std::size_t(size));
-  MPI_Bcast(text.data(), int(size), MPI_CHAR, 0, comm);
-  return text;
 }
 
 // Why the run cannot start (the same verdict on every rank, before any work), or "".
