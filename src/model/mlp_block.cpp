@@ -51,10 +51,16 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
 
 template <class T>
 void MlpBlock<T>::replay_forward(const LayerActivations<T>& keep) const {
-  if (keep.mlp_saved) return;  // into the saved set
+  replay_chunks(keep, false);
+}
+
+// Each chunk's workspace, allocated and freed in the run's order (none when the store keeps the MLP's set).
+template <class T>
+void MlpBlock<T>::replay_chunks(const LayerActivations<T>& keep, bool backward) const {
+  if (keep.mlp_saved) return;
   const std::int64_t S = keep.y.extent(0);
   const int M = effective_chunks(S, chunks_);
-  for (int c = 0; c < M; ++c) chunk_buffers(chunk_range(S, M, c).size(), false);
+  for (int c = 0; c < M; ++c) chunk_buffers(chunk_range(S, M, c).size(), backward);
 }
 
 template <class T>
@@ -100,10 +106,7 @@ void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<T>& dw, const Ma
 
 template <class T>
 void MlpBlock<T>::replay_backward(const LayerActivations<T>& keep) const {
-  if (keep.mlp_saved) return;  // from the saved set
-  const std::int64_t S = keep.y.extent(0);
-  const int M = effective_chunks(S, chunks_);
-  for (int c = 0; c < M; ++c) chunk_buffers(chunk_range(S, M, c).size(), true);
+  replay_chunks(keep, true);
 }
 
 template class MlpBlock<float>;

@@ -42,6 +42,7 @@ class MlpBlock {
     Tracked<Mat<T>> in, gate, up, act;
   };
   ChunkBuffers chunk_buffers(std::int64_t C, bool backward) const;
+  void replay_chunks(const LayerActivations<T>& keep, bool backward) const;
   // Workspace elements per token of a chunk (the backward's, the larger): what `auto` budgets.
   static std::size_t workspace_per_token(const ModelConfig& c) {
     return std::size_t(c.hidden) + 3 * std::size_t(c.intermediate);
