@@ -22,7 +22,7 @@ SEEDS = {
     "vanilla": "5K (MsT)",
     "checkpoint": "14K (MsT)",
     "+ chunked LM head and MLP": "60K (MsT); 160K-1.1M (ALST, with tiling)",
-    "+ offload": "1.2M / 2.4M (ALST, 1 GPU)",
+    "+ offload": "500K (ALST, 1 GPU)",
     "+ 8 ranks (ulysses)": "3.7M (ALST, 8 GPUs); 1M (MEMO, 8 GPUs)",
     "+ 64 ranks (8 ulysses x 8 ring)": "8M (MEMO, 64 GPUs)",
 }
@@ -65,9 +65,10 @@ def main():
     for j, name, ranks in rows(os.path.join(d, "llama.txt")):
         p = json.load(open(os.path.join(d, f"llama_{j}.json")))
         llama.append(dict(name=name, ranks=int(ranks), S=p["seq_len"], host=p["memory_bytes"]["host_offload"],
-                          mlp=p["mlp_chunks"], head=p["lm_head_chunks"]))
-    print("\nLlama-3-8B shape, float activations within 48 GiB per device (80 GiB less bf16 weights and gradients), "
-          "predicted:")
+                          mlp=p["mlp_chunks"], head=p["lm_head_chunks"], precision=p["precision"]))
+    precision = llama[0]["precision"] if llama else "?"
+    print(f"\nLlama-3-8B shape, {precision} activations within 48 GiB per device (80 GiB less bf16 weights and "
+          "gradients), predicted:")
     print(f"  {'stack':34s} {'ranks':>5s} {'longest S':>11s} {'host GiB/rank':>13s}   seeds (bf16)")
     for r in llama:
         print(f"  {r['name']:34s} {r['ranks']:5d} {r['S']:11d} {r['host'] / 2**30:13.1f}   {SEEDS.get(r['name'], '')}")

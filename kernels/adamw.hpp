@@ -2,7 +2,7 @@
 // allocation, so the optimizer is one kernel). n parameters; p, g, m, v: [n].
 //   m = b1 m + (1-b1) g ;  v = b2 v + (1-b2) g^2
 //   p -= lr ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd p )      t = step >= 1
-// p, m, v are updated in place; g is read only.
+// p, m, v are updated in place; g is read only; copy (optional) := p rounded.
 #pragma once
 
 #include <cmath>
@@ -20,22 +20,30 @@ struct AdamWHyper {
   double weight_decay = 0.1;
 };
 
-template <class T>
-void adamw_update(const Vec<T>& p, const Vec<const T>& g, const Vec<T>& m, const Vec<T>& v,
-                  long step, const AdamWHyper& hp) {
+// copy (mixed precision): the updated p rounded to the copy's type, in the same
+// pass (the bf16 weights the kernels read); empty: none.
+template <class T, class C = T>
+void adamw_update(const Vec<T>& p, const Vec<const T>& g, const Vec<T>& m, const Vec<T>& v, long step,
+                  const AdamWHyper& hp, const Vec<C>& copy = Vec<C>()) {
   using A = accum_t<T>;
   const A b1 = hp.beta1, b2 = hp.beta2, lr = hp.lr, eps = hp.eps, wd = hp.weight_decay;
   const A c1 = A(1) / A(1 - std::pow(hp.beta1, double(step)));
   const A c2 = A(1) / A(1 - std::pow(hp.beta2, double(step)));
-  Kokkos::parallel_for("adamw_update", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, p.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t i) {
-        const A gi = g(i);
-        const A mi = b1 * A(m(i)) + (A(1) - b1) * gi;
-        const A vi = b2 * A(v(i)) + (A(1) - b2) * gi * gi;
-        m(i) = T(mi);
-        v(i) = T(vi);
-        p(i) = T(A(p(i)) - lr * ((mi * c1) / (compat::sqrt(vi * c2) + eps) + wd * A(p(i))));
-      });
+  const auto update = [=] KOKKOS_FUNCTION(const std::int64_t i) {  // returns the updated p(i)
+    const A gi = g(i);
+    const A mi = b1 * A(m(i)) + (A(1) - b1) * gi;
+    const A vi = b2 * A(v(i)) + (A(1) - b2) * gi * gi;
+    m(i) = T(mi);
+    v(i) = T(vi);
+    const A pi = A(p(i)) - lr * ((mi * c1) / (compat::sqrt(vi * c2) + eps) + wd * A(p(i)));
+    p(i) = T(pi);
+    return pi;
+  };
+  const Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>> all(0, p.extent(0));
+  if (copy.extent(0) == 0)  // two loops, so that neither tests per element
+    Kokkos::parallel_for("adamw_update", all, KOKKOS_LAMBDA(const std::int64_t i) { update(i); });
+  else
+    Kokkos::parallel_for("adamw_update", all, KOKKOS_LAMBDA(const std::int64_t i) { copy(i) = C(update(i)); });
 }
 
 }  // namespace minilst::kernels

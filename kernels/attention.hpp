@@ -355,13 +355,13 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
 #ifdef MINILST_HOST_SIMD
 #pragma omp simd
 #endif
-          for (int c = 0; c < h; ++c) dqr[c] += T(scale * dqs[c]);
+          for (int c = 0; c < h; ++c) dqr[c] += scale * dqs[c];
         });
       }
       tile::for_rows(team, nk, [&](const int tk) {
         for (int c = 0; c < h; ++c) {
-          dk(j0 + tk, g * h + c) += T(dKs[tk * hp + c]);
-          dv(j0 + tk, g * h + c) += T(dVs[tk * hp + c]);
+          dk(j0 + tk, g * h + c) += dKs[tk * hp + c];
+          dv(j0 + tk, g * h + c) += dVs[tk * hp + c];
         }
       });
     }

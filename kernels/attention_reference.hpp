@@ -122,7 +122,7 @@ void attention_backward_reference(const Mat<T>& dq, const Mat<T>& dk, const Mat<
           const A ds = p * (dp - D);
           for (int c = 0; c < h; ++c) dq_acc(i, qo + c) += ds * A(k(j, ko + c));
         }
-        for (int c = 0; c < h; ++c) dq(i, qo + c) += T(scale * dq_acc(i, qo + c));
+        for (int c = 0; c < h; ++c) dq(i, qo + c) += scale * dq_acc(i, qo + c);
       });
 
   // dK_j, dV_j: one work item per (key row j, kv head g), the group's heads then the queries in order.
@@ -151,8 +151,8 @@ void attention_backward_reference(const Mat<T>& dq, const Mat<T>& dk, const Mat<
           }
         }
         for (int c = 0; c < h; ++c) {
-          dk(j, ko + c) += T(scale * dk_acc(j, ko + c));
-          dv(j, ko + c) += T(dv_acc(j, ko + c));
+          dk(j, ko + c) += scale * dk_acc(j, ko + c);
+          dv(j, ko + c) += dv_acc(j, ko + c);
         }
       });
 }

@@ -1,6 +1,6 @@
 // Token embedding.  S tokens, V vocab, d hidden.
 //   forward   x[i, :] = E[tok[i], :]               x: [S, d] (=)
-//   backward  dE[tok[i], :] += dx[i, :]             dE: [V, d] (+=)
+//   backward  dE[tok[i], :] += dx[i, :]             dE: [V, d] (+=, master_t: fp32 under bf16)
 // The backward is parallel over the d columns and serial over tokens, so a
 // token that appears twice is summed in a fixed order: deterministic, no atomics.
 #pragma once
@@ -17,7 +17,7 @@ void embedding_forward(const Mat<T>& x, const Vec<const std::int64_t>& tokens, c
 }
 
 template <class T>
-void embedding_backward(const Mat<T>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) {
+void embedding_backward(const Mat<master_t<T>>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) {
   // Blocks of columns, tokens in order: one writer per element, a fixed order
   // (deterministic), and contiguous rows on host backends.
   const int S = static_cast<int>(dx.extent(0)), d = static_cast<int>(dx.extent(1));
@@ -26,7 +26,7 @@ void embedding_backward(const Mat<T>& dE, const Vec<const std::int64_t>& tokens,
       KOKKOS_LAMBDA(const int b) {
         const int j0 = b * kBlock, n = j0 + kBlock < d ? kBlock : d - j0;
         for (int i = 0; i < S; ++i) {
-          T* row = &dE(tokens(i), j0);
+          master_t<T>* row = &dE(tokens(i), j0);
           const T* src = &dx(i, j0);
 #ifdef MINILST_HOST_SIMD
 #pragma omp simd

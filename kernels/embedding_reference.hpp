@@ -13,7 +13,7 @@
 namespace minilst::kernels {
 
 template <class T>
-void embedding_backward_reference(const Mat<T>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) {
+void embedding_backward_reference(const Mat<master_t<T>>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) {
   const int S = static_cast<int>(dx.extent(0));
   Kokkos::parallel_for("embedding_backward_reference", Kokkos::RangePolicy<ExecSpace>(0, dx.extent(1)),
       KOKKOS_LAMBDA(const int j) {

@@ -6,47 +6,64 @@
 //   forward   Y  = X W            gemm(N, N, 1, X, W, 0, Y)
 //   backward  dX = dY W^T         gemm(N, T, 1, dY, W, 0|1, dX)
 //             dW += X^T dY        gemm(T, N, 1, X, dY, 1, dW)
+// Operands of one type, float or double: the BLAS's own GEMM. Mixed precision
+// (bf16 activations and weights, fp32 weight gradients): gemm_mixed below.
 #pragma once
 
 #include <KokkosBlas3_gemm.hpp>
-#include <stdexcept>
-#include <string>
+#include <type_traits>
 
+#include "bf16.hpp"
+#include "gemm_bf16_dot.hpp"
+#include "gemm_shape.hpp"
+#include "gemm_tiles.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
-enum class Op { N, T };
-
-// The shape of C = op(A) op(B): {m, n, k}; throws std::invalid_argument, naming `who`, when they do not match.
-struct GemmShape {
-  std::size_t m, n, k;
-};
+// bf16 A and B: on hosts with bf16 dot products, gemm_bf16_dot (when measured
+// faster); elsewhere fp32 tiles through the BLAS.
 template <class AV, class BV, class CV>
-GemmShape gemm_shape(const char* who, Op op_a, Op op_b, const AV& A, const BV& B, const CV& C) {
-  const std::size_t m = C.extent(0), n = C.extent(1);
-  const std::size_t k = op_a == Op::N ? A.extent(1) : A.extent(0);
-  const std::size_t am = op_a == Op::N ? A.extent(0) : A.extent(1);
-  const std::size_t bk = op_b == Op::N ? B.extent(0) : B.extent(1);
-  const std::size_t bn = op_b == Op::N ? B.extent(1) : B.extent(0);
-  if (am != m || bk != k || bn != n)
-    throw std::invalid_argument(std::string(who) + ": shapes do not match: op(A) [" + std::to_string(am) + "," +
-                                std::to_string(k) + "], op(B) [" + std::to_string(bk) + "," + std::to_string(bn) +
-                                "], C [" + std::to_string(m) + "," + std::to_string(n) + "]");
-  return {m, n, k};
+void gemm_mixed(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
+  using TC = typename CV::non_const_value_type;
+  constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+  constexpr bool bf16_in = std::is_same<typename AV::non_const_value_type, bf16>::value &&
+                           std::is_same<typename BV::non_const_value_type, bf16>::value;
+  if constexpr (host && bf16_in && (std::is_same<TC, float>::value || std::is_same<TC, bf16>::value)) {
+    if (bf16_gemm_choice().path == "avx512_bf16") {
+      const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
+      ExecSpace().fence();
+      float* c32 = nullptr;
+      bf16* c16 = nullptr;
+      if constexpr (std::is_same<TC, float>::value) c32 = C.data();
+      else c16 = C.data();
+      gemm_bf16_dot(op_a == Op::T, op_b == Op::T, m, n, k, alpha, A.data(), A.stride(0), B.data(), B.stride(0), beta,
+                    c32, c16, C.stride(0));
+      return;
+    }
+  }
+  gemm_fp32_tiles(op_a, op_b, alpha, A, B, beta, C);
 }
 
 template <class T, class AV, class BV, class CV>
 void gemm(Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta, const CV& C) {
-  const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // BLAS may not touch C when k == 0: do beta C ourselves
-    Kokkos::parallel_for("gemm_scale_c",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {m, n}),
-        KOKKOS_LAMBDA(const int i, const int j) { C(i, j) = beta == T(0) ? T(0) : beta * C(i, j); });
-    return;
+  using TA = typename AV::non_const_value_type;
+  using TC = typename CV::non_const_value_type;
+  constexpr bool blas = std::is_same<TA, typename BV::non_const_value_type>::value &&
+                        std::is_same<TA, TC>::value && std::is_floating_point<TC>::value;
+  if constexpr (!blas) {
+    gemm_mixed(op_a, op_b, float(alpha), A, B, float(beta), C);
+  } else {
+    const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // BLAS may not touch C when k == 0: do beta C ourselves
+      Kokkos::parallel_for("gemm_scale_c",
+          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {m, n}),
+          KOKKOS_LAMBDA(const int i, const int j) { C(i, j) = beta == T(0) ? T(0) : beta * C(i, j); });
+      return;
+    }
+    KokkosBlas::gemm(op_a == Op::N ? "N" : "T", op_b == Op::N ? "N" : "T", alpha, A, B, beta, C);
   }
-  KokkosBlas::gemm(op_a == Op::N ? "N" : "T", op_b == Op::N ? "N" : "T", alpha, A, B, beta, C);
 }
 
 }  // namespace minilst::kernels

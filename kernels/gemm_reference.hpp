@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gemm.hpp"  // Op
+#include "gemm_shape.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
@@ -19,6 +19,7 @@ namespace minilst::kernels {
 template <class T, class AV, class BV, class CV>
 void gemm_reference(Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta, const CV& C) {
   using Acc = accum_t<T>;
+  using TC = typename CV::non_const_value_type;  // fp32 for weight gradients under bf16
   const auto [m, n, k] = gemm_shape("gemm_reference", op_a, op_b, A, B, C);
   if (m == 0 || n == 0) return;
   const bool ta = op_a == Op::T, tb = op_b == Op::T;
@@ -27,7 +28,7 @@ void gemm_reference(Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta,
       KOKKOS_LAMBDA(const int i, const int j) {
         Acc s = 0;
         for (int p = 0; p < K; ++p) s += Acc(ta ? A(p, i) : A(i, p)) * Acc(tb ? B(j, p) : B(p, j));
-        C(i, j) = beta == T(0) ? T(alpha * s) : T(alpha * s + beta * Acc(C(i, j)));
+        C(i, j) = beta == T(0) ? TC(Acc(alpha) * s) : TC(Acc(alpha) * s + Acc(beta) * Acc(C(i, j)));
       });
 }
 

@@ -1,7 +1,7 @@
 // RMSNorm.  S tokens, d hidden.
 //   forward   r_i = (mean_j x_ij^2 + eps)^(-1/2),   y_ij = x_ij r_i w_j         y: [S, d] (=)
 //   backward  dx_i += r_i (w * dy_i) - x_i r_i^3 (1/d) sum_j (w_j dy_ij x_ij)   dx: [S, d] (+=)
-//             dw_j += sum_i dy_ij x_ij r_i                                      dw: [d]    (+=)
+//             dw_j += sum_i dy_ij x_ij r_i                                      dw: [d]    (+=, master_t)
 // r is recomputed in backward, once per token (one pass over x): nothing is saved.
 // dx accumulates so the residual stream's gradient can already be in it.
 // The backward's dy is scratch: the token pass overwrites it with dy_ij x_ij r_i,
@@ -42,7 +42,7 @@ void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>&
 }
 
 template <class T>
-void rmsnorm_backward(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, const Mat<const T>& x,
+void rmsnorm_backward(const Mat<T>& dx, const Vec<master_t<T>>& dw, const Mat<T>& dy, const Mat<const T>& x,
                       const Vec<const T>& w, double eps) {
   using A = accum_t<T>;
   const int S = static_cast<int>(x.extent(0));
@@ -64,7 +64,7 @@ void rmsnorm_backward(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, cons
 #pragma omp simd
 #endif
         for (int j = 0; j < d; ++j) {
-          dxi[j] += T(r * A(wp[j]) * A(dyi[j]) - A(xi[j]) * c);
+          dxi[j] += r * A(wp[j]) * A(dyi[j]) - A(xi[j]) * c;
           dyi[j] = T(A(dyi[j]) * A(xi[j]) * r);  // the token's term of dw
         }
       });
@@ -82,7 +82,7 @@ void rmsnorm_backward(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, cons
 #endif
           for (int c = 0; c < n; ++c) acc[c] += A(row[c]);
         }
-        for (int c = 0; c < n; ++c) dw(j0 + c) += T(acc[c]);
+        for (int c = 0; c < n; ++c) dw(j0 + c) += master_t<T>(acc[c]);
       });
 }
 

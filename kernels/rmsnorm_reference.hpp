@@ -29,7 +29,7 @@ void rmsnorm_forward_reference(const Mat<T>& y, const Mat<const T>& x, const Vec
 }
 
 template <class T>
-void rmsnorm_backward_reference(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, const Mat<const T>& x,
+void rmsnorm_backward_reference(const Mat<T>& dx, const Vec<master_t<T>>& dw, const Mat<T>& dy, const Mat<const T>& x,
                                 const Vec<const T>& w, double eps) {
   using A = accum_t<T>;
   const int S = static_cast<int>(x.extent(0));
@@ -43,7 +43,7 @@ void rmsnorm_backward_reference(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>
         for (int j = 0; j < d; ++j) dot += A(w(j)) * A(dy(i, j)) * A(x(i, j));
         const A c = r * r * r * dot / A(d);
         for (int j = 0; j < d; ++j) {
-          dx(i, j) += T(r * A(w(j)) * A(dy(i, j)) - A(x(i, j)) * c);
+          dx(i, j) += r * A(w(j)) * A(dy(i, j)) - A(x(i, j)) * c;
           dy(i, j) = T(A(dy(i, j)) * A(x(i, j)) * r);  // the token's term of dw
         }
       });
@@ -51,7 +51,7 @@ void rmsnorm_backward_reference(const Mat<T>& dx, const Vec<T>& dw, const Mat<T>
       KOKKOS_LAMBDA(const int j) {
         A acc = 0;
         for (int i = 0; i < S; ++i) acc += A(dy(i, j));
-        dw(j) += T(acc);
+        dw(j) += master_t<T>(acc);
       });
 }
 

@@ -32,7 +32,7 @@ void rmsnorm_forward(KernelVariant v, const Mat<T>& y, const Mat<const T>& x, co
   plain(v) ? rmsnorm_forward_reference<T>(y, x, w, eps) : rmsnorm_forward<T>(y, x, w, eps);
 }
 template <class T>
-void rmsnorm_backward(KernelVariant v, const Mat<T>& dx, const Vec<T>& dw, const Mat<T>& dy, const Mat<const T>& x,
+void rmsnorm_backward(KernelVariant v, const Mat<T>& dx, const Vec<master_t<T>>& dw, const Mat<T>& dy, const Mat<const T>& x,
                       const Vec<const T>& w, double eps) {
   plain(v) ? rmsnorm_backward_reference<T>(dx, dw, dy, x, w, eps) : rmsnorm_backward<T>(dx, dw, dy, x, w, eps);
 }
@@ -55,7 +55,7 @@ double cross_entropy_fused(KernelVariant v, const Mat<T>& logits, const Vec<cons
 }
 
 template <class T>
-void embedding_backward(KernelVariant v, const Mat<T>& dE, const Vec<const std::int64_t>& tokens,
+void embedding_backward(KernelVariant v, const Mat<master_t<T>>& dE, const Vec<const std::int64_t>& tokens,
                         const Mat<const T>& dx) {
   plain(v) ? embedding_backward_reference<T>(dE, tokens, dx) : embedding_backward<T>(dE, tokens, dx);
 }

@@ -25,6 +25,9 @@ using Vec = Kokkos::View<T*, typename Space::memory_space>;
 // Accumulation type of reductions and softmax statistics: at least fp32.
 template <class T> struct Accum { using type = T; };
 template <class T> using accum_t = typename Accum<T>::type;
+// Gradients, master weights and optimizer moments of a run computing in T: T
+// itself, except under mixed precision (bf16.hpp), where they are fp32.
+template <class T> using master_t = accum_t<T>;
 
 constexpr std::int64_t kIgnoreLabel = -100;  // label excluded from the loss
 

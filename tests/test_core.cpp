@@ -56,7 +56,7 @@ std::string deck_error(const std::vector<std::string>& overrides) {
 }  // namespace
 
 TEST(Names, EveryEnumHasCompleteUniqueRoundTrippingNames) {
-  check_names<Precision>(2);
+  check_names<Precision>(3);
   check_names<KernelVariant>(2);
   check_names<MemoryPolicy>(5);
   check_names<RingLayout>(2);

@@ -129,7 +129,7 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NE(error_of("model:\n  hidden: -4\n").find("model.hidden = '-4': must be in [1, 1048576]"), std::string::npos);
   EXPECT_NE(error_of("model:\n  intermediate: 1e3\n").find("expected an integer"), std::string::npos);
   EXPECT_NE(error_of("model:\n  rope_theta: 0\n").find("model.rope_theta = '0': must be > 0"), std::string::npos);
-  EXPECT_NE(error_of("run:\n  precision: bf16\n").find("allowed values: float|double"), std::string::npos);
+  EXPECT_NE(error_of("run:\n  precision: fp16\n").find("allowed values: float|double|bf16"), std::string::npos);
   EXPECT_NE(error_of("model:\n  hidden: [1, 2]\n").find("model.hidden must be a single value"), std::string::npos);
   EXPECT_NE(error_of("parallel:\n  ulysses: 3\n").find("model.heads (8) is not divisible by the Ulysses degree parallel.ulysses (3)"),
             std::string::npos);

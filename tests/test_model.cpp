@@ -197,3 +197,30 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
       }
   }
 }
+
+// bf16 mixed precision halves what the papers halve: the activation high-water and
+// the host bytes of offload at most 0.55 of fp32's (half, but the attention's LSE
+// rows stay fp32); model states 18 bytes per parameter against 16.
+TEST(Memory, Bf16HalvesActivationsAndOffloadedBytes) {
+  struct Shape { int d, H, G, I, V, L; std::int64_t S; };
+  for (const Shape sh : {Shape{48, 6, 2, 80, 97, 2, 48}, Shape{256, 8, 4, 688, 8192, 4, 1024},
+                         Shape{64, 4, 1, 172, 500, 3, 301}})
+    for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::vanilla,
+                        MemoryPolicy::checkpoint_offload, MemoryPolicy::offload}) {
+      ModelConfig cfg;
+      cfg.hidden = sh.d; cfg.heads = sh.H; cfg.kv_heads = sh.G; cfg.intermediate = sh.I; cfg.vocab = sh.V;
+      cfg.layers = sh.L;
+      ModelOptions o;
+      o.policy = policy;
+      o.offload.alpha = 0.5;
+      const auto fp32 = predict_memory(cfg, o, sh.S, Precision::float32);
+      const auto bf16 = predict_memory(cfg, o, sh.S, Precision::bf16);
+      const std::string where = "d=" + std::to_string(sh.d) + " policy " + name_of(policy);
+      EXPECT_LE(double(bf16.at("activations")), 0.55 * double(fp32.at("activations"))) << where;
+      EXPECT_LE(double(bf16.at("host_offload")), 0.55 * double(fp32.at("host_offload"))) << where;
+      EXPECT_GE(2 * bf16.at("host_offload"), fp32.at("host_offload")) << where;
+      const std::uint64_t P = parameter_count(cfg);
+      EXPECT_EQ(bf16.at("weights") + bf16.at("gradients") + bf16.at("optimizer"), 18 * P) << where;
+      EXPECT_EQ(fp32.at("weights") + fp32.at("gradients") + fp32.at("optimizer"), 16 * P) << where;
+    }
+}

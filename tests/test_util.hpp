@@ -10,8 +10,9 @@
 
 namespace minilst::test {
 
-// A host copy of a device vector.
-inline std::vector<double> host(const Vec<double>& v) {
+// A host copy of a device vector, in double.
+template <class T>
+std::vector<double> host(const Vec<T>& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   return {h.data(), h.data() + h.extent(0)};
 }

@@ -8,7 +8,8 @@
 # max_seq.h5, max_seq.png) and prints both tables.
 #   scripts/bench/max_seq.sh [--budget-mib 128] [--no-runs]
 # Deck: inputs/max_seq_cpu.yaml (4 layers, d = 128). The Llama table counts the
-# activations, workspace and communication buffers of float runs against 48 GiB
+# activations, workspace and communication buffers of bf16 runs (the deck's
+# precision, as the papers train) against 48 GiB
 # (80 GiB less the 32 GiB that bf16 weights and gradients of 8B parameters take;
 # the optimizer states offloaded, as in the papers' single-GPU setups).
 # MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.

@@ -22,6 +22,7 @@
 #include "io/metrics_recorder.hpp"
 #include "io/run_record.hpp"
 #include "io/tensor_dump.hpp"
+#include "kernels/bf16.hpp"
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
 #include "model/step_reduce.hpp"
@@ -58,7 +59,7 @@ double dump_first_step(const Deck& deck, const Trainer<T>& trainer, int replicas
   Kokkos::Timer timer;
   if (!root) return timer.seconds();
   const auto lock = recorder.hold();  // HDF5 is the rescue's too
-  const auto host = [](const Vec<T>& v) {
+  const auto host = [](const Vec<master_t<T>>& v) {  // the fp32 master and gradients under bf16
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
     return std::vector<double>(h.data(), h.data() + h.extent(0));
   };
@@ -66,7 +67,7 @@ double dump_first_step(const Deck& deck, const Trainer<T>& trainer, int replicas
   for (int d = 0; d < replicas; ++d)
     for (auto& b : batches_of(deck, 0, d)) all.push_back(std::move(b));
   write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all, loss,
-                    host(trainer.params().flat()), host(trainer.grads().flat()));
+                    host(trainer.weights().flat()), host(trainer.grads().flat()));
   std::printf("tensor dump: %s\n", deck.output.dump.c_str());
   return timer.seconds();
 }
@@ -227,8 +228,11 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   MetricsRecorder recorder(ctx.comm, std::move(metrics), path);
   int code = 1;
   try {
-    code = deck.run.precision == Precision::float64 ? run_typed<double>(deck, ctx, recorder)
-                                                    : run_typed<float>(deck, ctx, recorder);
+    switch (deck.run.precision) {
+      case Precision::float32: code = run_typed<float>(deck, ctx, recorder); break;
+      case Precision::float64: code = run_typed<double>(deck, ctx, recorder); break;
+      case Precision::bf16: code = run_typed<bf16>(deck, ctx, recorder); break;
+    }
   } catch (const std::exception& e) {  // this rank alone: it writes the finished steps, main ends the job
     ctx.watchdog->set_rescue({});
     ctx.watchdog->arm(Watchdog::kRescueSeconds, "this rank's finished steps to be written");

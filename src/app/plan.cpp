@@ -136,7 +136,7 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     if (it == seen.end()) {
       auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, deck.run.precision,
                                     o.offload.alpha);
-      auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, T);
+      auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision);
       it = seen.insert_or_assign(shape, std::make_pair(std::move(pr), std::move(cm))).first;
     }
     MemoryPrediction pred = it->second.first;
@@ -246,7 +246,8 @@ std::string check_fits(const Deck& deck, int ranks, const AvailableMemory& avail
   };
   const bool cuda = avail.device > 0;
   const double budget = cuda ? avail.device : avail.host;
-  const double lower = 4 * T * double(parameter_count(deck.model)) + T * local_tokens * deck.model.hidden;
+  const double lower = double(model_state_bytes(deck.run.precision)) * double(parameter_count(deck.model)) +
+                      T * local_tokens * deck.model.hidden;
   if (budget > 0 && lower > budget) return refuse(lower, budget, cuda ? "device memory" : "memory");
   PlanArgs args;
   args.ranks = ranks;

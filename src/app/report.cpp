@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "io/provenance.hpp"
+#include "kernels/gemm_bf16_dot.hpp"
 #include "memory/tracker.hpp"
 #include "model/lm_head.hpp"
 #include "model/mlp_block.hpp"
@@ -33,6 +34,14 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeom
   const auto& cfg = deck.model;
   std::printf("model: %zu parameters, %s, memory.policy=%s, kernels %s\n", parameter_count(cfg),
               name_of(deck.run.precision).c_str(), name_of(opts.policy).c_str(), name_of(opts.kernels).c_str());
+  if (deck.run.precision == Precision::bf16) {
+    const auto gemm = bf16_gemm_in_use();
+    std::printf("bf16: activations, transfers and the weight copy in bf16; gradients, master weights, AdamW moments "
+                "and every accumulation in fp32 (%zu bytes per parameter); GEMM %s (%s",
+                model_state_bytes(Precision::bf16), gemm.path.c_str(), gemm.reason.c_str());
+    if (gemm.dot_gflops > 0) std::printf(": %.0f against %.0f GFLOP/s", gemm.dot_gflops, gemm.tiles_gflops);
+    std::printf(")\n");
+  }
   print_threads();
   const std::int64_t S_local = g.local_rows;
   std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d): %s, "
@@ -97,7 +106,7 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
     std::printf("reference: %s: %d step(s) compared with the deck's expected losses, largest relative difference "
                 "%.3g (step %d), tolerance %.3g\n",
                 s.reference_check.c_str(), s.reference_steps, s.reference_max_rel_error, s.reference_worst_step,
-                deck.reference.rtol);
+                m.reference_rtol);
   const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
   std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks, path).c_str());
   std::fflush(stdout);

@@ -6,6 +6,7 @@
 #include "attention/ring_pass.hpp"
 #include "kernels/attention_merge.hpp"
 #include "kernels/attention_rsa.hpp"
+#include "kernels/bf16.hpp"
 #include "kernels/select.hpp"
 
 namespace minilst {
@@ -227,7 +228,7 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
               acc.finish();  // the incoming accumulator is here, and dkv_out is free again
               const bool add_in = t > 0;
               Kokkos::parallel_for("ring_dkv_accumulate", Kokkos::RangePolicy<ExecSpace>(0, n),
-                  KOKKOS_LAMBDA(const int i) { out(i) = g(i) + (add_in ? in(i) : T(0)); });
+                  KOKKOS_LAMBDA(const int i) { out(i) = T(g(i) + (add_in ? in(i) : T(0))); });
               acc.send(out.data(), n, dtype_of<T>(), next, kTagDKV);
             });
   // The last hop brings this rank's own block home with every rank's contribution.
@@ -239,5 +240,6 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
 
 template class RingAttention<float>;
 template class RingAttention<double>;
+template class RingAttention<bf16>;
 
 }  // namespace minilst

@@ -3,6 +3,7 @@
 #include "attention/local_attention.hpp"
 #include "attention/ring_attention.hpp"
 #include "attention/ulysses_attention.hpp"
+#include "kernels/bf16.hpp"
 
 namespace minilst {
 
@@ -28,5 +29,7 @@ template AttentionFactory<float> make_attention_factory<float>(const AttentionGe
                                                                PhaseTimers*);
 template AttentionFactory<double> make_attention_factory<double>(const AttentionGeometry&, ParallelSetup&,
                                                                  KernelVariant, PhaseTimers*);
+template AttentionFactory<bf16> make_attention_factory<bf16>(const AttentionGeometry&, ParallelSetup&, KernelVariant,
+                                                             PhaseTimers*);
 
 }  // namespace minilst

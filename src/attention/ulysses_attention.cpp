@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "kernels/bf16.hpp"
+
 namespace minilst {
 
 template <class T>
@@ -160,5 +162,6 @@ void UlyssesAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat
 
 template class UlyssesAttention<float>;
 template class UlyssesAttention<double>;
+template class UlyssesAttention<bf16>;
 
 }  // namespace minilst

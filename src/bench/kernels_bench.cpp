@@ -1,6 +1,8 @@
 // minilst_bench_kernels: single kernels against the machine's own SGEMM rate,
 // measured in the same process. Prints one JSON object (for scripts/bench/).
 //   sgemm      C = A B, float, [m, k] x [k, n]
+//   bf16gemm   the same product in bf16 (fp32 accumulation, the path the run would
+//              choose: kernels/gemm_bf16_dot.hpp) beside SGEMM
 //   attention  causal flash attention forward + backward, float, S tokens on one
 //              rank (positions 0..S-1), d = heads x head dim; useful FLOPs counted
 //              as forward 2 S^2 d and backward 5 S^2 d (model_flops.hpp)
@@ -47,14 +49,18 @@ double median_seconds(int repeats, F&& f) {
   return t[t.size() / 2];
 }
 
-// C [m, n] = op(A) op(B), op = transpose where asked (A stored [k, m], B stored [n, k]).
-double sgemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = false) {
-  Mat<float> a("a", ta ? k : m, ta ? m : k), b("b", tb ? n : k, tb ? k : n), c("c", m, n);
+// C [m, n] = op(A) op(B) in T, op = transpose where asked (A stored [k, m], B stored [n, k]).
+template <class T>
+double gemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = false) {
+  Mat<T> a("a", ta ? k : m, ta ? m : k), b("b", tb ? n : k, tb ? k : n), c("c", m, n);
   fill_random(a, 1, 1.0);
   fill_random(b, 2, 1.0);
   const auto op = [](bool t) { return t ? kernels::Op::T : kernels::Op::N; };
-  const double s = median_seconds(repeats, [&] { kernels::gemm(op(ta), op(tb), 1.0f, a, b, 0.0f, c); });
+  const double s = median_seconds(repeats, [&] { kernels::gemm(op(ta), op(tb), T(1.0f), a, b, T(0.0f), c); });
   return 2.0 * m * double(n) * k / s / 1e9;
+}
+double sgemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = false) {
+  return gemm_gflops<float>(m, n, k, repeats, ta, tb);
 }
 
 }  // namespace
@@ -73,6 +79,13 @@ int main(int argc, char** argv) {
   sg->add_option("--repeats", repeats);
   sg->add_flag("--ta", ta, "A transposed");
   sg->add_flag("--tb", tb, "B transposed");
+  auto* bg = app.add_subcommand("bf16gemm", "bf16 GEMM rate (fp32 accumulation) beside SGEMM's");
+  bg->add_option("--m", m);
+  bg->add_option("--n", n);
+  bg->add_option("--k", k);
+  bg->add_option("--repeats", repeats);
+  bg->add_flag("--ta", ta, "A transposed");
+  bg->add_flag("--tb", tb, "B transposed");
   auto* at = app.add_subcommand("attention", "causal attention forward + backward");
   at->add_option("--seq-len", seq);
   at->add_option("--heads", heads);
@@ -83,9 +96,17 @@ int main(int argc, char** argv) {
   int rc = 0;
   Kokkos::initialize(argc, argv);
   {
-    const double sgemm = sgemm_gflops(sg->parsed() ? m : 2048, sg->parsed() ? n : 2048, sg->parsed() ? k : 2048,
-                                      repeats);
-    if (sg->parsed()) {
+    const bool shaped = sg->parsed() || bg->parsed();
+    const double sgemm = sgemm_gflops(shaped ? m : 2048, shaped ? n : 2048, shaped ? k : 2048, repeats);
+    if (bg->parsed()) {
+      const double s32 = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
+      const double s16 = gemm_gflops<bf16>(m, n, k, repeats, ta, tb);
+      const auto& choice = kernels::bf16_gemm_choice();
+      std::printf("{\"kernel\": \"bf16gemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, "
+                  "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"ratio_to_sgemm\": %.3f, \"path\": \"%s\", "
+                  "\"reason\": \"%s\"}\n",
+                  m, n, k, int(ta), int(tb), s16, s32, s16 / s32, choice.path.c_str(), choice.reason.c_str());
+    } else if (sg->parsed()) {
       const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
       std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f}\n",
                   m, n, k, int(ta), int(tb), rate);

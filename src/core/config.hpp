@@ -21,14 +21,25 @@ struct ModelConfig {
   int head_dim() const { return hidden / heads; }  // h
 };
 
-// The scalar type a run computes in (run.precision).
-enum class Precision { float32, float64 };
+// The scalar type a run computes in (run.precision). bf16 is mixed precision:
+// activations, saved and offloaded tensors, transfers and the weights the kernels
+// read in bf16; every accumulation, the gradients, the fp32 master weights and the
+// Adam moments in fp32 (kernels/bf16.hpp).
+enum class Precision { float32, float64, bf16 };
 template <>
 struct EnumNames<Precision> {
-  static constexpr std::array<std::pair<Precision, const char*>, 2> table{
-      {{Precision::float32, "float"}, {Precision::float64, "double"}}};
+  static constexpr std::array<std::pair<Precision, const char*>, 3> table{
+      {{Precision::float32, "float"}, {Precision::float64, "double"}, {Precision::bf16, "bf16"}}};
 };
-inline std::size_t scalar_bytes(Precision p) { return p == Precision::float64 ? 8 : 4; }
+// Bytes of an activation element (and of the weights the kernels read).
+inline std::size_t scalar_bytes(Precision p) { return p == Precision::float64 ? 8 : p == Precision::bf16 ? 2 : 4; }
+// Bytes of a gradient, master weight or optimizer moment element.
+inline std::size_t master_bytes(Precision p) { return p == Precision::float64 ? 8 : 4; }
+// Model-state bytes per parameter: weights, gradients and the two Adam moments, plus
+// the fp32 master copy under bf16: 2 + 4 + 4 + 4 + 4 = 18 (as ALST counts), 16 in fp32.
+inline std::size_t model_state_bytes(Precision p) {
+  return p == Precision::bf16 ? scalar_bytes(p) + 4 * master_bytes(p) : 4 * scalar_bytes(p);
+}
 
 template <>
 struct EnumNames<KernelVariant> {

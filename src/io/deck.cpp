@@ -112,7 +112,10 @@ std::vector<KeySpec> run_keys() {
             [](Deck& d) -> auto& { return d.run.warmup_steps; }),
     integer("run.grad_accum", 1, 1, 4096, "micro-steps per optimizer step",
             [](Deck& d) -> auto& { return d.run.grad_accum; }),
-    choice("run.precision", Precision::float32, "scalar type", [](Deck& d) -> auto& { return d.run.precision; }),
+    choice("run.precision", Precision::float32,
+           "scalar type: bf16 is mixed precision (bf16 activations and weight copy, fp32 gradients, master weights, "
+           "AdamW moments and accumulations; docs/techniques.md)",
+           [](Deck& d) -> auto& { return d.run.precision; }),
     choice("run.kernels", KernelVariant::optimized,
            "kernel implementations: the optimised ones, or the plain reference loops beside them (slow; for checking)",
            [](Deck& d) -> auto& { return d.options.kernels; }),
@@ -217,7 +220,7 @@ std::vector<KeySpec> reference_keys() {
         "the expected loss of each step (numbers separated by blanks; \"\" = none): a run whose losses differ by "
         "more than reference.rtol is INVALID",
         [](Deck& d, const Value& x) { d.reference.losses = x.list; }),
-    number("reference.rtol", "1e-4", 0, 1.0, "relative tolerance of the reference check",
+    number("reference.rtol", "1e-4", 0, 1.0, "relative tolerance of the reference check (at least 5e-3 in bf16, its stated loss tolerance)",
            [](Deck& d) -> auto& { return d.reference.rtol; }),
   };
 }

@@ -74,6 +74,14 @@ struct Deck {
   std::string resolved_yaml;  // every key with its resolved value
 };
 
+// The loss tolerance of bf16 mixed precision against the float64 answer (relative):
+// a bf16 run's reference check uses at least this.
+constexpr double kBf16LossTolerance = 5e-3;
+inline double reference_tolerance(const Deck& deck) {
+  const double rtol = deck.reference.rtol;
+  return deck.run.precision == Precision::bf16 && rtol < kBf16LossTolerance ? kBf16LossTolerance : rtol;
+}
+
 // Reads, overrides and validates. Throws DeckError.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides);
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "io/provenance.hpp"
+#include "kernels/gemm_bf16_dot.hpp"
 #include "memory/step_arena.hpp"
 #include "model/comm_model.hpp"
 #include "model/flops.hpp"
@@ -30,7 +31,7 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
   // The reference answer is the loss curve of the deck's batch; D replicas train on D times as
   // many sequences per step (a different problem: its reference needs run.grad_accum x D).
   if (D == 1) m.expected_loss = deck.reference.losses;
-  m.reference_rtol = deck.reference.rtol;
+  m.reference_rtol = reference_tolerance(deck);
   m.config_yaml = deck.resolved_yaml;
   return m;
 }
@@ -64,10 +65,17 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   record_memory(m, deck, par, facts);
   const int world = par.world().size();
   m.comm_model = predict_comm_bytes(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(), world,
-                                    deck.run.grad_accum, scalar_bytes(deck.run.precision));
+                                    deck.run.grad_accum, deck.run.precision);
   auto& text = m.attributes.text;
   for (auto& [k, v] : collect_provenance(par.world_comm(), facts.argc, facts.argv)) text[k] = v;
   text["precision"] = name_of(deck.run.precision);
+  if (deck.run.precision == Precision::bf16) {  // which bf16 GEMM ran, and why
+    const auto g = bf16_gemm_in_use();
+    text["gemm_bf16"] = g.path;
+    text["gemm_bf16_reason"] = g.reason;
+    m.attributes.reals["gemm_bf16_dot_gflops"] = g.dot_gflops;
+    m.attributes.reals["gemm_bf16_tiles_gflops"] = g.tiles_gflops;
+  }
   text["kernel_variant"] = name_of(facts.options.kernels);
   text["memory_policy"] = name_of(facts.options.policy);
   text["comm_backend"] = par.world().backend();

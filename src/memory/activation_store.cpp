@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/bf16.hpp"
+
 namespace minilst {
 
 StorePlan store_plan(MemoryPolicy policy, int L) {
@@ -313,5 +315,6 @@ void ActivationStore<T>::backward_end(int l) {
 
 template class ActivationStore<float>;
 template class ActivationStore<double>;
+template class ActivationStore<bf16>;
 
 }  // namespace minilst

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/bf16.hpp"
 #include "memory/offload_alpha.hpp"
 
 namespace minilst {
@@ -125,7 +126,9 @@ RunAttributes OffloadController<T>::attributes(const ActivationStore<T>& store) 
 
 template double host_alpha_max<float>(MemoryPolicy, int, const ActivationShapes&, double);
 template double host_alpha_max<double>(MemoryPolicy, int, const ActivationShapes&, double);
+template double host_alpha_max<bf16>(MemoryPolicy, int, const ActivationShapes&, double);
 template class OffloadController<float>;
 template class OffloadController<double>;
+template class OffloadController<bf16>;
 
 }  // namespace minilst

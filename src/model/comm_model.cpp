@@ -8,8 +8,9 @@ namespace minilst {
 
 std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, const ModelOptions& o,
                                                         const ParallelConfig& par, const SequenceLayout& layout,
-                                                        int s, int world, int A, std::size_t T) {
+                                                        int s, int world, int A, Precision precision) {
   using u64 = std::uint64_t;
+  const u64 T = scalar_bytes(precision);  // activations travel in the run's storage type
   const auto g = attention_geometry(c, par, layout, s);
   const u64 U = u64(g.U()), R = u64(g.R()), h = u64(g.head_dim), L = u64(c.layers);
   const u64 q = u64(g.q_heads_here()), k = u64(g.kv_heads_here());  // heads per member after the all-to-all
@@ -37,7 +38,7 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   std::map<std::string, std::uint64_t> bytes;
   bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
   bytes["ring"] = u64(A) * L * (passes * ring_fwd + ring_bwd);
-  bytes["allreduce"] = world > 1 ? u64(parameter_count(c)) * T : 0;
+  bytes["allreduce"] = world > 1 ? u64(parameter_count(c)) * master_bytes(precision) : 0;  // fp32 under bf16
   return bytes;
 }
 

@@ -3,13 +3,13 @@
 // that sends), so the metrics can be checked against it.
 //   S_l this rank's tokens, S_g its Ulysses group's, n_b ring block b's tokens,
 //   q = H/U heads per member, k = kv heads per member (G/U, or 1 when replicated),
-//   T scalar bytes, per layer and micro-step:
+//   T bytes of an activation element (2 in bf16), per layer and micro-step:
 //   alltoall (Ulysses)  forward   (S_l (U-1)/U)-style scatters: S_l h T [(U-1) q + 2 (U-1) k] + gather o (S_g - S_l) q h T
 //                       backward  scatter dO, O, Q, K, V; gather dQ, dK, dV
 //   ring                forward   every block but the last visitor's: sum_{b != me+1} 2 n_b k h T
 //                       backward  the same for K/V, plus every block's dK/dV: sum_b 2 n_b k h T
 //   checkpoint: the recomputed forward attention sends its forward volume again.
-//   allreduce           the gradient (P T), when the world has > 1 rank
+//   allreduce           the gradient (P x 4 bytes, fp32 also under bf16; 8 in double), when the world has > 1 rank
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,6 @@ namespace minilst {
 std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& cfg, const ModelOptions& opts,
                                                         const ParallelConfig& par, const SequenceLayout& layout,
                                                         int sp_rank, int world_size, int grad_accum,
-                                                        std::size_t scalar_bytes);
+                                                        Precision precision);
 
 }  // namespace minilst

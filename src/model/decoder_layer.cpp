@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "kernels/bf16.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/select.hpp"
 
@@ -76,7 +77,7 @@ void DecoderLayer<T>::replay_recompute_rows(Range r) const {
 }
 
 template <class T>
-void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<T>& dw, const Mat<const T>& dz,
+void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz,
                                const LayerActivations<T>& a, const LayerWeights<T>& w) const {
   const std::int64_t S = a.x.extent(0);
   const std::size_t h = cfg_.head_dim();
@@ -130,5 +131,6 @@ void DecoderLayer<T>::replay_backward(const LayerActivations<T>& a) const {
 
 template class DecoderLayer<float>;
 template class DecoderLayer<double>;
+template class DecoderLayer<bf16>;
 
 }  // namespace minilst

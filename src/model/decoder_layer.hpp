@@ -39,8 +39,8 @@ class DecoderLayer {
   void forward_mlp(const Mat<T>& z, const LayerActivations<T>& a, const LayerWeights<T>& w) const {
     mlp_.forward(z, a.y, w, a);
   }
-  // dx := d(loss)/dx from dz;  grads of w accumulate into dw
-  void backward(const Mat<T>& dx, const LayerWeights<T>& dw, const Mat<const T>& dz, const LayerActivations<T>& a,
+  // dx := d(loss)/dx from dz;  grads of w accumulate into dw (fp32 under bf16)
+  void backward(const Mat<T>& dx, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz, const LayerActivations<T>& a,
                 const LayerWeights<T>& w) const;
   // The attention strategy's statistics shape for this layer's S tokens.
   Extent2 stats_shape() const { return attention_.stats_shape(std::int64_t(pos_.extent(0)), cfg_.heads); }

@@ -1,5 +1,6 @@
 #include "model/lm_head.hpp"
 
+#include "kernels/bf16.hpp"
 #include "kernels/select.hpp"
 
 namespace minilst {
@@ -18,7 +19,7 @@ typename LmHeadLoss<T>::ChunkBuffers LmHeadLoss<T>::chunk_buffers(std::int64_t C
 template <class T>
 double LmHeadLoss<T>::forward_backward(const Mat<T>& dx, const Mat<const T>& x,
                                        const Vec<const std::int64_t>& labels, const ParamSet<T>& params,
-                                       const ParamSet<T>& grads, double grad_scale) const {
+                                       const ParamSet<master_t<T>>& grads, double grad_scale) const {
   ScopedPhase phase(timers_, Phase::lm_head);
   const std::int64_t S = x.extent(0);
   const int M = effective_chunks(S, chunks_);
@@ -52,5 +53,6 @@ void LmHeadLoss<T>::replay(std::int64_t S) const {
 
 template class LmHeadLoss<float>;
 template class LmHeadLoss<double>;
+template class LmHeadLoss<bf16>;
 
 }  // namespace minilst

@@ -2,6 +2,7 @@
 
 #include "attention/attention_geometry.hpp"
 #include "attention/attention_replay.hpp"
+#include "kernels/bf16.hpp"
 #include "memory/memory_context.hpp"
 #include "model/trainer.hpp"
 
@@ -28,8 +29,12 @@ MemoryPrediction predict_rank_memory(const ModelConfig& cfg, const ModelOptions&
                                      const SequenceLayout& layout, int sp_rank, int grad_accum, Precision precision,
                                      double host_alpha) {
   const auto g = attention_geometry(cfg, par, layout, sp_rank);
-  return precision == Precision::float64 ? replay<double>(cfg, opts, g, grad_accum, host_alpha)
-                                         : replay<float>(cfg, opts, g, grad_accum, host_alpha);
+  switch (precision) {
+    case Precision::float64: return replay<double>(cfg, opts, g, grad_accum, host_alpha);
+    case Precision::bf16: return replay<bf16>(cfg, opts, g, grad_accum, host_alpha);
+    case Precision::float32: break;
+  }
+  return replay<float>(cfg, opts, g, grad_accum, host_alpha);
 }
 
 std::map<std::string, std::uint64_t> predict_memory(const ModelConfig& cfg, const ModelOptions& opts,

@@ -1,5 +1,6 @@
 #include "model/mlp_block.hpp"
 
+#include "kernels/bf16.hpp"
 #include "kernels/select.hpp"
 
 namespace minilst {
@@ -64,7 +65,7 @@ void MlpBlock<T>::replay_chunks(const LayerActivations<T>& keep, bool backward) 
 }
 
 template <class T>
-void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<T>& dw, const Mat<const T>& dz,
+void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz,
                            const Mat<const T>& y, const LayerWeights<T>& w, const LayerActivations<T>& keep) const {
   ScopedPhase phase(timers_, Phase::mlp);
   const std::int64_t S = y.extent(0);
@@ -111,5 +112,6 @@ void MlpBlock<T>::replay_backward(const LayerActivations<T>& keep) const {
 
 template class MlpBlock<float>;
 template class MlpBlock<double>;
+template class MlpBlock<bf16>;
 
 }  // namespace minilst

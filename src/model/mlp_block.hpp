@@ -30,7 +30,7 @@ class MlpBlock {
                const LayerActivations<T>& keep) const;
   // dy += d(mlp(y))/dy applied to dz (the residual's dz is the caller's);
   // dw.w_gate, dw.w_up, dw.w_down, dw.mlp_norm += their gradients.
-  void backward(const Mat<T>& dy, const LayerWeights<T>& dw, const Mat<const T>& dz, const Mat<const T>& y,
+  void backward(const Mat<T>& dy, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz, const Mat<const T>& y,
                 const LayerWeights<T>& w, const LayerActivations<T>& keep) const;
 
   // `minilst plan`'s twins: the chunks' buffers, no compute.

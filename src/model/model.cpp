@@ -1,5 +1,6 @@
 #include "model/model.hpp"
 
+#include "kernels/bf16.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/select.hpp"
 #include "memory/step_arena.hpp"
@@ -45,7 +46,7 @@ Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrat
       store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape()), timers), timers_(timers) {}
 
 template <class T>
-double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
+double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<master_t<T>>& grads,
                                   const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
                                   double grad_scale) {
   const int L = cfg_.layers;
@@ -115,5 +116,6 @@ void Model<T>::replay_micro_step() {
 
 template class Model<float>;
 template class Model<double>;
+template class Model<bf16>;
 
 }  // namespace minilst

@@ -24,7 +24,7 @@ class Model {
   // tokens, labels: [S]. Gradients accumulate (+=) into grads, scaled so that
   // grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
   // gradient. Returns the sum over local valid labels of the token losses.
-  double forward_backward(const ParamSet<T>& params, const ParamSet<T>& grads,
+  double forward_backward(const ParamSet<T>& params, const ParamSet<master_t<T>>& grads,
                           const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
                           double grad_scale);
   // `minilst plan`'s twin: the micro-step's buffers, in the same order, no compute.

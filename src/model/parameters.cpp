@@ -3,6 +3,8 @@
 #include <functional>
 #include <random>
 
+#include "kernels/bf16.hpp"
+
 namespace minilst {
 
 std::vector<TensorSlot> parameter_layout(const ModelConfig& c) {
@@ -82,6 +84,7 @@ void init_parameters(const ParamSet<T>& p, std::uint64_t seed, double init_std, 
 
 template class ParamSet<float>;
 template class ParamSet<double>;
+template class ParamSet<bf16>;  // the weight copy of mixed precision (initialised from its fp32 master)
 template void init_parameters(const ParamSet<float>&, std::uint64_t, double, double);
 template void init_parameters(const ParamSet<double>&, std::uint64_t, double, double);
 

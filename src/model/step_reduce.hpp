@@ -23,7 +23,7 @@ double reduce_step(Trainer<T>& trainer, ParallelSetup& par, double local_loss, P
   ScopedPhase phase(timers, Phase::comm);
   const auto g = trainer.grads().flat();
   compat::fence("gradients ready");
-  par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<T>(), "allreduce");
+  par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<master_t<T>>(), "allreduce");  // fp32 under bf16
   double loss = local_loss;
   MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, par.world_comm());  // a host scalar: plain MPI
   return loss / par.dp_size();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "attention/local_attention.hpp"
+#include "kernels/bf16.hpp"
 #include "memory/step_arena.hpp"
 
 namespace minilst {
@@ -32,7 +33,13 @@ Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const Trai
       adam_m_(cfg, "adam_m", MemCategory::optimizer),
       adam_v_(cfg, "adam_v", MemCategory::optimizer),
       positions_(to_device(positions, "positions")) {
-  init_parameters(params_, train.seed, train.init_std, train.norm_init_noise);
+  if constexpr (kMixed) {  // the master is drawn, the copy rounded from it
+    master_.emplace(cfg, "master_weights", MemCategory::optimizer);
+    init_parameters(*master_, train.seed, train.init_std, train.norm_init_noise);
+    kernels::copy_rounded<T, master_t<T>>(params_.flat(), master_->flat());
+  } else {
+    init_parameters(params_, train.seed, train.init_std, train.norm_init_noise);
+  }
   attention_ = make_attention ? make_attention(positions_.view())
                              : std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim(), opts.kernels);
   model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, positions_.view(), timers);
@@ -58,9 +65,12 @@ double Trainer<T>::compute_gradients(const std::vector<Batch>& micro_batches, do
 template <class T>
 void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, std::int64_t local_tokens,
                              int grad_accum, double first_alpha, const AttentionFactory<T>& replay_attention) {
-  const ParamSet<T> params(cfg, "params", MemCategory::weights), grads(cfg, "grads", MemCategory::gradients),
-      adam_m(cfg, "adam_m", MemCategory::optimizer), adam_v(cfg, "adam_v", MemCategory::optimizer);
+  const ParamSet<T> params(cfg, "params", MemCategory::weights);
+  const ParamSet<master_t<T>> grads(cfg, "grads", MemCategory::gradients), adam_m(cfg, "adam_m", MemCategory::optimizer),
+      adam_v(cfg, "adam_v", MemCategory::optimizer);
   const auto positions = index_buffer("positions", local_tokens);
+  std::optional<ParamSet<master_t<T>>> master;
+  if constexpr (kMixed) master.emplace(cfg, "master_weights", MemCategory::optimizer);
   const auto attention = replay_attention(positions.view());
   ModelOptions first = opts;
   first.offload.alpha = first_alpha;
@@ -82,8 +92,9 @@ void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, s
 template <class T>
 void Trainer<T>::apply_optimizer() {
   ScopedPhase phase(timers_, Phase::optimizer);
-  kernels::adamw_update<T>(params_.flat(), grads_.flat(), adam_m_.flat(), adam_v_.flat(), ++optimizer_steps_,
-                           train_.adamw);
+  // Under bf16 the master is updated and the bf16 copy the kernels read refreshed in one pass.
+  kernels::adamw_update<master_t<T>, T>(weights().flat(), grads_.flat(), adam_m_.flat(), adam_v_.flat(),
+                                        ++optimizer_steps_, train_.adamw, kMixed ? params_.flat() : Vec<T>());
 }
 
 template <class T>
@@ -95,7 +106,7 @@ double Trainer<T>::grad_norm() const {
   Kokkos::parallel_reduce("grad_norm", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, (n + block - 1) / block),
       KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
         const std::int64_t i0 = b * block, i1 = i0 + block < n ? i0 + block : n;
-        const T* gp = g.data();
+        const master_t<T>* gp = g.data();
         accum_t<T> s = 0;
 #ifdef MINILST_HOST_SIMD
 #pragma omp simd reduction(+ : s)
@@ -108,5 +119,6 @@ double Trainer<T>::grad_norm() const {
 
 template class Trainer<float>;
 template class Trainer<double>;
+template class Trainer<bf16>;
 
 }  // namespace minilst

@@ -15,9 +15,13 @@
 
 namespace minilst {
 
-enum class DType { f32, f64, i64 };
+// bf16: the 16 bits of kernels/bf16.hpp, moved as they are (sums of bf16 are not
+// reduced here: gradients are fp32 under mixed precision).
+enum class DType { f32, f64, i64, bf16 };
 std::size_t dtype_bytes(DType t);
+struct bf16;
 template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }

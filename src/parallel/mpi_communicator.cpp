@@ -9,7 +9,7 @@
 
 namespace minilst {
 
-std::size_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 8; }
+std::size_t dtype_bytes(DType t) { return t == DType::bf16 ? 2 : t == DType::f32 ? 4 : 8; }
 
 namespace {
 MPI_Datatype mpi_type(DType t) {
@@ -17,6 +17,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
     case DType::i64: return MPI_INT64_T;
+    case DType::bf16: return MPI_UINT16_T;  // moved, never summed
   }
   return MPI_BYTE;
 }
@@ -60,6 +61,7 @@ void MpiCommunicator::alltoallv(const void* send, const std::vector<std::int64_t
 }
 
 void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const std::string& op) {
+  if (type == DType::bf16) throw std::logic_error("MpiCommunicator::allreduce_sum: bf16 is moved, not summed (sum in fp32)");
   if (size_ == 1) return;
   MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(std::int64_t(n)), mpi_type(type), MPI_SUM, comm_);
   count(op, n * dtype_bytes(type));  // the payload each rank contributes

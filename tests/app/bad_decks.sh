@@ -54,7 +54,7 @@ for bad in "$MINILST_SOURCE"/tests/fuzz/corpus/*.yaml; do  # decks that once cra
   run "error: deck: " "$bad"
 done
 set_ "model.layers = '2.5': expected an integer"                       model.layers=2.5
-set_ "run.precision = 'half': allowed values: float\|double"           run.precision=half
+set_ "run.precision = 'half': allowed values: float\|double\|bf16"     run.precision=half
 set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|checkpoint_offload\|offload" memory.policy=swap
 set_ "memory.offload_alpha = '1.5': must be in \[0, 1\]"               memory.offload_alpha=1.5
 set_ "memory.offload_alpha = '-0.1': must be in \[0, 1\]"              memory.offload_alpha=-0.1
