@@ -15,31 +15,47 @@
 
 #include "bf16.hpp"
 #include "gemm_bf16_dot.hpp"
+#ifdef KOKKOS_ENABLE_CUDA
+#include "gemm_bf16_cublas.hpp"
+#endif
 #include "gemm_shape.hpp"
 #include "gemm_tiles.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
-// bf16 A and B: on hosts with bf16 dot products, gemm_bf16_dot (when measured
-// faster); elsewhere fp32 tiles through the BLAS.
+// bf16 A and B: on CUDA, cuBLAS's mixed-precision GEMM (tensor cores); on hosts
+// with bf16 dot products, gemm_bf16_dot (when measured faster); elsewhere fp32
+// tiles through the BLAS.
 template <class AV, class BV, class CV>
 void gemm_mixed(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
   using TC = typename CV::non_const_value_type;
   constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
   constexpr bool bf16_in = std::is_same<typename AV::non_const_value_type, bf16>::value &&
                            std::is_same<typename BV::non_const_value_type, bf16>::value;
-  if constexpr (host && bf16_in && (std::is_same<TC, float>::value || std::is_same<TC, bf16>::value)) {
-    if (bf16_gemm_choice().path == "avx512_bf16") {
+  constexpr bool c_ok = std::is_same<TC, float>::value || std::is_same<TC, bf16>::value;
+  if constexpr (bf16_in && c_ok) {
+    const auto call = [&](auto&& library) {  // library(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, c32, c16, ldc)
       const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
-      ExecSpace().fence();
       float* c32 = nullptr;
       bf16* c16 = nullptr;
       if constexpr (std::is_same<TC, float>::value) c32 = C.data();
       else c16 = C.data();
-      gemm_bf16_dot(op_a == Op::T, op_b == Op::T, m, n, k, alpha, A.data(), A.stride(0), B.data(), B.stride(0), beta,
-                    c32, c16, C.stride(0));
+      library(op_a == Op::T, op_b == Op::T, m, n, k, alpha, A.data(), A.stride(0), B.data(), B.stride(0), beta, c32,
+              c16, C.stride(0));
+    };
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same<MemSpace, Kokkos::CudaSpace>::value) {
+      call(gemm_bf16_cublas);
       return;
+    }
+#endif
+    if constexpr (host) {
+      if (bf16_gemm_choice().path == "avx512_bf16") {
+        ExecSpace().fence();
+        call(gemm_bf16_dot);
+        return;
+      }
     }
   }
   gemm_fp32_tiles(op_a, op_b, alpha, A, B, beta, C);

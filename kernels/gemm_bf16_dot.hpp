@@ -26,7 +26,7 @@ namespace minilst::kernels {
 // AVX512_BF16 both paths are timed on a 384 x 1024 x 768 product and the faster
 // kept; without it fp32_tiles. MINILST_BF16_GEMM=dot | fp32_tiles forces one (tests).
 struct Bf16GemmChoice {
-  std::string path;    // "avx512_bf16" | "fp32_tiles"
+  std::string path;    // "avx512_bf16" | "fp32_tiles" (| "cublas_bf16": bf16_gemm_in_use on CUDA)
   std::string reason;  // "measured", "no bf16 dot-product instructions on this CPU", "forced by ..."
   double dot_gflops = 0, tiles_gflops = 0;  // the measured rates (0: not measured)
 };
