@@ -136,15 +136,15 @@ void pack_b(std::uint32_t* out, const Operand& B, std::size_t p0, std::size_t kc
 }
 
 #ifdef MINILST_BF16_DOT_X86
-// c[12, 32] (row stride ldc, fp32) += a-strip x b-strip over kp pairs.
+// c[kMr, kNr] (row stride ldc, fp32) = (first ? 0 : c) + a-strip x b-strip over kp pairs.
 MINILST_TARGET_BF16 void micro_kernel(std::size_t kp, const std::uint32_t* a, const std::uint32_t* b, float* c,
-                                      std::size_t ldc) {
+                                      std::size_t ldc, bool first) {
   constexpr std::size_t kNv = kNr / 16;  // zmm vectors across a row of the tile
   __m512 acc[kMr][kNv];
 #pragma GCC unroll 16
   for (std::size_t r = 0; r < kMr; ++r)
 #pragma GCC unroll 4
-    for (std::size_t v = 0; v < kNv; ++v) acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+    for (std::size_t v = 0; v < kNv; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + 16 * v);
   for (std::size_t q = 0; q < kp; ++q) {
     __m512bh bq[kNv];
 #pragma GCC unroll 4
@@ -163,7 +163,7 @@ MINILST_TARGET_BF16 void micro_kernel(std::size_t kp, const std::uint32_t* a, co
     for (std::size_t v = 0; v < kNv; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
 }
 #else
-void micro_kernel(std::size_t, const std::uint32_t*, const std::uint32_t*, float*, std::size_t) {
+void micro_kernel(std::size_t, const std::uint32_t*, const std::uint32_t*, float*, std::size_t, bool) {
   throw std::logic_error("gemm_bf16_dot: this build has no bf16 dot-product kernel");
 }
 #endif
@@ -192,7 +192,8 @@ void block(const Problem& P, std::size_t i0, std::size_t j0) {
   const std::size_t mc = std::min(kMc, P.m - i0), nc = std::min(P.nc, P.n - j0);
   const std::size_t mp = round_up(mc, kMr), np = round_up(nc, kNr);
   auto& buf = thread_buffers();
-  buf.c.assign(mp * np, 0.0f);
+  if (P.k == 0) buf.c.assign(mp * np, 0.0f);  // no panel: C = beta C
+  else buf.c.resize(mp * np);                 // the first panel overwrites it
   buf.a.resize(mp * kKc / 2);
   buf.b.resize(np * kKc / 2);
   for (std::size_t p0 = 0; p0 < P.k; p0 += kKc) {
@@ -202,7 +203,7 @@ void block(const Problem& P, std::size_t i0, std::size_t j0) {
     for (std::size_t js = 0; js < np / kNr; ++js)
       for (std::size_t is = 0; is < mp / kMr; ++is)
         micro_kernel(kp, buf.a.data() + is * kp * kMr, buf.b.data() + js * kp * kNr,
-                     buf.c.data() + is * kMr * np + js * kNr, np);
+                     buf.c.data() + is * kMr * np + js * kNr, np, p0 == 0);
   }
   for (std::size_t i = 0; i < mc; ++i) {
     const float* acc = buf.c.data() + i * np;
