@@ -20,10 +20,19 @@
 
 #include "kernels/types.hpp"
 
+#if defined(__has_builtin) && !defined(__CUDACC__)
+#if __has_builtin(__builtin_bit_cast)
+#define MINILST_HAS_BIT_CAST 1
+#endif
+#endif
+#ifndef MINILST_HAS_BIT_CAST
+#define MINILST_HAS_BIT_CAST 0
+#endif
+
 namespace minilst {
 
 KOKKOS_INLINE_FUNCTION std::uint32_t float_bits(float f) {
-#if defined(__GNUC__) && !defined(__CUDACC__)
+#if MINILST_HAS_BIT_CAST
   return __builtin_bit_cast(std::uint32_t, f);  // a register move: loops vectorise
 #else
   std::uint32_t u;
@@ -33,7 +42,7 @@ KOKKOS_INLINE_FUNCTION std::uint32_t float_bits(float f) {
 }
 
 KOKKOS_INLINE_FUNCTION float float_from_bits(std::uint32_t u) {
-#if defined(__GNUC__) && !defined(__CUDACC__)
+#if MINILST_HAS_BIT_CAST
   return __builtin_bit_cast(float, u);
 #else
   float f;

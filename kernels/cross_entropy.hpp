@@ -9,6 +9,7 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <type_traits>
 
 #include "compat.hpp"
 #include "tile_ops.hpp"
@@ -50,7 +51,11 @@ double cross_entropy_fused(const Mat<T>& logits, const Vec<const std::int64_t>& 
 #pragma omp simd
 #endif
         for (int c = 0; c < V; ++c) row[c] = T(A(row[c]) * scale);
-        row[label] = T(A(row[label]) - A(grad_scale));
+        if constexpr (std::is_same<T, A>::value) {
+          row[label] = T(A(row[label]) - A(grad_scale));
+        } else {  // bf16: p_label - 1 cancels, so from the fp32 probability, rounded once
+          row[label] = T(tile::exp(target - mx) * scale - A(grad_scale));
+        }
       },
       loss_sum);
   return loss_sum;

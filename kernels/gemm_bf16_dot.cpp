@@ -13,7 +13,9 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+// The AVX512_BF16 intrinsics and __builtin_cpu_supports("avx512bf16"): GCC 11, Clang 12.
+#if defined(__x86_64__) && !defined(__CUDACC__) && \
+    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>
 #define MINILST_BF16_DOT_X86 1
 #define MINILST_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -277,9 +279,22 @@ minilst::kernels::Bf16GemmChoice minilst::bf16_gemm_in_use() {
 
 namespace minilst::kernels {
 
-const Bf16GemmChoice& bf16_gemm_choice() {
-  static const Bf16GemmChoice choice = choose();
+static Bf16GemmChoice& process_choice() {  // one per process
+  static Bf16GemmChoice choice = choose();
   return choice;
+}
+
+const Bf16GemmChoice& bf16_gemm_choice() { return process_choice(); }
+
+void adopt_bf16_gemm_path(const std::string& path) {
+  Bf16GemmChoice& c = process_choice();
+  if (path == c.path) return;
+  if (path == "avx512_bf16" && !cpu_has_bf16_dot()) {
+    c.reason = "rank 0 chose avx512_bf16; this CPU has no bf16 dot products";
+    return;
+  }
+  c.path = path;
+  c.reason = "rank 0's measurement";
 }
 
 bool cpu_has_bf16_dot() {

@@ -31,6 +31,9 @@ struct Bf16GemmChoice {
   double dot_gflops = 0, tiles_gflops = 0;  // the measured rates (0: not measured)
 };
 const Bf16GemmChoice& bf16_gemm_choice();
+// Makes this process use `path` (rank 0's choice, so that every rank of a run
+// multiplies alike): kept where this CPU cannot run it.
+void adopt_bf16_gemm_path(const std::string& path);
 
 }  // namespace minilst::kernels
 

@@ -117,11 +117,16 @@ std::vector<double> product(kernels::Op oa, kernels::Op ob, double alpha, const 
 }
 }  // namespace
 
-// Shapes past each tile edge (256 rows, 1024 columns, 256 deep) and below them.
+// Shapes past each block edge of both paths (dot: 756 rows, 1024 columns, 384 deep;
+// tiles: 512, 1024, 512), an odd last panel after full ones, tiny and empty (k = 0)
+// products. The path is the process's (ctest runs this under MINILST_BF16_GEMM=dot
+// and =fp32_tiles too).
 TEST(Bf16Gemm, MatchesDoublePrecisionAcrossTilesOpsAndOutputTypes) {
   using kernels::Op;
+  RecordProperty("path", kernels::bf16_gemm_choice().path);
   struct Shape { std::size_t m, n, k; };
-  for (const Shape sh : {Shape{300, 1100, 600}, Shape{7, 5, 3}, Shape{257, 33, 1}})
+  for (const Shape sh : {Shape{780, 1060, 520}, Shape{1513, 40, 385}, Shape{7, 5, 3}, Shape{257, 33, 1},
+                         Shape{9, 17, 0}})
     for (Op oa : {Op::N, Op::T})
       for (Op ob : {Op::N, Op::T}) {
         const std::size_t m = sh.m, n = sh.n, k = sh.k;

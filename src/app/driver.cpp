@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <tuple>
+#include <type_traits>
 
 #include "app/machine.hpp"
 #include "app/plan.hpp"
@@ -23,6 +24,7 @@
 #include "io/run_record.hpp"
 #include "io/tensor_dump.hpp"
 #include "kernels/bf16.hpp"
+#include "kernels/gemm_bf16_dot.hpp"
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
 #include "model/step_reduce.hpp"
@@ -87,6 +89,8 @@ double next_patience(const Deck& deck, const RunContext& ctx, const RunMetrics& 
 template <class T>
 int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder) {
   const bool root = ctx.rank == 0;
+  if constexpr (std::is_same<T, bf16>::value)  // one GEMM path on every rank: rank 0's measured choice
+    kernels::adopt_bf16_gemm_path(broadcast_string(kernels::bf16_gemm_choice().path, ctx.comm));
   StopControl stopper(deck.run.time_limit_s, ctx.rank);
   ParallelSetup par(ctx.comm, deck.parallel, deck.run.seq_len);
   const auto geometry = attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank());

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     if (bg->parsed()) {
       const double s32 = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
       const double s16 = gemm_gflops<bf16>(m, n, k, repeats, ta, tb);
-      const auto& choice = kernels::bf16_gemm_choice();
+      const auto choice = bf16_gemm_in_use();
       std::printf("{\"kernel\": \"bf16gemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, "
                   "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"ratio_to_sgemm\": %.3f, \"path\": \"%s\", "
                   "\"reason\": \"%s\"}\n",

@@ -170,6 +170,7 @@ void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_
 }
 
 void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const std::string& op) {
+  if (type == DType::bf16) throw std::logic_error("NcclCommunicator::allreduce_sum: bf16 is moved, not summed (sum in fp32)");
   if (size_ == 1) return;
   nccl_check(ncclAllReduce(buf, buf, n, nccl_type(type), ncclSum, nccl_, stream_), "ncclAllReduce", nccl_);
   cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");

@@ -19,6 +19,7 @@
 // Transfers are not launched before their wait: no overlap with compute.
 #pragma once
 
+#include <cuda_bf16.h>  // before nccl.h: older NCCL declares ncclBfloat16 only with the CUDA bf16 types
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
