@@ -265,24 +265,12 @@ Bf16GemmChoice choose() {
 #endif
   return c;
 }
-}  // namespace
 
-}  // namespace minilst::kernels
-
-minilst::kernels::Bf16GemmChoice minilst::bf16_gemm_in_use() {
-  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) return kernels::bf16_gemm_choice();
-#ifdef KOKKOS_ENABLE_CUDA
-  if (std::is_same<MemSpace, Kokkos::CudaSpace>::value) return {"cublas_bf16", "device: cublasGemmEx, fp32 compute", 0, 0};
-#endif
-  return {"fp32_tiles", "device: fp32 tiles through the device BLAS", 0, 0};
-}
-
-namespace minilst::kernels {
-
-static Bf16GemmChoice& process_choice() {  // one per process
+Bf16GemmChoice& process_choice() {  // one per process
   static Bf16GemmChoice choice = choose();
   return choice;
 }
+}  // namespace
 
 const Bf16GemmChoice& bf16_gemm_choice() { return process_choice(); }
 
@@ -325,3 +313,11 @@ void gemm_bf16_dot(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k
 }
 
 }  // namespace minilst::kernels
+
+minilst::kernels::Bf16GemmChoice minilst::bf16_gemm_in_use() {
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) return kernels::bf16_gemm_choice();
+#ifdef KOKKOS_ENABLE_CUDA
+  if (std::is_same<MemSpace, Kokkos::CudaSpace>::value) return {"cublas_bf16", "device: cublasGemmEx, fp32 compute", 0, 0};
+#endif
+  return {"fp32_tiles", "device: fp32 tiles through the device BLAS", 0, 0};
+}
