@@ -110,7 +110,8 @@ void check_case(const Case& c) {
   tracker.reset_high_water();
   const auto geometry = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
   Trainer<T> t(cfg, c.opts, train(init_std_of<T>()), setup.local_positions(), nullptr,
-               make_attention_factory<T>(geometry, setup, c.opts.kernels, nullptr));
+               make_attention_factory<T>(geometry, setup, c.opts.kernels, nullptr), ZeroOptions{0, false, world},
+               &setup.world());
   double loss = t.compute_gradients(setup.shard(sequences(c, setup.dp_index())), 1.0 / setup.dp_size());
   const auto predicted = predict_rank_memory(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), c.grad_accum, P,
                                              c.opts.offload.alpha);

@@ -27,6 +27,7 @@
 #include "kernels/gemm_bf16_dot.hpp"
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
+#include "model/memory_model.hpp"
 #include "model/step_reduce.hpp"
 #include "model/trainer.hpp"
 #include "parallel/broadcast.hpp"
@@ -54,22 +55,21 @@ TrainOptions train_options(const RunConfig& run) {
   return t;
 }
 
-// Step 1's tensor dump (rank 0 regenerates every rank's sequences from the seed); its seconds.
+// Step 1's tensor dump (rank 0 regenerates every rank's sequences from the seed); its
+// seconds. Collective: every rank gives its shards of the weights and gradients.
 template <class T>
-double dump_first_step(const Deck& deck, const Trainer<T>& trainer, int replicas, double loss, bool root,
+double dump_first_step(const Deck& deck, Trainer<T>& trainer, int replicas, double loss, bool root,
                        MetricsRecorder& recorder) {
   Kokkos::Timer timer;
+  auto weights = trainer.states().gathered_weights();  // the fp32 master and gradients under bf16
+  auto grads = trainer.states().gathered_gradients();
   if (!root) return timer.seconds();
   const auto lock = recorder.hold();  // HDF5 is the rescue's too
-  const auto host = [](const Vec<master_t<T>>& v) {  // the fp32 master and gradients under bf16
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-    return std::vector<double>(h.data(), h.data() + h.extent(0));
-  };
   std::vector<Batch> all;
   for (int d = 0; d < replicas; ++d)
     for (auto& b : batches_of(deck, 0, d)) all.push_back(std::move(b));
-  write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all, loss,
-                    host(trainer.weights().flat()), host(trainer.grads().flat()));
+  write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all, loss, std::move(weights),
+                    std::move(grads));
   std::printf("tensor dump: %s\n", deck.output.dump.c_str());
   return timer.seconds();
 }
@@ -95,7 +95,10 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   ParallelSetup par(ctx.comm, deck.parallel, deck.run.seq_len);
   const auto geometry = attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank());
   ModelOptions opts = resolve_chunks(deck, deck.model, geometry.local_rows, sizeof(T));
-  const OffloadSettings settings{deck.memory.alpha_auto, host_budget_bytes(deck.memory, ctx.comm),
+  // Optimizer offload's states come out of the host budget first (check_fits saw that they fit).
+  const double host_states = double(
+      predict_model_states(deck.model, zero_options(deck, ctx.nranks), deck.run.precision).at("host_optimizer"));
+  const OffloadSettings settings{deck.memory.alpha_auto, host_budget_bytes(deck.memory, ctx.comm) - host_states,
                                  deck.memory.host_budget_auto};
   OffloadController<T> offload(opts, deck.model.layers,
                                activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape()), settings,
@@ -106,7 +109,8 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   }
   PhaseTimers timers;
   Trainer<T> trainer(deck.model, opts, train_options(deck.run), par.local_positions(), &timers,
-                     make_attention_factory<T>(geometry, par, opts.kernels, &timers));
+                     make_attention_factory<T>(geometry, par, opts.kernels, &timers),
+                     zero_options(deck, ctx.nranks), &par.world());
   const int D = par.dp_size();
   if (root)
     print_setup(deck, opts, geometry, ctx.nranks, D, sizeof(T),
@@ -139,12 +143,15 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
     if (step == 0) offload.after_first_step(trainer.activations(), moved, ctx.comm, root);
     loss = reduce_step(trainer, par, loss, &timers);  // every rank shares the weights: the step's gradient
     const double gnorm = trainer.grad_norm();
+    auto sent = par.take_comm_bytes();
     const double dump_seconds =
         step == 0 && !deck.output.dump.empty() ? dump_first_step(deck, trainer, D, loss, root, recorder) : 0.0;
+    par.take_comm_bytes();  // the dump's gathers are not the step's
     trainer.apply_optimizer();
     compat::fence("end of step");
     timers.add(Phase::step, wall.seconds() - dump_seconds);
-    recorder.add_step({loss, gnorm, timers.by_name(), par.take_comm_bytes(),
+    for (const auto& [op, bytes] : par.take_comm_bytes()) sent[op] += bytes;  // ZeRO 1, 2: the weights' gathers
+    recorder.add_step({loss, gnorm, timers.by_name(), std::move(sent),
                        {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}},
                        arena.allocations_in_step()});
     if (step == 0) record();  // what a rescue writes besides the steps
@@ -197,6 +204,7 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
            "site's PMI) so that the tasks form one MPI job";
   const auto parallel = check_parallel(deck.model, deck.parallel, deck.run.seq_len, ctx.nranks);
   if (!parallel.empty()) return "deck: " + parallel;
+  if (const auto zero = check_zero(deck.parallel, ctx.nranks); !zero.empty()) return "deck: " + zero;
   return check_fits(deck, ctx.nranks, available_memory(ctx.comm));
 }
 

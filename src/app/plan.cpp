@@ -26,9 +26,12 @@ double activation_bytes(const Plan& p) {
          double(p.memory.at("weights") + p.memory.at("gradients") + p.memory.at("optimizer"));
 }
 
+// Host bytes: offloaded activations and (optimizer offload) the AdamW states.
+double host_bytes(const Plan& p) { return double(p.memory.at("host_offload") + p.memory.at("host_optimizer")); }
+
 bool fits(const Plan& p, const PlanArgs& a) {
   return (a.device_mib <= 0 || double(p.memory.at("device_total")) <= a.device_mib * kMiB) &&
-         (a.host_mib <= 0 || double(p.memory.at("host_offload")) <= a.host_mib * kMiB) &&
+         (a.host_mib <= 0 || host_bytes(p) <= a.host_mib * kMiB) &&
          (a.activation_mib <= 0 || activation_bytes(p) <= a.activation_mib * kMiB);
 }
 
@@ -37,6 +40,8 @@ std::string layout_of(const Deck& deck, const Plan& p) {
   std::string s = std::to_string(p.ranks) + " rank(s) = " + std::to_string(p.data_parallel) + " data-parallel x " +
                   std::to_string(par.ulysses) + " ulysses x " + std::to_string(par.ring) + " ring";
   if (par.ring > 1) s += " (" + name_of(par.layout) + ", " + name_of(par.variant) + ")";
+  if (par.zero > 0) s += ", ZeRO stage " + std::to_string(par.zero);
+  if (deck.memory.optimizer_offload) s += ", optimizer offload";
   return s;
 }
 
@@ -46,11 +51,12 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
   const int head = effective_chunks(p.local_tokens, p.options.lm_head_chunks);
   if (a.format == "json") {
     std::printf("{\"seq_len\": %lld, \"ranks\": %d, \"data_parallel\": %d, \"ulysses\": %d, \"ring\": %d, "
+                "\"zero_stage\": %d, \"optimizer_offload\": %s, "
                 "\"policy\": \"%s\", \"offload_alpha\": %.6g, \"precision\": \"%s\", \"local_tokens\": %lld, "
                 "\"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"flops_per_step\": %.6e, \"arena_bytes\": %llu, "
                 "\"arena_lower_bound_bytes\": %llu",
                 static_cast<long long>(p.seq_len), p.ranks, p.data_parallel, deck.parallel.ulysses, deck.parallel.ring,
-                policy.c_str(), p.options.offload.alpha, precision.c_str(),
+                deck.parallel.zero, deck.memory.optimizer_offload ? "true" : "false", policy.c_str(), p.options.offload.alpha, precision.c_str(),
                 static_cast<long long>(p.local_tokens), mlp, head, p.flops_per_step,
                 static_cast<unsigned long long>(p.arena_bytes), static_cast<unsigned long long>(p.arena_lower_bound));
     for (const auto* m : {&p.memory, &p.memory_min, &p.comm}) {
@@ -103,7 +109,9 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   p.ranks = args.ranks;
   const auto& par = deck.parallel;
   error = check_parallel(deck.model, par, S, args.ranks);
+  if (error.empty()) error = check_zero(par, args.ranks);
   if (!error.empty()) return p;
+  const ZeroOptions zero = zero_options(deck, args.ranks);
   const int P = par.sequence_parallel();
   p.data_parallel = args.ranks / P;
   const std::size_t T = scalar_bytes(deck.run.precision);
@@ -135,8 +143,9 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     auto it = seen.find(shape);
     if (it == seen.end()) {
       auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, deck.run.precision,
-                                    o.offload.alpha);
-      auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision);
+                                    o.offload.alpha, zero);
+      auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision,
+                                   zero);
       it = seen.insert_or_assign(shape, std::make_pair(std::move(pr), std::move(cm))).first;
     }
     MemoryPrediction pred = it->second.first;
@@ -198,7 +207,7 @@ int run_plan(const Deck& deck, const PlanArgs& a) {
                  "(%.2f MiB of it weights, gradients and optimizer moments)%s\n",
                  static_cast<long long>(lowest), double(first.memory.at("device_total")) / kMiB,
                  (double(first.memory.at("device_total")) - activation_bytes(first)) / kMiB,
-                 a.host_mib > 0 ? (" and " + std::to_string(first.memory.at("host_offload") / (1 << 20)) +
+                 a.host_mib > 0 ? (" and " + std::to_string(std::uint64_t(host_bytes(first)) / (1 << 20)) +
                                    " MiB of host memory").c_str() : "");
     return 2;
   }
@@ -239,23 +248,37 @@ std::string check_fits(const Deck& deck, int ranks, const AvailableMemory& avail
     char msg[512];
     std::snprintf(msg, sizeof msg,
                   "the run needs %.1f MiB of %s per rank (memory model) but %.1f MiB are available per rank: "
-                  "lower run.seq_len, use memory.policy checkpoint or offload, or more ranks "
+                  "lower run.seq_len, use memory.policy checkpoint or offload, parallel.zero, "
+                  "memory.optimizer_offload, or more ranks "
                   "(`minilst plan DECK --max-seq-len --device-mib N` finds what fits)",
                   need / kMiB, what, have / kMiB);
     return std::string(msg);
   };
+  // The model states first (cheap): their host part against the host budget, their
+  // device part plus one [S_local, d] activation against the memory.
+  const auto states = predict_model_states(deck.model, zero_options(deck, ranks), deck.run.precision);
+  const double host_states = double(states.at("host_optimizer"));
+  if (deck.memory.optimizer_offload && !deck.memory.host_budget_auto &&
+      host_states > deck.memory.host_budget_mib * kMiB) {
+    char msg[400];
+    std::snprintf(msg, sizeof msg,
+                  "memory.optimizer_offload keeps %.1f MiB of optimizer states per rank in host memory, more than "
+                  "memory.host_budget_mib = %.1f: raise the budget, use parallel.zero >= 1 or more ranks",
+                  host_states / kMiB, deck.memory.host_budget_mib);
+    return msg;
+  }
   const bool cuda = avail.device > 0;
   const double budget = cuda ? avail.device : avail.host;
-  const double lower = double(model_state_bytes(deck.run.precision)) * double(parameter_count(deck.model)) +
-                      T * local_tokens * deck.model.hidden;
+  const double lower = double(states.at("device_total")) + T * local_tokens * deck.model.hidden + (cuda ? 0 : host_states);
   if (budget > 0 && lower > budget) return refuse(lower, budget, cuda ? "device memory" : "memory");
+  if (cuda && avail.host > 0 && host_states > avail.host) return refuse(host_states, avail.host, "host memory");
   PlanArgs args;
   args.ranks = ranks;
   args.arena = false;
   std::string error;
   const Plan p = plan_deck(deck, deck.run.seq_len, args, error);
   if (!error.empty()) return error;
-  const double device = double(p.memory.at("device_total")), host = double(p.memory.at("host_offload")) + host_inputs;
+  const double device = double(p.memory.at("device_total")), host = host_bytes(p) + host_inputs;
   if (cuda) {
     if (device > avail.device) return refuse(device, avail.device, "device memory");
     if (avail.host > 0 && host > avail.host) return refuse(host, avail.host, "host memory");

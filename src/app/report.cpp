@@ -8,6 +8,7 @@
 #include "kernels/gemm_bf16_dot.hpp"
 #include "memory/tracker.hpp"
 #include "model/lm_head.hpp"
+#include "model/memory_model.hpp"
 #include "model/mlp_block.hpp"
 #include "model/parameters.hpp"
 
@@ -26,6 +27,22 @@ void print_threads() {
                 "it. Open MPI binds a rank to one core: mpiexec --bind-to none (or --map-by slot:PE=%d); Slurm: "
                 "--cpus-per-task=%d\n",
                 th.cores_allowed, wanted, wanted, wanted);
+}
+// Where the model states live and what they cost per rank (the memory model's bytes).
+void print_model_states(const Deck& deck, int nranks) {
+  const auto zero = zero_options(deck, nranks);
+  const auto b = predict_model_states(deck.model, zero, deck.run.precision);
+  const double device = double(b.at("weights") + b.at("gradients") + b.at("optimizer"));
+  const auto sl = shard_layout(deck.model, nranks, zero.stage > 0);
+  std::printf("model states: ZeRO stage %d over %d rank(s)%s: %.2f MiB on the device per rank (weights %.2f, "
+              "gradients %.2f, optimizer %.2f)", zero.stage, nranks, zero.optimizer_offload ? ", optimizer offload" : "",
+              device / kMiB, double(b.at("weights")) / kMiB, double(b.at("gradients")) / kMiB,
+              double(b.at("optimizer")) / kMiB);
+  if (zero.optimizer_offload) std::printf(", %.2f MiB in host memory", double(b.at("host_optimizer")) / kMiB);
+  if (zero.stage > 0)
+    std::printf("; %zu units in shards of %zu elements per rank (padding %zu)", sl.units.size(), sl.shard_total,
+                sl.shard_total * std::size_t(nranks) - parameter_count(deck.model));
+  std::printf("\n");
 }
 }  // namespace
 
@@ -57,6 +74,7 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeom
   describe("mlp_chunks", deck.mst.mlp, opts.mlp_chunks, MlpBlock<float>::workspace_per_token(cfg));
   describe("lm_head_chunks", deck.mst.lm_head, opts.lm_head_chunks, LmHeadLoss<float>::workspace_per_token(cfg));
   if (!offload.empty()) std::printf("%s\n", offload.c_str());
+  print_model_states(deck, nranks);
   if (D > 1 && !deck.reference.losses.empty())
     std::printf("reference: not checked: %d data-parallel replicas make a batch %d times the reference's\n", D, D);
   std::fflush(stdout);

@@ -41,6 +41,13 @@ inline std::size_t model_state_bytes(Precision p) {
   return p == Precision::bf16 ? scalar_bytes(p) + 4 * master_bytes(p) : 4 * scalar_bytes(p);
 }
 
+// Where the model states live (parallel.zero, memory.optimizer_offload; model/model_states.hpp).
+struct ZeroOptions {
+  int stage = 0;                   // 0 replicated; 1 AdamW states sharded; 2 + gradients; 3 + weights
+  bool optimizer_offload = false;  // AdamW states, master weights, gradient shard in host memory
+  int ranks = 1;                   // the ranks the states are sharded over (the whole job)
+};
+
 template <>
 struct EnumNames<KernelVariant> {
   static constexpr std::array<std::pair<KernelVariant, const char*>, 2> table{

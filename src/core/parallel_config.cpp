@@ -20,4 +20,11 @@ std::string check_parallel(const ModelConfig& m, const ParallelConfig& p, std::i
   return "";
 }
 
+std::string check_zero(const ParallelConfig& p, int world) {
+  if (p.zero > 0 && world < 2)
+    return "parallel.zero = " + std::to_string(p.zero) + " shards the model states over the job's ranks, but the job "
+           "has " + std::to_string(world) + " rank: set parallel.zero: 0, or run on 2 or more ranks";
+  return "";
+}
+
 }  // namespace minilst

@@ -31,11 +31,15 @@ struct ParallelConfig {
   RingLayout layout = RingLayout::zigzag;
   RingVariant variant = RingVariant::flash;
   bool overlap = true;                     // ring transfers overlap block compute
+  int zero = 0;                            // ZeRO stage over all ranks: 0 none, 1 optimizer, 2 + gradients, 3 + weights
   int sequence_parallel() const { return ulysses * ring; }
 };
 
 // Empty when the configuration can run on world_size ranks; otherwise a message
 // naming the keys and the constraint (the same on every rank, before any work).
 std::string check_parallel(const ModelConfig& model, const ParallelConfig& par, std::int64_t seq_len, int world_size);
+// parallel.zero against the job's world size (the deck alone cannot tell: the
+// data-parallel factor is the job's): a stage > 0 needs ranks to shard over.
+std::string check_zero(const ParallelConfig& par, int world_size);
 
 }  // namespace minilst

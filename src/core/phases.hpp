@@ -27,7 +27,11 @@ enum class Phase {
   mlp,               // the MLP block, forward and backward
   lm_head,           // final norm, LM head and cross-entropy, forward and backward, in chunks
   recompute,         // checkpointing's forward redone, offload's token rows
-  comm,              // the gradient all-reduce over every rank
+  comm,              // after the micro-steps: the gradient's reduction over every rank (all-reduce, or the last reduce-scatters)
+  grad_reduce,       // waiting for gradient reductions, wherever they are (ZeRO 2, 3: inside the backward)
+  grad_reduce_overlap,  // the time posted reduce-scatters had in the background before their wait
+  param_gather,      // waiting for weight all-gathers (ZeRO 3: inside forward and backward; 1, 2: after AdamW)
+  param_gather_overlap, // the time posted gathers had in the background before their wait
   alltoall,          // Ulysses' all-to-alls (inside attention)
   ring_wait,         // waiting for ring transfers (inside attention)
   offload_wait,      // waiting for the copy engine
@@ -47,6 +51,10 @@ struct EnumNames<Phase> {
       {Phase::lm_head, "lm_head"},
       {Phase::recompute, "recompute"},
       {Phase::comm, "comm"},
+      {Phase::grad_reduce, "grad_reduce"},
+      {Phase::grad_reduce_overlap, "grad_reduce_overlap"},
+      {Phase::param_gather, "param_gather"},
+      {Phase::param_gather_overlap, "param_gather_overlap"},
       {Phase::alltoall, "alltoall"},
       {Phase::ring_wait, "ring_wait"},
       {Phase::offload_wait, "offload_wait"},

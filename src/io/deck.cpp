@@ -153,6 +153,10 @@ std::vector<KeySpec> parallel_keys() {
     flag("parallel.ring_overlap", "true", "false", true,
          "overlap ring transfers with compute (where the backend can: the metrics record what ran)",
          [](Deck& d) -> auto& { return d.parallel.overlap; }),
+    integer("parallel.zero", 0, 0, 3,
+            "ZeRO stage over all ranks: 0 replicated, 1 optimizer states sharded, 2 + gradients, 3 + weights "
+            "(gathered per layer); > 0 needs 2 or more ranks",
+            [](Deck& d) -> auto& { return d.parallel.zero; }),
   };
 }
 
@@ -189,6 +193,10 @@ std::vector<KeySpec> memory_keys() {
           d.memory.host_budget_mib = d.memory.host_budget_auto ? 0.0 : x.f;
         },
         true),
+    flag("memory.optimizer_offload", "true", "false", false,
+         "AdamW states, master weights and the gradient shard in host memory, the update on host threads "
+         "(ZeRO-Offload); any parallel.zero",
+         [](Deck& d) -> auto& { return d.memory.optimizer_offload; }),
     flag("memory.planner", "plan", "none", true,
          "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request",
          [](Deck& d) -> auto& { return d.memory.plan; }),

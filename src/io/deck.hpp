@@ -45,6 +45,7 @@ struct MemoryConfig {  // memory.*: the activation policy's run-time choices
   bool alpha_auto = true;         // memory.offload_alpha: auto (solved from the warm-up step)
   double host_budget_mib = 0;     // memory.host_budget_mib (resolved when auto)
   bool host_budget_auto = true;   // auto: 3/4 of the node's memory, shared by its ranks
+  bool optimizer_offload = false; // memory.optimizer_offload: AdamW states in host memory
   bool plan = true;               // memory.planner: plan (arena) | none
   PlanSolver solver = PlanSolver::greedy;  // memory.planner_solver: greedy | exact (GLPK)
 };
@@ -80,6 +81,11 @@ constexpr double kBf16LossTolerance = 5e-3;
 inline double reference_tolerance(const Deck& deck) {
   const double rtol = deck.reference.rtol;
   return deck.run.precision == Precision::bf16 && rtol < kBf16LossTolerance ? kBf16LossTolerance : rtol;
+}
+
+// Where the deck keeps the model states (parallel.zero, memory.optimizer_offload) on a job of `ranks`.
+inline ZeroOptions zero_options(const Deck& deck, int ranks) {
+  return ZeroOptions{deck.parallel.zero, deck.memory.optimizer_offload, ranks};
 }
 
 // Reads, overrides and validates. Throws DeckError.

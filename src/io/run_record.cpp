@@ -37,7 +37,7 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
 }
 
 namespace {
-void record_memory(RunMetrics& m, const Deck& deck, const ParallelSetup& par, const RunFacts& facts) {
+void record_memory(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFacts& facts) {
   const auto& arena = StepArena::instance();
   if (arena.planning()) {
     m.plan["arena_bytes"] = arena.plan().arena_bytes;
@@ -54,7 +54,8 @@ void record_memory(RunMetrics& m, const Deck& deck, const ParallelSetup& par, co
   m.memory["device_total"] = tracker.device_high_water();
   // The analytic model of this rank: the last step's alpha; host buffers sized by the run's largest.
   const auto pred = predict_rank_memory(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(),
-                                        deck.run.grad_accum, deck.run.precision, facts.host_alpha);
+                                        deck.run.grad_accum, deck.run.precision, facts.host_alpha,
+                                        zero_options(deck, par.world().size()));
   m.memory_model = pred.bytes;
   if (deck.memory.plan)
     m.plan["model_arena_bytes"] = plan_step(pred.trace, pred.segments, deck.memory.solver, kArenaAlignment).arena_bytes;
@@ -65,10 +66,12 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   record_memory(m, deck, par, facts);
   const int world = par.world().size();
   m.comm_model = predict_comm_bytes(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(), world,
-                                    deck.run.grad_accum, deck.run.precision);
+                                    deck.run.grad_accum, deck.run.precision, zero_options(deck, world));
   auto& text = m.attributes.text;
   for (auto& [k, v] : collect_provenance(par.world_comm(), facts.argc, facts.argv)) text[k] = v;
   text["precision"] = name_of(deck.run.precision);
+  m.attributes.integers["zero_stage"] = deck.parallel.zero;
+  text["optimizer_offload"] = deck.memory.optimizer_offload ? "true" : "false";
   if (deck.run.precision == Precision::bf16) {  // which bf16 GEMM ran, and why
     const auto g = bf16_gemm_in_use();
     text["gemm_bf16"] = g.path;

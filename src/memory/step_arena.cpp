@@ -67,13 +67,15 @@ void StepArena::begin_step() {
   footprint_start_ = footprint_peak_;
 }
 
-// The allocator's footprint net of host-offload buffers (on host builds they
-// share the heap; they are not step buffers).
+// The allocator's footprint net of host-memory buffers (activation and optimizer
+// offload: on host builds they share the heap; they are not step buffers).
 void StepArena::sample_footprint() {
   if (counting_only()) return;  // a replay allocates nothing
   std::uint64_t bytes = allocator_bytes();
 #ifndef KOKKOS_ENABLE_CUDA
-  bytes -= std::min<std::uint64_t>(bytes, MemoryTracker::instance().current(MemCategory::host_offload));
+  const auto& tracker = MemoryTracker::instance();
+  const std::uint64_t host = tracker.current(MemCategory::host_offload) + tracker.current(MemCategory::host_optimizer);
+  bytes -= std::min<std::uint64_t>(bytes, host);
 #endif
   footprint_peak_ = std::max(footprint_peak_, bytes);
 }

@@ -6,7 +6,7 @@ namespace minilst {
 
 const char* category_name(MemCategory c) {
   static const char* names[kNumMemCategories] = {"weights",     "gradients", "optimizer",   "activations",
-                                                 "workspace",   "comm",      "host_offload"};
+                                                 "workspace",   "comm",      "host_offload", "host_optimizer"};
   return names[int(c)];
 }
 

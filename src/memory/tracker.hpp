@@ -5,6 +5,8 @@
 //   workspace                       transient buffers of one kernel sequence
 //   comm                            communication buffers
 //   host_offload                    activations swapped to host memory (not device)
+//   host_optimizer                  optimizer offload: AdamW states, master weights, the
+//                                   gradient shard and their staging in host memory (not device)
 // Where a Tracked buffer goes is the current memory context (memory_context.hpp):
 // the process's memory when a run allocates, or a counting context when
 // `minilst plan` replays a step's allocations (counted and recorded, never made).
@@ -19,10 +21,12 @@
 
 namespace minilst {
 
-enum class MemCategory : int { weights, gradients, optimizer, activations, workspace, comm, host_offload };
-constexpr int kNumMemCategories = 7;
+enum class MemCategory : int {
+  weights, gradients, optimizer, activations, workspace, comm, host_offload, host_optimizer
+};
+constexpr int kNumMemCategories = 8;
 const char* category_name(MemCategory c);
-inline bool is_device(MemCategory c) { return c != MemCategory::host_offload; }
+inline bool is_device(MemCategory c) { return c != MemCategory::host_offload && c != MemCategory::host_optimizer; }
 
 class MemoryTracker {
  public:

@@ -2,13 +2,15 @@
 
 #include "attention/attention_geometry.hpp"
 #include "memory/activation_store.hpp"
+#include "model/model_states.hpp"
 #include "model/parameters.hpp"
 
 namespace minilst {
 
 std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, const ModelOptions& o,
                                                         const ParallelConfig& par, const SequenceLayout& layout,
-                                                        int s, int world, int A, Precision precision) {
+                                                        int s, int world, int A, Precision precision,
+                                                        const ZeroOptions& zero) {
   using u64 = std::uint64_t;
   const u64 T = scalar_bytes(precision);  // activations travel in the run's storage type
   const auto g = attention_geometry(c, par, layout, s);
@@ -38,7 +40,29 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   std::map<std::string, std::uint64_t> bytes;
   bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
   bytes["ring"] = u64(A) * L * (passes * ring_fwd + ring_bwd);
-  bytes["allreduce"] = world > 1 ? u64(parameter_count(c)) * master_bytes(precision) : 0;  // fp32 under bf16
+  // The model states' collectives (ZeRO): over every rank, unit by unit (model_states.hpp).
+  const u64 G = master_bytes(precision);  // fp32 under bf16
+  const auto sl = shard_layout(c, world, zero.stage > 0);
+  u64 allreduce = 0, reduce_scatter = 0, allgather = 0, norm = 0;
+  if (world > 1) {
+    const u64 others = u64(world - 1);
+    if (zero.stage <= 1) allreduce = u64(sl.padded_total) * G;
+    if (zero.stage >= 2) {
+      for (const auto& u : sl.units) reduce_scatter += u64(A) * others * u.shard * G;
+      norm = sizeof(double);
+    }
+    if (zero.stage == 1 || zero.stage == 2)
+      for (const auto& u : sl.units) allgather += others * u.shard * T;
+    if (zero.stage == 3)
+      for (int a = 0; a < A; ++a)
+        for (const int u : unit_gather_order(c.layers, a == 0)) allgather += others * sl.units[u].shard * T;
+  }
+  bytes["allreduce"] = allreduce;
+  if (zero.stage > 0) {
+    bytes["reduce_scatter"] = reduce_scatter;
+    bytes["allgather"] = allgather;
+    bytes["grad_norm"] = norm;
+  }
   return bytes;
 }
 

@@ -18,8 +18,8 @@ typename LmHeadLoss<T>::ChunkBuffers LmHeadLoss<T>::chunk_buffers(std::int64_t C
 
 template <class T>
 double LmHeadLoss<T>::forward_backward(const Mat<T>& dx, const Mat<const T>& x,
-                                       const Vec<const std::int64_t>& labels, const ParamSet<T>& params,
-                                       const ParamSet<master_t<T>>& grads, double grad_scale) const {
+                                       const Vec<const std::int64_t>& labels, const ParamViews<T>& params,
+                                       const ParamViews<master_t<T>>& grads, double grad_scale) const {
   ScopedPhase phase(timers_, Phase::lm_head);
   const std::int64_t S = x.extent(0);
   const int M = effective_chunks(S, chunks_);

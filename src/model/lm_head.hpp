@@ -26,7 +26,7 @@ class LmHeadLoss {
   // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=.
   // grad_scale = 1 / (global valid labels ...). Returns sum_i loss_i over local valid labels.
   double forward_backward(const Mat<T>& dx, const Mat<const T>& x, const Vec<const std::int64_t>& labels,
-                          const ParamSet<T>& params, const ParamSet<master_t<T>>& grads, double grad_scale) const;
+                          const ParamViews<T>& params, const ParamViews<master_t<T>>& grads, double grad_scale) const;
   // `minilst plan`'s twin: the chunks' buffers for S tokens, no compute.
   void replay(std::int64_t S) const;
 

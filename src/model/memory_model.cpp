@@ -11,9 +11,9 @@ namespace minilst {
 namespace {
 template <class T>
 MemoryPrediction replay(const ModelConfig& cfg, const ModelOptions& opts, const AttentionGeometry& g, int grad_accum,
-                        double host_alpha) {
+                        double host_alpha, const ZeroOptions& zero) {
   CountingMemory counting;
-  Trainer<T>::replay_step(cfg, opts, g.local_rows, grad_accum, host_alpha, make_replay_factory<T>(g));
+  Trainer<T>::replay_step(cfg, opts, zero, g.local_rows, grad_accum, host_alpha, make_replay_factory<T>(g));
   MemoryPrediction p;
   const auto& tracker = counting.tracker();
   for (int c = 0; c < kNumMemCategories; ++c)
@@ -23,18 +23,39 @@ MemoryPrediction replay(const ModelConfig& cfg, const ModelOptions& opts, const 
   p.segments = counting.recorder().recorded_segments();
   return p;
 }
+
+template <class T>
+std::map<std::string, std::uint64_t> replay_states(const ModelConfig& cfg, const ZeroOptions& zero) {
+  CountingMemory counting;
+  const ModelStates<T> states(cfg, zero, TrainOptions{}, nullptr, nullptr);
+  std::map<std::string, std::uint64_t> bytes;
+  for (int c = 0; c < kNumMemCategories; ++c)
+    bytes[category_name(MemCategory(c))] = counting.tracker().high_water(MemCategory(c));
+  bytes["device_total"] = counting.tracker().device_high_water();
+  return bytes;
+}
 }  // namespace
+
+std::map<std::string, std::uint64_t> predict_model_states(const ModelConfig& cfg, const ZeroOptions& zero,
+                                                          Precision precision) {
+  switch (precision) {
+    case Precision::float64: return replay_states<double>(cfg, zero);
+    case Precision::bf16: return replay_states<bf16>(cfg, zero);
+    case Precision::float32: break;
+  }
+  return replay_states<float>(cfg, zero);
+}
 
 MemoryPrediction predict_rank_memory(const ModelConfig& cfg, const ModelOptions& opts, const ParallelConfig& par,
                                      const SequenceLayout& layout, int sp_rank, int grad_accum, Precision precision,
-                                     double host_alpha) {
+                                     double host_alpha, const ZeroOptions& zero) {
   const auto g = attention_geometry(cfg, par, layout, sp_rank);
   switch (precision) {
-    case Precision::float64: return replay<double>(cfg, opts, g, grad_accum, host_alpha);
-    case Precision::bf16: return replay<bf16>(cfg, opts, g, grad_accum, host_alpha);
+    case Precision::float64: return replay<double>(cfg, opts, g, grad_accum, host_alpha, zero);
+    case Precision::bf16: return replay<bf16>(cfg, opts, g, grad_accum, host_alpha, zero);
     case Precision::float32: break;
   }
-  return replay<float>(cfg, opts, g, grad_accum, host_alpha);
+  return replay<float>(cfg, opts, g, grad_accum, host_alpha, zero);
 }
 
 std::map<std::string, std::uint64_t> predict_memory(const ModelConfig& cfg, const ModelOptions& opts,

@@ -31,10 +31,15 @@ struct MemoryPrediction {
 // One rank (sp rank `sp_rank` of `layout`) of a run with this parallel
 // configuration: grad_accum micro-steps of one step. host_alpha: the largest
 // offload alpha of the run (the warm-up step's: it sizes the host buffers);
-// opts.offload.alpha: the step's.
+// opts.offload.alpha: the step's. zero: the model states' sharding and offload.
 MemoryPrediction predict_rank_memory(const ModelConfig& cfg, const ModelOptions& opts, const ParallelConfig& par,
                                      const SequenceLayout& layout, int sp_rank, int grad_accum, Precision precision,
-                                     double host_alpha);
+                                     double host_alpha, const ZeroOptions& zero = ZeroOptions{});
+
+// The model states alone (category -> bytes, device_total): weights, gradients,
+// optimizer and their ZeRO buffers, host_optimizer with offload. Cheap (no step).
+std::map<std::string, std::uint64_t> predict_model_states(const ModelConfig& cfg, const ZeroOptions& zero,
+                                                          Precision precision);
 
 // One rank without sequence parallelism (category -> bytes), opts.offload.alpha sizing everything.
 std::map<std::string, std::uint64_t> predict_memory(const ModelConfig& cfg, const ModelOptions& opts,

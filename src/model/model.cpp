@@ -12,7 +12,7 @@ namespace {
 template <class T>
 class Recompute final : public LayerRecompute<T> {
  public:
-  Recompute(const DecoderLayer<T>& layer, const ParamSet<T>& params) : layer_(layer), params_(params) {}
+  Recompute(const DecoderLayer<T>& layer, const ParamViews<T>& params) : layer_(layer), params_(params) {}
   void attention_block(int l, const LayerActivations<T>& a) const override {
     layer_.forward_attention(a, params_.layers[l]);
   }
@@ -22,7 +22,7 @@ class Recompute final : public LayerRecompute<T> {
 
  private:
   const DecoderLayer<T>& layer_;
-  const ParamSet<T>& params_;
+  const ParamViews<T>& params_;
 };
 
 // The same requests, replayed (no weights, no compute).
@@ -46,40 +46,54 @@ Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrat
       store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape()), timers), timers_(timers) {}
 
 template <class T>
-double Model<T>::forward_backward(const ParamSet<T>& params, const ParamSet<master_t<T>>& grads,
-                                  const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
-                                  double grad_scale) {
+double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::int64_t>& tokens,
+                                  const Vec<const std::int64_t>& labels, double grad_scale) {
   const int L = cfg_.layers;
+  const int embed = ShardLayout::embed_unit(), head = states.layout().head_unit();
   double loss_sum = 0;
   auto dx = gradient_buffer("x_grad");  // the LM head zeroes it
   {
     ScopedPhase phase(timers_, Phase::forward);
-    kernels::embedding_forward<T>(store_.input(0), tokens, params.embed);
+    kernels::embedding_forward<T>(store_.input(0), tokens, states.acquire(embed).embed);
+    states.release(embed);
     for (int l = 0; l < L; ++l) {
       const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
+      const int unit = ShardLayout::layer_unit(l);
+      const auto& w = states.acquire(unit).layers[l];
       const auto a = store_.forward_begin(l);
-      layer_.forward_attention(a, params.layers[l]);
-      layer_.forward_mlp(store_.input(l + 1), a, params.layers[l]);
+      layer_.forward_attention(a, w);
+      states.progress();  // posted gathers and reductions move between the blocks
+      layer_.forward_mlp(store_.input(l + 1), a, w);
       store_.forward_end(l);
+      states.release(unit);
     }
     {
       const MemScope scope("head");
-      loss_sum = head_.forward_backward(dx.view(), store_.input(L), labels, params, grads, grad_scale);
+      const auto& w = states.acquire(head);
+      loss_sum = head_.forward_backward(dx.view(), store_.input(L), labels, w, states.gradients(head), grad_scale);
+      states.gradients_done(head);
+      states.release(head);
     }
     store_.head_end();
   }
   {
     ScopedPhase phase(timers_, Phase::backward);
     auto dx_in = gradient_buffer("x_grad_in");
-    const Recompute<T> redo(layer_, params);
     for (int l = L - 1; l >= 0; --l) {
       const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
+      const int unit = ShardLayout::layer_unit(l);
+      const auto& w = states.acquire(unit);
+      const Recompute<T> redo(layer_, w);
       const auto a = store_.backward_begin(l, redo);
-      layer_.backward(dx_in.view(), grads.layers[l], dx.view(), a, params.layers[l]);
+      states.progress();
+      layer_.backward(dx_in.view(), states.gradients(unit).layers[l], dx.view(), a, w.layers[l]);
+      states.gradients_done(unit);
       store_.backward_end(l);
+      states.release(unit);
       std::swap(dx, dx_in);  // dx := gradient w.r.t. this layer's input
     }
-    kernels::embedding_backward<T>(kernels_, grads.embed, tokens, dx.view());
+    kernels::embedding_backward<T>(kernels_, states.gradients(embed).embed, tokens, dx.view());
+    states.gradients_done(embed);
   }
   return loss_sum;
 }

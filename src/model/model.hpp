@@ -11,6 +11,7 @@
 #include "memory/activation_store.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
+#include "model/model_states.hpp"
 
 namespace minilst {
 
@@ -21,12 +22,13 @@ class Model {
   Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
         Vec<const std::int64_t> positions, PhaseTimers* timers);
 
-  // tokens, labels: [S]. Gradients accumulate (+=) into grads, scaled so that
-  // grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
-  // gradient. Returns the sum over local valid labels of the token losses.
-  double forward_backward(const ParamSet<T>& params, const ParamSet<master_t<T>>& grads,
-                          const Vec<const std::int64_t>& tokens, const Vec<const std::int64_t>& labels,
-                          double grad_scale);
+  // tokens, labels: [S]. Gradients accumulate (+=) into the states' gradients, scaled
+  // so that grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
+  // gradient. The weights and gradients are taken unit by unit (embedding, layers,
+  // head: ModelStates, which gathers and reduces them under ZeRO). Returns the sum
+  // over local valid labels of the token losses.
+  double forward_backward(ModelStates<T>& states, const Vec<const std::int64_t>& tokens,
+                          const Vec<const std::int64_t>& labels, double grad_scale);
   // `minilst plan`'s twin: the micro-step's buffers, in the same order, no compute.
   void replay_micro_step();
 

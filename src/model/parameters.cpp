@@ -1,5 +1,6 @@
 #include "model/parameters.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -39,32 +40,92 @@ std::size_t parameter_count(const ModelConfig& cfg) {
   return slots.back().offset + slots.back().size();
 }
 
+namespace {
+constexpr std::size_t kSlotsPerLayer = 9;  // attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down
+}
+
+int unit_of_slot(const ModelConfig& cfg, std::size_t slot) {
+  if (slot == 0) return ShardLayout::embed_unit();
+  const std::size_t layer = (slot - 1) / kSlotsPerLayer;
+  return layer < std::size_t(cfg.layers) ? ShardLayout::layer_unit(int(layer)) : cfg.layers + 1;
+}
+
+ShardLayout shard_layout(const ModelConfig& cfg, int ranks, bool sharded) {
+  ShardLayout sl;
+  sl.ranks = sharded ? ranks : 1;
+  const auto slots = parameter_layout(cfg);
+  sl.units.resize(std::size_t(cfg.layers) + 2);
+  for (auto& u : sl.units) u = {0, 0, 0, 0, 0};
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    auto& u = sl.units[unit_of_slot(cfg, i)];
+    if (u.count == 0) u.begin = slots[i].offset;  // units are contiguous runs of slots
+    u.count += slots[i].size();
+  }
+  const std::size_t P = std::size_t(sl.ranks), A = ShardLayout::kShardAlign;
+  for (auto& u : sl.units) {
+    u.shard = sharded ? (u.count + P - 1) / P : u.count;
+    if (sharded) u.shard = (u.shard + A - 1) / A * A;
+    u.padded_begin = sl.padded_total;
+    u.shard_begin = sl.shard_total;
+    sl.padded_total += P * u.shard;
+    sl.shard_total += u.shard;
+    sl.max_padded_unit = std::max(sl.max_padded_unit, P * u.shard);
+    sl.max_shard = std::max(sl.max_shard, u.shard);
+  }
+  return sl;
+}
+
+std::vector<TensorSlot> parameter_layout(const ModelConfig& cfg, const ShardLayout& layout) {
+  auto slots = parameter_layout(cfg);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const auto& u = layout.units[unit_of_slot(cfg, i)];
+    slots[i].offset = u.padded_begin + (slots[i].offset - u.begin);
+  }
+  return slots;
+}
+
+template <class T>
+void ParamViews<T>::point_unit(const ShardLayout& layout, const std::vector<TensorSlot>& slots, int unit,
+                               T* unit_base) {
+  const int L = int(layout.units.size()) - 2;
+  const std::size_t begin = layout.units[unit].padded_begin;
+  const auto vec = [&](std::size_t i) { return Vec<T>(unit_base + (slots[i].offset - begin), slots[i].shape[0]); };
+  const auto mat = [&](std::size_t i) {
+    return Mat<T>(unit_base + (slots[i].offset - begin), slots[i].shape[0], slots[i].shape[1]);
+  };
+  if (unit == ShardLayout::embed_unit()) {
+    embed = mat(0);
+  } else if (unit == layout.head_unit()) {
+    final_norm = vec(slots.size() - 2);
+    lm_head = mat(slots.size() - 1);
+  } else {
+    const std::size_t i = 1 + std::size_t(unit - 1) * kSlotsPerLayer;  // slots in LayerWeights' order
+    if (layers.size() != std::size_t(L)) layers.resize(L);
+    auto& w = layers[unit - 1];
+    w.attn_norm = vec(i);
+    w.wq = mat(i + 1);
+    w.wk = mat(i + 2);
+    w.wv = mat(i + 3);
+    w.wo = mat(i + 4);
+    w.mlp_norm = vec(i + 5);
+    w.w_gate = mat(i + 6);
+    w.w_up = mat(i + 7);
+    w.w_down = mat(i + 8);
+  }
+}
+
 template <class T>
 ParamSet<T>::ParamSet(const ModelConfig& cfg, const std::string& label, MemCategory category)
-    : storage_(label, category, parameter_count(cfg)), slots_(parameter_layout(cfg)) {
+    : ParamSet(cfg, shard_layout(cfg, 1, false), label, category) {}
+
+template <class T>
+ParamSet<T>::ParamSet(const ModelConfig& cfg, const ShardLayout& layout, const std::string& label,
+                      MemCategory category)
+    : storage_(label, category, layout.padded_total), slots_(parameter_layout(cfg, layout)) {
   T* base = storage_.view().data();
   if (base == nullptr) return;  // a replay's buffer (memory_context.hpp): a size, no tensors
-  std::size_t next = 0;  // slots_ are visited in layout order
-  auto vec = [&]() { const auto& s = slots_[next++]; return Vec<T>(base + s.offset, s.shape[0]); };
-  auto mat = [&]() {
-    const auto& s = slots_[next++];
-    return Mat<T>(base + s.offset, s.shape[0], s.shape[1]);
-  };
-  embed = mat();
-  layers.resize(cfg.layers);
-  for (auto& w : layers) {
-    w.attn_norm = vec();
-    w.wq = mat();
-    w.wk = mat();
-    w.wv = mat();
-    w.wo = mat();
-    w.mlp_norm = vec();
-    w.w_gate = mat();
-    w.w_up = mat();
-    w.w_down = mat();
-  }
-  final_norm = vec();
-  lm_head = mat();
+  for (int u = 0; u < int(layout.units.size()); ++u)
+    this->point_unit(layout, slots_, u, base + layout.units[u].padded_begin);
 }
 
 template <class T>
@@ -82,6 +143,9 @@ void init_parameters(const ParamSet<T>& p, std::uint64_t seed, double init_std, 
   Kokkos::deep_copy(p.flat(), host);
 }
 
+template struct ParamViews<float>;
+template struct ParamViews<double>;
+template struct ParamViews<bf16>;
 template class ParamSet<float>;
 template class ParamSet<double>;
 template class ParamSet<bf16>;  // the weight copy of mixed precision (initialised from its fp32 master)

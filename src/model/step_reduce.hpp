@@ -16,14 +16,15 @@
 namespace minilst {
 
 // After Trainer::compute_gradients(local, 1/D) on every rank: sums the gradients
-// over all ranks in place (timed as "comm") and returns the step's mean loss.
+// over all ranks (the all-reduce, or ZeRO's last reduce-scatters; offload: the
+// gradient shard reaches the host), timed as "comm", and returns the step's mean loss.
 template <class T>
 double reduce_step(Trainer<T>& trainer, ParallelSetup& par, double local_loss, PhaseTimers* timers) {
+  {
+    ScopedPhase phase(timers, Phase::comm);
+    trainer.reduce_gradients();
+  }
   if (par.world().size() == 1) return local_loss;
-  ScopedPhase phase(timers, Phase::comm);
-  const auto g = trainer.grads().flat();
-  compat::fence("gradients ready");
-  par.world().allreduce_sum(g.data(), g.extent(0), dtype_of<master_t<T>>(), "allreduce");  // fp32 under bf16
   double loss = local_loss;
   MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, par.world_comm());  // a host scalar: plain MPI
   return loss / par.dp_size();

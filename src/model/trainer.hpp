@@ -1,8 +1,9 @@
 // The training step: forward + backward over `grad_accum` micro-batches
 // (gradients summed, each scaled by 1 / (N_valid * grad_accum), so they are the
-// gradient of the mean micro-step loss), then AdamW. Owns the parameters, their
-// gradients and the optimizer moments, each one flat tracked allocation.
-// Model state per parameter, in bytes (float / double / bf16 mixed precision):
+// gradient of the mean micro-step loss), then AdamW. The model states (weights,
+// gradients, moments, master weights; replicated or ZeRO-sharded, on the device or
+// offloaded) are model_states.hpp's, whose header gives the bytes of each stage.
+// Model state per parameter, replicated, in bytes (float / double / bf16 mixed precision):
 //   params   the weights the kernels read          4 / 8 / 2 (the bf16 copy)
 //   grads    their gradients                       4 / 8 / 4
 //   adam_m, adam_v                                 8 / 16 / 8
@@ -13,64 +14,53 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
-#include <type_traits>
 #include <vector>
 
-#include "kernels/adamw.hpp"
 #include "model/data.hpp"
 #include "model/model.hpp"
 
 namespace minilst {
 
-struct TrainOptions {
-  std::uint64_t seed = 1234;
-  double init_std = 0.02;
-  double norm_init_noise = 0.0;
-  kernels::AdamWHyper adamw;
-};
-
 template <class T>
 class Trainer {
  public:
   // positions: [S_local] global positions of the tokens this rank holds;
-  // make_attention: its strategy (default: LocalAttention, all tokens on this rank).
+  // make_attention: its strategy (default: LocalAttention, all tokens on this rank);
+  // zero, world: where the model states live and the ranks they are sharded over.
   Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
           const std::vector<std::int64_t>& positions, PhaseTimers* timers,
-          const AttentionFactory<T>& make_attention = nullptr);
+          const AttentionFactory<T>& make_attention = nullptr, const ZeroOptions& zero = ZeroOptions{},
+          Communicator* world = nullptr);
 
   // Zeroes the gradients, runs every micro-batch; returns the mean micro-batch
-  // loss. Gradients are those of that mean, times `scale` (1/data-parallel ranks).
+  // loss. Gradients are those of that mean, times `scale` (1/data-parallel ranks);
+  // under ZeRO 2 and 3 they are already being reduced.
   double compute_gradients(const std::vector<Batch>& micro_batches, double scale = 1.0);
+  void reduce_gradients() { states_.reduce_gradients(); }  // every rank's gradients summed
   void apply_optimizer();  // AdamW on all parameters; step count from 1
 
-  static constexpr bool kMixed = !std::is_same<T, master_t<T>>::value;  // bf16: a separate fp32 master
+  static constexpr bool kMixed = ModelStates<T>::kMixed;
 
-  const ParamSet<T>& params() const { return params_; }  // what the kernels read
-  // What the optimizer updates: the fp32 master under bf16, else params() itself.
-  const ParamSet<master_t<T>>& weights() const {
-    if constexpr (kMixed) return *master_;
-    else return params_;
-  }
+  ModelStates<T>& states() { return states_; }
+  const ParamSet<T>& params() const { return states_.params(); }  // what the kernels read (not at stage 3)
+  const ParamSet<master_t<T>>& grads() const { return states_.grads(); }  // stages 0, 1
   ActivationStore<T>& activations() { return model_->activations(); }
-  const ParamSet<master_t<T>>& grads() const { return grads_; }
-  double grad_norm() const;  // ||grads||_2 over all parameters
+  double grad_norm() { return states_.grad_norm(); }  // ||grads||_2 over all parameters (collective from stage 2)
 
   // `minilst plan`: one step's allocations in the run's order, without compute (call
-  // it in a CountingMemory, memory/memory_context.hpp): the parameters, gradients
-  // and moments, the positions, the strategy's, then grad_accum micro-steps, whose
-  // trace is recorded for the arena's plan. With offload, a micro-step at
-  // `first_alpha` goes first and sizes the host buffers, as the warm-up step does.
-  static void replay_step(const ModelConfig& cfg, const ModelOptions& opts, std::int64_t local_tokens,
-                          int grad_accum, double first_alpha, const AttentionFactory<T>& replay_attention);
+  // it in a CountingMemory, memory/memory_context.hpp): the model states, the
+  // positions, the strategy's, then grad_accum micro-steps, whose trace is recorded
+  // for the arena's plan. With offload, a micro-step at `first_alpha` goes first and
+  // sizes the host buffers, as the warm-up step does.
+  static void replay_step(const ModelConfig& cfg, const ModelOptions& opts, const ZeroOptions& zero,
+                          std::int64_t local_tokens, int grad_accum, double first_alpha,
+                          const AttentionFactory<T>& replay_attention);
 
  private:
   ModelConfig cfg_;
   TrainOptions train_;
   PhaseTimers* timers_;
-  ParamSet<T> params_;
-  ParamSet<master_t<T>> grads_, adam_m_, adam_v_;
-  std::optional<ParamSet<master_t<T>>> master_;  // kMixed only
+  ModelStates<T> states_;
   Tracked<Vec<std::int64_t>> positions_;
   std::unique_ptr<AttentionStrategy<T>> attention_;
   std::unique_ptr<Model<T>> model_;

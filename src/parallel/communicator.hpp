@@ -51,6 +51,16 @@ class Communicator {
                          DType type, const std::string& op) = 0;
   // In-place sum over all ranks.
   virtual void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) = 0;
+  // Non-blocking collectives of equal blocks (ZeRO), complete with wait():
+  //   all-gather      recv[p count, (p+1) count) := rank p's send[0, count); send may be
+  //                   recv + rank count (in place)
+  //   reduce-scatter  recv[0, count) := sum over ranks of their send[rank count, (rank+1) count)
+  // Each counts (size - 1) x count elements sent: what a ring algorithm puts on the
+  // wire per rank (its block to every other rank; every other rank's partial sum).
+  virtual RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type,
+                                const std::string& op) = 0;
+  virtual RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
+                                         const std::string& op) = 0;
   // Non-blocking point to point (ring hops).
   virtual RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag,
                            const std::string& op) = 0;

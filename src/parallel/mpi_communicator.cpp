@@ -67,6 +67,28 @@ void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const 
   count(op, n * dtype_bytes(type));  // the payload each rank contributes
 }
 
+RequestPtr MpiCommunicator::iallgather(const void* send, void* recv, std::size_t n, DType type,
+                                       const std::string& op) {
+  auto r = std::make_unique<MpiRequest>();
+  const int c = checked_count(std::int64_t(n));
+  checked_count(std::int64_t(n) * size_);  // the receive buffer's extent, too
+  const bool in_place = send == static_cast<const char*>(recv) + std::size_t(rank_) * n * dtype_bytes(type);
+  MPI_Iallgather(in_place ? MPI_IN_PLACE : send, c, mpi_type(type), recv, c, mpi_type(type), comm_, &r->request);
+  count(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
+  return r;
+}
+
+RequestPtr MpiCommunicator::ireduce_scatter_sum(const void* send, void* recv, std::size_t n, DType type,
+                                                const std::string& op) {
+  if (type == DType::bf16)
+    throw std::logic_error("MpiCommunicator::ireduce_scatter_sum: bf16 is moved, not summed (sum in fp32)");
+  auto r = std::make_unique<MpiRequest>();
+  checked_count(std::int64_t(n) * size_);
+  MPI_Ireduce_scatter_block(send, recv, checked_count(std::int64_t(n)), mpi_type(type), MPI_SUM, comm_, &r->request);
+  count(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
+  return r;
+}
+
 RequestPtr MpiCommunicator::isend(const void* buf, std::size_t n, DType type, int peer, int tag,
                                   const std::string& op) {
   auto r = std::make_unique<MpiRequest>();

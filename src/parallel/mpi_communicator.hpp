@@ -26,6 +26,9 @@ class MpiCommunicator final : public Communicator {
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
                  DType type, const std::string& op) override;
   void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) override;
+  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, const std::string& op) override;
+  RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
+                                 const std::string& op) override;
   RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override;
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override;
   void wait(RequestPtr& request) override;

@@ -177,6 +177,29 @@ void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const
   count(op, n * dtype_bytes(type));  // the payload each rank contributes, as the MPI backend counts it
 }
 
+RequestPtr NcclCommunicator::launched(const std::string& op, std::uint64_t bytes) {
+  auto batch = std::make_shared<Batch>();
+  batch->launched = true;
+  cuda_check(cudaEventCreateWithFlags(&batch->event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cuda_check(cudaEventRecord(batch->event, stream_), "cudaEventRecord");
+  count(op, bytes);
+  return std::make_unique<NcclRequest>(this, std::move(batch), -1);
+}
+
+RequestPtr NcclCommunicator::iallgather(const void* send, void* recv, std::size_t n, DType type,
+                                        const std::string& op) {
+  nccl_check(ncclAllGather(send, recv, n, nccl_type(type), nccl_, stream_), "ncclAllGather", nccl_);
+  return launched(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
+}
+
+RequestPtr NcclCommunicator::ireduce_scatter_sum(const void* send, void* recv, std::size_t n, DType type,
+                                                 const std::string& op) {
+  if (type == DType::bf16)
+    throw std::logic_error("NcclCommunicator::ireduce_scatter_sum: bf16 is moved, not summed (sum in fp32)");
+  nccl_check(ncclReduceScatter(send, recv, n, nccl_type(type), ncclSum, nccl_, stream_), "ncclReduceScatter", nccl_);
+  return launched(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
+}
+
 RequestPtr NcclCommunicator::isend(const void* buf, std::size_t n, DType type, int peer, int tag,
                                    const std::string& op) {
   RequestPtr r = post(PendingOp{true, const_cast<void*>(buf), n, type, peer}, tag);

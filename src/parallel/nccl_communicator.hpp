@@ -57,6 +57,11 @@ class NcclCommunicator final : public Communicator {
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
                  DType type, const std::string& op) override;
   void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) override;
+  // Enqueued on the stream at once (they overlap what runs on other streams); the
+  // request's event completes them.
+  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, const std::string& op) override;
+  RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
+                                 const std::string& op) override;
   // Queued; launched (one NCCL group per tag) by the first wait on the tag.
   RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override;
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override;
@@ -83,6 +88,7 @@ class NcclCommunicator final : public Communicator {
     std::shared_ptr<Batch> batch;
   };
   RequestPtr post(const PendingOp& o, int tag);
+  RequestPtr launched(const std::string& op, std::uint64_t bytes);  // a collective just enqueued: its event
   void flush(int tag);  // launch the tag's queued transfers as one group, record their event
 
   MPI_Comm mpi_;

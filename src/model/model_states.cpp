@@ -1,0 +1,444 @@
+#include "model/model_states.hpp"
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/bf16.hpp"
+
+namespace minilst {
+
+std::vector<int> unit_acquire_order(int L) {
+  std::vector<int> order;
+  for (int u = 0; u <= L + 1; ++u) order.push_back(u);  // embedding, layers, head
+  for (int l = L - 1; l >= 0; --l) order.push_back(ShardLayout::layer_unit(l));
+  return order;
+}
+
+std::vector<int> unit_gather_order(int L, bool first_micro_step) {
+  auto order = unit_acquire_order(L);
+  order.erase(order.begin() + (L + 2));  // the last layer: still in its buffer after the head
+  if (!first_micro_step) order.erase(order.begin() + 1);  // the first layer: still there from the backward
+  return order;
+}
+
+namespace {
+using HostExec = Kokkos::DefaultHostExecutionSpace;
+using Index = Kokkos::IndexType<std::int64_t>;
+
+template <class V>
+auto part(const V& v, std::size_t begin, std::size_t n) {
+  return Kokkos::subview(v, Kokkos::make_pair(begin, begin + n));
+}
+
+// Unit u's initial values (the seeded draw of init_parameters, one stream per tensor),
+// in a padded unit's layout (P s_u elements, zero past the unit's parameters).
+template <class M>
+std::vector<M> initial_unit(const ShardLayout& layout, const std::vector<TensorSlot>& slots, const ModelConfig& cfg,
+                            int u, const TrainOptions& init) {
+  std::vector<M> out(layout.padded_size(u), M(0));
+  const std::size_t begin = layout.units[u].padded_begin;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (unit_of_slot(cfg, i) != u) continue;
+    const auto& slot = slots[i];
+    std::mt19937_64 rng(init.seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull));
+    const bool is_norm = slot.shape.size() == 1;
+    const double sd = is_norm ? init.norm_init_noise : init.init_std;
+    std::normal_distribution<double> normal(0.0, sd);
+    for (std::size_t k = 0; k < slot.size(); ++k) {
+      const double noise = (is_norm && sd == 0.0) ? 0.0 : normal(rng);
+      out[slot.offset - begin + k] = M(is_norm ? 1.0 + noise : noise);
+    }
+  }
+  return out;
+}
+
+// acc += add, on the device.
+template <class V>
+void add_into(const V& acc, const V& add) {
+  Kokkos::parallel_for("grad_shard_add", Kokkos::RangePolicy<ExecSpace, Index>(0, acc.extent(0)),
+                       KOKKOS_LAMBDA(const std::int64_t i) { acc(i) += add(i); });
+}
+
+// sum_i g(i)^2 in blocks of 4096 elements, each summed in a vectorised loop, the blocks in double.
+template <class Space, class V>
+double square_sum(const Space& space, const V& g) {
+  using M = typename V::non_const_value_type;
+  const std::int64_t n = std::int64_t(g.extent(0)), block = 4096;
+  double sum = 0;
+  Kokkos::parallel_reduce("grad_norm", Kokkos::RangePolicy<Space, Index>(space, 0, (n + block - 1) / block),
+      KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
+        const std::int64_t i0 = b * block, i1 = i0 + block < n ? i0 + block : n;
+        const M* gp = g.data();
+        M s = 0;
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd reduction(+ : s)
+#endif
+        for (std::int64_t i = i0; i < i1; ++i) s += gp[i] * gp[i];
+        acc += double(s);
+      }, sum);
+  return sum;
+}
+
+// dst (any memory) := src[0, n) converted to dst's type.
+template <class V, class S>
+void copy_from_host(const V& dst, const S* src) {
+  using D = typename V::non_const_value_type;
+  std::vector<D> converted(dst.extent(0));
+  for (std::size_t i = 0; i < converted.size(); ++i) converted[i] = D(src[i]);
+  Kokkos::deep_copy(dst, Kokkos::View<const D*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(converted.data(),
+                                                                                            converted.size()));
+}
+}  // namespace
+
+template <class T>
+ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, const TrainOptions& init,
+                            Communicator* world, PhaseTimers* timers)
+    : cfg_(cfg), zero_(zero), world_(world), timers_(timers),
+      layout_(shard_layout(cfg, zero.ranks, zero.stage > 0)), slots_(parameter_layout(cfg, layout_)),
+      order_(unit_acquire_order(cfg.layers)) {
+  if (zero_.stage < 0 || zero_.stage > 3) throw std::invalid_argument("ModelStates: ZeRO stage must be 0 to 3");
+  if (world_ && zero_.stage > 0 && world_->size() != zero_.ranks)
+    throw std::invalid_argument("ModelStates: the communicator's size differs from the sharding's rank count");
+  if (zero_.stage > 0 && world_) rank_ = world_->rank();
+  const std::size_t n = layout_.shard_total, B = layout_.max_padded_unit;
+  // The weights the kernels read.
+  if (zero_.stage <= 2) params_.emplace(cfg, layout_, "params", MemCategory::weights);
+  else param_shard_ = Tracked<Vec<T>>("params", MemCategory::weights, n);
+  // Their gradients.
+  if (zero_.stage <= 1) grads_.emplace(cfg, layout_, "grads", MemCategory::gradients);
+  else if (!zero_.optimizer_offload) grad_shard_ = Tracked<Vec<M>>("grads", MemCategory::gradients, n);
+  // The optimizer's states.
+  if (zero_.optimizer_offload) {
+    const auto host = MemCategory::host_optimizer;
+    host_grads_ = Tracked<HostVec>("host_grads", host, n);
+    host_master_ = Tracked<HostVec>("host_master_weights", host, n);
+    host_m_ = Tracked<HostVec>("host_adam_m", host, n);
+    host_v_ = Tracked<HostVec>("host_adam_v", host, n);
+    host_incoming_ = Tracked<Kokkos::View<M*, compat::HostPinnedSpace>>(uninitialized, "host_grads_incoming", host,
+                                                                         zero_.stage >= 2 ? layout_.max_shard : 0);
+    host_outgoing_ = Tracked<Kokkos::View<T*, compat::HostPinnedSpace>>(uninitialized, "host_weights_outgoing",
+                                                                         host, n);
+  } else {
+    adam_m_ = Tracked<Vec<M>>("adam_m", MemCategory::optimizer, n);
+    adam_v_ = Tracked<Vec<M>>("adam_v", MemCategory::optimizer, n);
+    if (kMixed) master_ = Tracked<Vec<M>>("master_weights", MemCategory::optimizer, n);
+  }
+  // Stage 3's gathered units; stage 2's and 3's gradient buckets.
+  if (zero_.stage == 3)
+    for (auto& g : gathered_) g.buffer = Tracked<Vec<T>>(uninitialized, "weights_gathered", MemCategory::weights, B);
+  if (zero_.stage >= 2) {
+    for (auto& b : buckets_) {
+      b.grads = Tracked<Vec<M>>(uninitialized, "grad_bucket", MemCategory::gradients, B);
+      b.recv = Tracked<Vec<M>>(uninitialized, "grad_reduced", MemCategory::comm, layout_.max_shard);
+    }
+    if (zero_.ranks > 1) norm_ = Tracked<Vec<double>>("grad_norm", MemCategory::comm, 1);
+  }
+  if (!counting_only()) initialise(init);
+}
+
+template <class T>
+typename ModelStates<T>::Span ModelStates<T>::span(int u) const {
+  const auto& unit = layout_.units[u];
+  return {unit.shard_begin, unit.shard, unit.padded_begin + std::size_t(rank_) * unit.shard};
+}
+
+template <class T>
+void ModelStates<T>::initialise(const TrainOptions& init) {
+  // Every rank draws each unit whole (the streams are per tensor, so the values do not
+  // depend on the layout) and keeps what it holds: the weights whole or its shard, the
+  // master's shard. Drawn in the master's type and rounded, as a bf16 copy of the master is.
+  for (int u = 0; u < int(layout_.units.size()); ++u) {
+    const auto values = initial_unit<M>(layout_, slots_, cfg_, u, init);
+    const Span s = span(u);
+    const M* mine = values.data() + (s.full - layout_.units[u].padded_begin);  // this rank's shard of the unit
+    if (params_) copy_from_host(part(params_->flat(), layout_.units[u].padded_begin, values.size()), values.data());
+    else copy_from_host(part(param_shard_.view(), s.shard, s.count), mine);
+    if (zero_.optimizer_offload) copy_from_host(part(host_master_.view(), s.shard, s.count), mine);
+    else if (kMixed) copy_from_host(part(master_.view(), s.shard, s.count), mine);
+  }
+}
+
+// ---- a micro-step's access --------------------------------------------------------
+
+template <class T>
+const ParamViews<T>& ModelStates<T>::acquire(int unit) {
+  if (zero_.stage < 3) return *params_;
+  if (cursor_ >= order_.size()) cursor_ = 0;  // a new micro-step
+  if (order_[cursor_] != unit)
+    throw std::logic_error("ModelStates::acquire: unit " + std::to_string(unit) + " out of order (expected " +
+                           std::to_string(order_[cursor_]) + "): every rank must acquire the units in one order");
+  Gathered* mine = gathered_[0].unit == unit ? &gathered_[0] : gathered_[1].unit == unit ? &gathered_[1] : nullptr;
+  if (!mine) {  // not prefetched: gather it now into a free buffer, keeping the next unit if it is there
+    const int next = cursor_ + 1 < order_.size() ? order_[cursor_ + 1] : -1;
+    mine = gathered_[0].in_use || gathered_[0].unit == next ? &gathered_[1] : &gathered_[0];
+    if (mine->in_use) throw std::logic_error("ModelStates::acquire: a unit was not released");
+    post_gather(*mine, unit);
+  }
+  wait_gather(*mine);
+  mine->in_use = true;
+  gathered_views_.point_unit(layout_, slots_, unit, mine->buffer.view().data());
+  ++cursor_;
+  if (cursor_ < order_.size()) {  // prefetch the next unit into the other buffer, unless it is there already
+    const int next = order_[cursor_];
+    Gathered& other = mine == &gathered_[0] ? gathered_[1] : gathered_[0];
+    if (other.unit != next) {
+      if (other.in_use) throw std::logic_error("ModelStates::acquire: a unit was not released");
+      post_gather(other, next);
+    }
+  }
+  return gathered_views_;
+}
+
+template <class T>
+void ModelStates<T>::release(int unit) {
+  for (auto& g : gathered_)
+    if (g.unit == unit) g.in_use = false;
+}
+
+template <class T>
+void ModelStates<T>::post_gather(Gathered& g, int unit) {
+  ScopedPhase phase(timers_, Phase::param_gather);
+  g.unit = unit;
+  const Span s = span(unit);
+  const T* send = param_shard_.view().data() + s.shard;
+  if (world_ && zero_.ranks > 1) {
+    g.request = world_->iallgather(send, g.buffer.view().data(), s.count, dtype_of<T>(), "allgather");
+    g.posted = clock_.seconds();
+  } else {
+    Kokkos::deep_copy(ExecSpace(), part(g.buffer.view(), 0, s.count), part(param_shard_.view(), s.shard, s.count));
+  }
+}
+
+template <class T>
+void ModelStates<T>::wait_gather(Gathered& g) {
+  if (g.request) wait(g.request, g.posted, Phase::param_gather, Phase::param_gather_overlap);
+}
+
+template <class T>
+void ModelStates<T>::wait(RequestPtr& request, double posted, Phase exposed, Phase window) {
+  if (timers_) timers_->add(window, clock_.seconds() - posted);  // the time it had while the rank computed
+  ScopedPhase phase(timers_, exposed);
+  world_->wait(request);
+}
+
+template <class T>
+const ParamViews<master_t<T>>& ModelStates<T>::gradients(int unit) {
+  if (zero_.stage < 2) return *grads_;
+  Bucket& b = buckets_[next_bucket_];
+  next_bucket_ = 1 - next_bucket_;
+  drain(b);  // its previous unit's reduce-scatter
+  b.unit = unit;
+  Kokkos::deep_copy(ExecSpace(), part(b.grads.view(), 0, layout_.padded_size(unit)), M(0));
+  bucket_views_.point_unit(layout_, slots_, unit, b.grads.view().data());
+  return bucket_views_;
+}
+
+template <class T>
+void ModelStates<T>::gradients_done(int unit) {
+  if (zero_.stage < 2) return;
+  Bucket& b = buckets_[1 - next_bucket_];  // the bucket gradients() handed out last
+  if (b.unit != unit) throw std::logic_error("ModelStates::gradients_done: not the unit being computed");
+  const std::size_t s = layout_.units[unit].shard;
+  if (world_ && zero_.ranks > 1) {
+    ScopedPhase phase(timers_, Phase::grad_reduce);  // fences: the bucket is complete
+    compat::fence("gradient bucket ready");
+    b.request = world_->ireduce_scatter_sum(b.grads.view().data(), b.recv.view().data(), s, dtype_of<M>(),
+                                            "reduce_scatter");
+    b.posted = clock_.seconds();
+  } else {
+    Kokkos::deep_copy(ExecSpace(), part(b.recv.view(), 0, s), part(b.grads.view(), 0, s));
+  }
+}
+
+template <class T>
+void ModelStates<T>::drain(Bucket& b) {
+  if (b.unit < 0) return;
+  if (b.request) wait(b.request, b.posted, Phase::grad_reduce, Phase::grad_reduce_overlap);
+  const Span s = span(b.unit);
+  const auto recv = part(b.recv.view(), 0, s.count);
+  if (zero_.optimizer_offload) {  // to the host as it is produced, summed there over micro-steps
+    const auto in = part(host_incoming_.view(), 0, s.count);
+    Kokkos::deep_copy(in, recv);
+    const auto acc = part(host_grads_.view(), s.shard, s.count);
+    Kokkos::parallel_for("grad_shard_add_host", Kokkos::RangePolicy<HostExec, Index>(0, s.count),
+                         [=](const std::int64_t i) { acc(i) += in(i); });
+    HostExec().fence();
+  } else {
+    add_into(part(grad_shard_.view(), s.shard, s.count), recv);
+  }
+  b.unit = -1;
+}
+
+template <class T>
+void ModelStates<T>::progress() {
+  if (!world_) return;
+  for (auto& g : gathered_)
+    if (g.request) world_->test(g.request);
+  for (auto& b : buckets_)
+    if (b.request) world_->test(b.request);
+}
+
+// ---- the step -----------------------------------------------------------------------
+
+template <class T>
+void ModelStates<T>::zero_gradients() {
+  if (grads_) grads_->zero();
+  else if (zero_.optimizer_offload) Kokkos::deep_copy(host_grads_.view(), M(0));
+  else Kokkos::deep_copy(ExecSpace(), grad_shard_.view(), M(0));
+  cursor_ = 0;
+}
+
+template <class T>
+void ModelStates<T>::reduce_gradients() {
+  if (zero_.stage >= 2) {
+    drain(buckets_[next_bucket_]);  // the older one first
+    drain(buckets_[1 - next_bucket_]);
+    return;
+  }
+  if (world_ && world_->size() > 1) {
+    ScopedPhase phase(timers_, Phase::grad_reduce);
+    compat::fence("gradients ready");
+    world_->allreduce_sum(grads_->flat().data(), grads_->flat().extent(0), dtype_of<M>(), "allreduce");
+  }
+  if (zero_.optimizer_offload) gradients_to_host();
+}
+
+template <class T>
+void ModelStates<T>::gradients_to_host() {  // stages 0, 1: the rank's shard of the whole gradient
+  for (int u = 0; u < int(layout_.units.size()); ++u) {
+    const Span s = span(u);
+    Kokkos::deep_copy(part(host_grads_.view(), s.shard, s.count), part(grads_->flat(), s.full, s.count));
+  }
+}
+
+template <class T>
+double ModelStates<T>::grad_norm() {
+  if (grads_) return std::sqrt(square_sum(ExecSpace(), grads_->flat()));  // whole on every rank
+  double sum = zero_.optimizer_offload ? square_sum(HostExec(), host_grads_.view())
+                                       : square_sum(ExecSpace(), grad_shard_.view());
+  if (world_ && zero_.ranks > 1) {  // the shards' sums, over the ranks
+    Kokkos::deep_copy(norm_.view(), sum);
+    world_->allreduce_sum(norm_.view().data(), 1, dtype_of<double>(), "grad_norm");
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), norm_.view());
+    sum = h(0);
+  }
+  return std::sqrt(sum);
+}
+
+template <class T>
+void ModelStates<T>::apply_optimizer(const kernels::AdamWHyper& hp, long step) {
+  {
+    ScopedPhase phase(timers_, Phase::optimizer);
+    if (zero_.optimizer_offload) {  // on host threads, then the updated weights back to the device
+      kernels::adamw_update_on(HostExec(), host_master_.view(), host_grads_.view(), host_m_.view(), host_v_.view(),
+                               step, hp, host_outgoing_.view());
+      HostExec().fence();
+      for (int u = 0; u < int(layout_.units.size()); ++u) {
+        const Span s = span(u);
+        const auto out = part(host_outgoing_.view(), s.shard, s.count);
+        if (params_) Kokkos::deep_copy(part(params_->flat(), s.full, s.count), out);
+        else Kokkos::deep_copy(part(param_shard_.view(), s.shard, s.count), out);
+      }
+    } else if (zero_.stage == 0) {  // everything whole: one kernel
+      const Vec<M> g = grads_->flat();
+      if constexpr (kMixed) kernels::adamw_update_on(ExecSpace(), master_.view(), g, adam_m_.view(), adam_v_.view(), step, hp, params_->flat());
+      else kernels::adamw_update_on(ExecSpace(), params_->flat(), g, adam_m_.view(), adam_v_.view(), step, hp, Vec<T>());
+    } else {  // the rank's shard of every unit
+      for (int u = 0; u < int(layout_.units.size()); ++u) {
+        const Span s = span(u);
+        const auto g = grads_ ? part(grads_->flat(), s.full, s.count) : part(grad_shard_.view(), s.shard, s.count);
+        const auto m = part(adam_m_.view(), s.shard, s.count), v = part(adam_v_.view(), s.shard, s.count);
+        const auto w = params_ ? part(params_->flat(), s.full, s.count) : part(param_shard_.view(), s.shard, s.count);
+        if constexpr (kMixed) kernels::adamw_update_on(ExecSpace(), part(master_.view(), s.shard, s.count), g, m, v, step, hp, w);
+        else kernels::adamw_update_on(ExecSpace(), w, g, m, v, step, hp, Vec<T>());
+      }
+    }
+  }
+  if (zero_.stage == 1 || zero_.stage == 2) gather_weights_after_update();
+  for (auto& g : gathered_) g.unit = -1;  // stage 3: every gathered unit is stale now
+}
+
+template <class T>
+void ModelStates<T>::gather_weights_after_update() {  // stages 1, 2: every unit, in place
+  if (!world_ || zero_.ranks < 2) return;
+  ScopedPhase comm(timers_, Phase::comm);  // step-level communication, as the gradient's reduction
+  ScopedPhase phase(timers_, Phase::param_gather);
+  compat::fence("weights updated");
+  std::vector<RequestPtr> requests;
+  for (int u = 0; u < int(layout_.units.size()); ++u) {
+    const Span s = span(u);
+    T* unit = params_->flat().data() + layout_.units[u].padded_begin;
+    requests.push_back(world_->iallgather(unit + (s.full - layout_.units[u].padded_begin), unit, s.count,
+                                          dtype_of<T>(), "allgather"));
+  }
+  for (auto& r : requests) world_->wait(r);
+}
+
+// ---- whole buffers ------------------------------------------------------------------
+
+template <class T>
+template <class V>
+std::vector<double> ModelStates<T>::unpad(const V& full) const {
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
+  std::vector<double> out;
+  out.reserve(parameter_count(cfg_));
+  for (const auto& u : layout_.units)
+    for (std::size_t i = 0; i < u.count; ++i) out.push_back(double(h(u.padded_begin + i)));
+  return out;
+}
+
+template <class T>
+template <class V>
+std::vector<double> ModelStates<T>::gather_shards(const V& shard, const char* op) {
+  using E = typename V::non_const_value_type;
+  if (layout_.ranks == 1) return unpad(shard);  // unsharded: the shard is the whole
+  std::vector<double> out;
+  out.reserve(parameter_count(cfg_));
+  Vec<E> unit("gathered_unit", layout_.max_padded_unit);  // a diagnostic outside the step: not tracked
+  for (int u = 0; u < int(layout_.units.size()); ++u) {
+    const Span s = span(u);
+    const std::size_t begin = s.full - layout_.units[u].padded_begin;
+    Kokkos::deep_copy(part(unit, begin, s.count), part(shard, s.shard, s.count));
+    compat::fence("shard staged");
+    auto request = world_->iallgather(unit.data() + begin, unit.data(), s.count, dtype_of<E>(), op);
+    world_->wait(request);
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part(unit, 0, layout_.units[u].count));
+    for (std::size_t i = 0; i < h.extent(0); ++i) out.push_back(double(h(i)));
+  }
+  return out;
+}
+
+template <class T>
+std::vector<double> ModelStates<T>::gathered_weights() {
+  if (zero_.optimizer_offload) return gather_shards(host_master_.view(), "tensor_dump");
+  if constexpr (kMixed) return gather_shards(master_.view(), "tensor_dump");
+  return params_ ? unpad(params_->flat()) : gather_shards(param_shard_.view(), "tensor_dump");
+}
+
+template <class T>
+std::vector<double> ModelStates<T>::gathered_gradients() {
+  if (grads_) return unpad(grads_->flat());
+  return zero_.optimizer_offload ? gather_shards(host_grads_.view(), "tensor_dump")
+                                 : gather_shards(grad_shard_.view(), "tensor_dump");
+}
+
+template <class T>
+const ParamSet<T>& ModelStates<T>::params() const {
+  if (!params_) throw std::logic_error("ModelStates::params: ZeRO stage 3 keeps no whole weights");
+  return *params_;
+}
+
+template <class T>
+const ParamSet<master_t<T>>& ModelStates<T>::grads() const {
+  if (!grads_) throw std::logic_error("ModelStates::grads: ZeRO stages 2 and 3 keep no whole gradient");
+  return *grads_;
+}
+
+template class ModelStates<float>;
+template class ModelStates<double>;
+template class ModelStates<bf16>;
+
+}  // namespace minilst
