@@ -263,7 +263,8 @@ std::string check_fits(const Deck& deck, int ranks, const AvailableMemory& avail
     char msg[400];
     std::snprintf(msg, sizeof msg,
                   "memory.optimizer_offload keeps %.1f MiB of optimizer states per rank in host memory, more than "
-                  "memory.host_budget_mib = %.1f: raise the budget, use parallel.zero >= 1 or more ranks",
+                  "memory.host_budget_mib = %g: raise the budget, or shard the states further (a higher parallel.zero, "
+                  "more ranks)",
                   host_states / kMiB, deck.memory.host_budget_mib);
     return msg;
   }

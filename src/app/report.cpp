@@ -94,7 +94,7 @@ void print_summary(const RunSummary& s, const std::string& path) {
     const auto& v = s.phase_avg_per_rank.at(phase);
     const double avg = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
     if (avg == 0.0) continue;
-    std::printf("  %-10s %10.4f s   (%.4f .. %.4f)\n", phase.c_str(), avg, *std::min_element(v.begin(), v.end()),
+    std::printf("  %-20s %10.4f s   (%.4f .. %.4f)\n", phase.c_str(), avg, *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()));
   }
   std::printf("  memory high-water, MiB (max over ranks)   measured      model\n");

@@ -12,8 +12,10 @@ import h5py
 import numpy as np
 import yaml
 
-PHASES = ["step", "forward", "backward", "attention", "mlp", "lm_head", "recompute", "comm", "optimizer"]
-CATEGORIES = ["weights", "gradients", "optimizer", "activations", "workspace", "comm", "host_offload"]
+PHASES = ["step", "forward", "backward", "attention", "mlp", "lm_head", "recompute", "comm", "grad_reduce",
+          "param_gather", "optimizer"]
+CATEGORIES = ["weights", "gradients", "optimizer", "activations", "workspace", "comm", "host_offload", "host_optimizer"]
+HOST = ("host_offload", "host_optimizer")
 ADIAK = ["user", "launchdate", "executable", "cmdline", "hostname", "clustername", "jobsize", "numhosts",
          "hostlist", "mpi_library_version"]
 BUILD = ["git_commit", "git_dirty", "compiler", "cmake_build_type", "kokkos_version", "kokkos_devices", "blas"]
@@ -60,7 +62,7 @@ def read(path):
     mem = {c: int(f["memory"][c][0]) for c in CATEGORIES + ["device_total"]}
     for c in CATEGORIES + ["device_total"]:
         check(f["memory"][c].attrs["units"] == "B", f"{path}: /memory/{c} in B")
-    device = [c for c in CATEGORIES if c != "host_offload"]
+    device = [c for c in CATEGORIES if c not in HOST]
     check(max(mem[c] for c in device) <= mem["device_total"] <= sum(mem[c] for c in device),
           f"{path}: max(category) <= device_total <= sum(categories)")
     for c in ["weights", "gradients", "optimizer", "activations", "workspace", "device_total"]:
