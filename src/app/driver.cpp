@@ -204,7 +204,7 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
            "site's PMI) so that the tasks form one MPI job";
   const auto parallel = check_parallel(deck.model, deck.parallel, deck.run.seq_len, ctx.nranks);
   if (!parallel.empty()) return "deck: " + parallel;
-  if (const auto zero = check_zero(deck.parallel, ctx.nranks); !zero.empty()) return "deck: " + zero;
+  if (const auto zero = check_zero(deck.parallel, ctx.nranks, deck.memory.optimizer_offload); !zero.empty()) return "deck: " + zero;
   return check_fits(deck, ctx.nranks, available_memory(ctx.comm));
 }
 

@@ -109,7 +109,7 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   p.ranks = args.ranks;
   const auto& par = deck.parallel;
   error = check_parallel(deck.model, par, S, args.ranks);
-  if (error.empty()) error = check_zero(par, args.ranks);
+  if (error.empty()) error = check_zero(par, args.ranks, deck.memory.optimizer_offload);
   if (!error.empty()) return p;
   const ZeroOptions zero = zero_options(deck, args.ranks);
   const int P = par.sequence_parallel();

@@ -20,11 +20,12 @@ std::string check_parallel(const ModelConfig& m, const ParallelConfig& p, std::i
   return "";
 }
 
-std::string check_zero(const ParallelConfig& p, int world) {
-  if (p.zero > 0 && world < 2)
-    return "parallel.zero = " + std::to_string(p.zero) + " shards the model states over the job's ranks, but the job "
-           "has " + std::to_string(world) + " rank: set parallel.zero: 0, or run on 2 or more ranks";
-  return "";
+std::string check_zero(const ParallelConfig& p, int world, bool optimizer_offload) {
+  if (world > 1 || p.zero == 0 || (p.zero == 2 && optimizer_offload)) return "";
+  return "parallel.zero = " + std::to_string(p.zero) + " on " + std::to_string(world) +
+         " rank: there is nothing to shard, the stage would only add buffers; set parallel.zero: 0, run on 2 or "
+         "more ranks, or (one device with memory.optimizer_offload: true) parallel.zero: 2, which moves the "
+         "gradient to the host unit by unit";
 }
 
 }  // namespace minilst

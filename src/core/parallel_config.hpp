@@ -39,7 +39,9 @@ struct ParallelConfig {
 // naming the keys and the constraint (the same on every rank, before any work).
 std::string check_parallel(const ModelConfig& model, const ParallelConfig& par, std::int64_t seq_len, int world_size);
 // parallel.zero against the job's world size (the deck alone cannot tell: the
-// data-parallel factor is the job's): a stage > 0 needs ranks to shard over.
-std::string check_zero(const ParallelConfig& par, int world_size);
+// data-parallel factor is the job's). On one rank there is nothing to shard: a stage
+// only adds buffers, except stage 2 with optimizer offload (the gradient leaves the
+// device unit by unit: ZeRO-Offload on one device), which is allowed.
+std::string check_zero(const ParallelConfig& par, int world_size, bool optimizer_offload);
 
 }  // namespace minilst
