@@ -23,8 +23,8 @@ SEEDS = {
     "checkpoint": "14K (MsT)",
     "+ chunked LM head and MLP": "60K (MsT); 160K-1.1M (ALST, with tiling)",
     "+ offload": "500K (ALST, 1 GPU)",
-    "+ 8 ranks (ulysses)": "3.7M (ALST, 8 GPUs); 1M (MEMO, 8 GPUs)",
-    "+ 64 ranks (8 ulysses x 8 ring)": "8M (MEMO, 64 GPUs)",
+    "+ 8 ranks (ulysses, ZeRO-3)": "3.7M (ALST, 8 GPUs); 1M (MEMO, 8 GPUs)",
+    "+ 64 ranks (8 ulysses x 8 ring, ZeRO-3)": "8M (MEMO, 64 GPUs)",
 }
 
 
@@ -64,14 +64,18 @@ def main():
     llama = []
     for j, name, ranks in rows(os.path.join(d, "llama.txt")):
         p = json.load(open(os.path.join(d, f"llama_{j}.json")))
-        llama.append(dict(name=name, ranks=int(ranks), S=p["seq_len"], host=p["memory_bytes"]["host_offload"],
+        m = p["memory_bytes"]
+        llama.append(dict(name=name, ranks=int(ranks), S=p["seq_len"], host=m["host_offload"] + m["host_optimizer"],
+                          states=m["weights"] + m["gradients"] + m["optimizer"], zero=p["zero_stage"],
                           mlp=p["mlp_chunks"], head=p["lm_head_chunks"], precision=p["precision"]))
     precision = llama[0]["precision"] if llama else "?"
-    print(f"\nLlama-3-8B shape, {precision} activations within 48 GiB per device (80 GiB less bf16 weights and "
-          "gradients), predicted:")
-    print(f"  {'stack':34s} {'ranks':>5s} {'longest S':>11s} {'host GiB/rank':>13s}   seeds (bf16)")
+    print(f"\nLlama-3-8B shape, {precision}, whole devices: 80 GiB of device and 240 GiB of host memory per rank, "
+          "model states counted (optimizer offloaded, ZeRO), predicted:")
+    print(f"  {'stack':42s} {'ranks':>5s} {'ZeRO':>4s} {'longest S':>11s} {'states GiB':>10s} {'host GiB':>8s}   "
+          "seeds (bf16)")
     for r in llama:
-        print(f"  {r['name']:34s} {r['ranks']:5d} {r['S']:11d} {r['host'] / 2**30:13.1f}   {SEEDS.get(r['name'], '')}")
+        print(f"  {r['name']:42s} {r['ranks']:5d} {r['zero']:4d} {r['S']:11d} {r['states'] / 2**30:10.1f} "
+              f"{r['host'] / 2**30:8.1f}   {SEEDS.get(r['name'], '')}")
     with h5py.File(os.path.join(d, "max_seq.h5"), "w") as h:
         h.attrs["budget_mib"] = a.budget_mib
         for group, table in (("cpu", cpu), ("llama3_8b", llama)):
@@ -84,7 +88,7 @@ def main():
                                 data=np.array([r["measured"] if r["measured"] is not None else -1 for r in cpu]))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5), constrained_layout=True)
     for ax, table, title in ((ax1, cpu, f"CPU scale, {a.budget_mib:.0f} MiB per rank"),
-                             (ax2, llama, "Llama-3-8B, 48 GiB of activations per device (predicted)")):
+                             (ax2, llama, "Llama-3-8B, 80 GiB devices, model states counted (predicted)")):
         y = np.arange(len(table))
         ax.barh(y, [r["S"] for r in table], color=["tab:gray"] + ["tab:blue"] * (len(table) - 1))
         for k, r in enumerate(table):

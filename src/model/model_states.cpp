@@ -132,7 +132,8 @@ ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, con
   if (zero_.stage >= 2) {
     for (auto& b : buckets_) {
       b.grads = Tracked<Vec<M>>(uninitialized, "grad_bucket", MemCategory::gradients, B);
-      b.recv = Tracked<Vec<M>>(uninitialized, "grad_reduced", MemCategory::comm, layout_.max_shard);
+      if (zero_.ranks > 1)  // one rank: the bucket is its own sum
+        b.recv = Tracked<Vec<M>>(uninitialized, "grad_reduced", MemCategory::comm, layout_.max_shard);
     }
     if (zero_.ranks > 1) norm_ = Tracked<Vec<double>>("grad_norm", MemCategory::comm, 1);
   }
@@ -248,8 +249,6 @@ void ModelStates<T>::gradients_done(int unit) {
     b.request = world_->ireduce_scatter_sum(b.grads.view().data(), b.recv.view().data(), s, dtype_of<M>(),
                                             "reduce_scatter");
     b.posted = clock_.seconds();
-  } else {
-    Kokkos::deep_copy(ExecSpace(), part(b.recv.view(), 0, s), part(b.grads.view(), 0, s));
   }
 }
 
@@ -258,7 +257,7 @@ void ModelStates<T>::drain(Bucket& b) {
   if (b.unit < 0) return;
   if (b.request) wait(b.request, b.posted, Phase::grad_reduce, Phase::grad_reduce_overlap);
   const Span s = span(b.unit);
-  const auto recv = part(b.recv.view(), 0, s.count);
+  const auto recv = part(zero_.ranks > 1 ? b.recv.view() : b.grads.view(), 0, s.count);
   if (zero_.optimizer_offload) {  // to the host as it is produced, summed there over micro-steps
     const auto in = part(host_incoming_.view(), 0, s.count);
     Kokkos::deep_copy(in, recv);
