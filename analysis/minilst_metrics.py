@@ -22,7 +22,7 @@ SCHEMA = "minilst-metrics"
 MIB = 1024.0 ** 2
 # Phases that run inside others: never add them to their parents.
 NESTED = {"attention": "forward+backward", "mlp": "forward+backward", "lm_head": "forward",
-          "recompute": "backward", "grad_reduce": "backward+comm", "param_gather": "forward+backward+comm",
+          "recompute": "backward", "grad_reduce": "forward+backward+comm", "param_gather": "forward+backward+comm",
           "grad_reduce_overlap": "(background)", "param_gather_overlap": "(background)"}
 TOP_LEVEL = ("forward", "backward", "comm", "optimizer")  # disjoint parts of "step"
 DEVICE_MEMORY = ("weights", "gradients", "optimizer", "activations", "workspace", "comm")

@@ -117,13 +117,17 @@ void check(const Case& c, const ZeroOptions& zero) {
       got.losses.push_back(reduce_step(t, setup, local, nullptr));
       t.grad_norm();
       auto bytes = setup.take_comm_bytes();
-      if (step == 0) got.grads = t.states().gathered_gradients();
+      if (step == 0) {
+        got.grads = t.states().gathered_gradients();
+        EXPECT_EQ(t.states().gathered_gradients(5), got.grads) << name << ": gathered in pieces of 5 elements";
+      }
       setup.take_comm_bytes();  // the test's own gathers
       t.apply_optimizer();
       for (const auto& [op, b] : setup.take_comm_bytes()) bytes[op] += b;
       if (step == 0) sent = bytes;
     }
     got.weights = t.states().gathered_weights();
+    EXPECT_EQ(t.states().gathered_weights(3), got.weights) << name << ": gathered in pieces of 3 elements";
     // Memory: every category's high-water equals the model's, to the byte.
     const auto predicted = predict_rank_memory(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), c.grad_accum, P,
                                                c.opts.offload.alpha, zero);

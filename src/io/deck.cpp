@@ -155,7 +155,7 @@ std::vector<KeySpec> parallel_keys() {
          [](Deck& d) -> auto& { return d.parallel.overlap; }),
     integer("parallel.zero", 0, 0, 3,
             "ZeRO stage over all ranks: 0 replicated, 1 optimizer states sharded, 2 + gradients, 3 + weights "
-            "(gathered per layer); > 0 needs 2 or more ranks",
+            "(gathered per layer); on one rank only 0, or 2 with memory.optimizer_offload",
             [](Deck& d) -> auto& { return d.parallel.zero; }),
   };
 }
@@ -195,7 +195,7 @@ std::vector<KeySpec> memory_keys() {
         true),
     flag("memory.optimizer_offload", "true", "false", false,
          "AdamW states, master weights and the gradient shard in host memory, the update on host threads "
-         "(ZeRO-Offload); any parallel.zero",
+         "(ZeRO-Offload); with any parallel.zero the layout allows",
          [](Deck& d) -> auto& { return d.memory.optimizer_offload; }),
     flag("memory.planner", "plan", "none", true,
          "plan: the warm-up step is recorded and planned, later steps run in one arena; none: a buffer per request",

@@ -1,5 +1,6 @@
 #include "model/model_states.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -100,6 +101,8 @@ ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, con
       layout_(shard_layout(cfg, zero.ranks, zero.stage > 0)), slots_(parameter_layout(cfg, layout_)),
       order_(unit_acquire_order(cfg.layers)) {
   if (zero_.stage < 0 || zero_.stage > 3) throw std::invalid_argument("ModelStates: ZeRO stage must be 0 to 3");
+  if (!world_ && zero_.stage > 0 && zero_.ranks > 1 && !counting_only())
+    throw std::invalid_argument("ModelStates: sharding over several ranks needs their communicator");
   if (world_ && zero_.stage > 0 && world_->size() != zero_.ranks)
     throw std::invalid_argument("ModelStates: the communicator's size differs from the sharding's rank count");
   if (zero_.stage > 0 && world_) rank_ = world_->rank();
@@ -206,6 +209,7 @@ void ModelStates<T>::post_gather(Gathered& g, int unit) {
   const Span s = span(unit);
   const T* send = param_shard_.view().data() + s.shard;
   if (world_ && zero_.ranks > 1) {
+    compat::fence("gather buffer free");  // the unit that used it last has finished reading it
     g.request = world_->iallgather(send, g.buffer.view().data(), s.count, dtype_of<T>(), "allgather");
     g.posted = clock_.seconds();
   } else {
@@ -391,37 +395,46 @@ std::vector<double> ModelStates<T>::unpad(const V& full) const {
 
 template <class T>
 template <class V>
-std::vector<double> ModelStates<T>::gather_shards(const V& shard, const char* op) {
+std::vector<double> ModelStates<T>::gather_shards(const V& shard, std::size_t max_piece) {
   using E = typename V::non_const_value_type;
   if (layout_.ranks == 1) return unpad(shard);  // unsharded: the shard is the whole
-  std::vector<double> out;
-  out.reserve(parameter_count(cfg_));
-  Vec<E> unit("gathered_unit", layout_.max_padded_unit);  // a diagnostic outside the step: not tracked
+  // A diagnostic outside the step (the tensor dump, tests): the shards travel in pieces
+  // of at most max_piece elements per rank, through a small staging buffer that the
+  // memory model does not count (P x 1 Mi elements by default).
+  const std::size_t P = std::size_t(layout_.ranks), piece = std::max<std::size_t>(1, std::min(max_piece, layout_.max_shard));
+  std::vector<double> out(parameter_count(cfg_));
+  Vec<E> staging("dump_staging", P * piece);
   for (int u = 0; u < int(layout_.units.size()); ++u) {
-    const Span s = span(u);
-    const std::size_t begin = s.full - layout_.units[u].padded_begin;
-    Kokkos::deep_copy(part(unit, begin, s.count), part(shard, s.shard, s.count));
-    compat::fence("shard staged");
-    auto request = world_->iallgather(unit.data() + begin, unit.data(), s.count, dtype_of<E>(), op);
-    world_->wait(request);
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part(unit, 0, layout_.units[u].count));
-    for (std::size_t i = 0; i < h.extent(0); ++i) out.push_back(double(h(i)));
+    const auto& unit = layout_.units[u];
+    for (std::size_t k = 0; k < unit.shard; k += piece) {
+      const std::size_t n = std::min(piece, unit.shard - k);  // the same on every rank
+      Kokkos::deep_copy(part(staging, std::size_t(rank_) * n, n), part(shard, unit.shard_begin + k, n));
+      compat::fence("shard staged");
+      auto request =
+          world_->iallgather(staging.data() + std::size_t(rank_) * n, staging.data(), n, dtype_of<E>(), "tensor_dump");
+      world_->wait(request);
+      const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part(staging, 0, P * n));
+      for (std::size_t r = 0; r < P; ++r)  // rank r's elements k .. k+n of its shard of the unit
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t in_unit = r * unit.shard + k + i;
+          if (in_unit < unit.count) out[unit.begin + in_unit] = double(h(r * n + i));
+        }
+    }
   }
   return out;
 }
 
 template <class T>
-std::vector<double> ModelStates<T>::gathered_weights() {
-  if (zero_.optimizer_offload) return gather_shards(host_master_.view(), "tensor_dump");
-  if constexpr (kMixed) return gather_shards(master_.view(), "tensor_dump");
-  return params_ ? unpad(params_->flat()) : gather_shards(param_shard_.view(), "tensor_dump");
+std::vector<double> ModelStates<T>::gathered_weights(std::size_t piece) {
+  if (zero_.optimizer_offload) return gather_shards(host_master_.view(), piece);
+  if constexpr (kMixed) return gather_shards(master_.view(), piece);
+  return params_ ? unpad(params_->flat()) : gather_shards(param_shard_.view(), piece);
 }
 
 template <class T>
-std::vector<double> ModelStates<T>::gathered_gradients() {
+std::vector<double> ModelStates<T>::gathered_gradients(std::size_t piece) {
   if (grads_) return unpad(grads_->flat());
-  return zero_.optimizer_offload ? gather_shards(host_grads_.view(), "tensor_dump")
-                                 : gather_shards(grad_shard_.view(), "tensor_dump");
+  return zero_.optimizer_offload ? gather_shards(host_grads_.view(), piece) : gather_shards(grad_shard_.view(), piece);
 }
 
 template <class T>

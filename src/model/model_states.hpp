@@ -20,8 +20,10 @@
 //   1       W n            G n              2 G s  (+ G s master)
 //   2       W n            G s + 2 G B      2 G s  (+ G s)
 //   3       W s + 2 W B    G s + 2 G B      2 G s  (+ G s)
-// Offload: optimizer -> host with a master (G s) always and the gradient shard (G s) on
-// the host instead of the device, plus host staging (G, the largest shard; W s).
+// Offload: the optimizer column moves to the host, with a master (G s) always and the
+// gradient shard (G s): at stages 2, 3 instead of the device's, at 0, 1 a copy of the
+// rank's part of the whole gradient (which stays on the device for the all-reduce);
+// plus host staging (the largest shard's incoming gradient, G, from stage 2; W s out).
 #pragma once
 
 #include <optional>
@@ -76,9 +78,11 @@ class ModelStates {
   double grad_norm();       // ||sum of gradients||_2 (collective from stage 2)
   void apply_optimizer(const kernels::AdamWHyper& hp, long step);
 
-  // Collective: the whole unpadded buffer, in double, on every rank (tests, the tensor dump).
-  std::vector<double> gathered_weights();    // what AdamW updates: the master under bf16
-  std::vector<double> gathered_gradients();
+  // Collective: the whole unpadded buffer, in double, on every rank (tests, the tensor dump);
+  // sharded buffers travel in pieces of at most `piece` elements per rank.
+  static constexpr std::size_t kGatherPiece = std::size_t(1) << 20;
+  std::vector<double> gathered_weights(std::size_t piece = kGatherPiece);  // the master under bf16
+  std::vector<double> gathered_gradients(std::size_t piece = kGatherPiece);
 
   // The whole buffers where the stage keeps them (tests perturb the weights); logic_error otherwise.
   const ParamSet<T>& params() const;
@@ -117,7 +121,7 @@ class ModelStates {
   void gradients_to_host();
   void gather_weights_after_update();
   template <class V>
-  std::vector<double> gather_shards(const V& shard, const char* op);
+  std::vector<double> gather_shards(const V& shard, std::size_t piece);
   template <class V>
   std::vector<double> unpad(const V& full) const;
 
