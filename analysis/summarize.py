@@ -60,7 +60,9 @@ def header(run):
                                ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab"))
         + (f" ({int(params):,} params)" if isinstance(params, (int, float)) else "")
         + f" | seq {fmt(a.get('seq_len', c('run', 'seq_len')), '.0f')} x grad_accum {fmt(a.get('grad_accum'), '.0f')}"
-        + f" | {a.get('precision', c('run', 'precision', '?'))} | memory.policy {a.get('memory_policy', '?')}",
+        + f" | {a.get('precision', c('run', 'precision', '?'))} | memory.policy {a.get('memory_policy', '?')}"
+        + (f" | ZeRO stage {int(a['zero_stage'])}" if "zero_stage" in a else "")
+        + (" + optimizer offload" if a.get("optimizer_offload") == "true" else ""),
         f"   steps {run.steps}, warm-up {run.warmup} -> {int(m.sum())} measured | "
         f"final loss {fmt(run.loss[-1] if len(run.loss) else None, '.6f')} | "
         f"model {fmt(tflops, '.4g')} TFLOP/s (all ranks, measured mean)",

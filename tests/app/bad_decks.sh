@@ -58,6 +58,12 @@ set_ "run.precision = 'half': allowed values: float\|double\|bf16"     run.preci
 set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|checkpoint_offload\|offload" memory.policy=swap
 set_ "memory.offload_alpha = '1.5': must be in \[0, 1\]"               memory.offload_alpha=1.5
 set_ "memory.offload_alpha = '-0.1': must be in \[0, 1\]"              memory.offload_alpha=-0.1
+set_ "parallel.zero = '4': must be in \[0, 3\]"                         parallel.zero=4
+set_ "memory.optimizer_offload = 'yes': allowed values: true\|false"    memory.optimizer_offload=yes
+set_ "parallel.zero = 3 on 1 rank: there is nothing to shard"            parallel.zero=3
+set_ "parallel.zero = 1 on 1 rank"                                       parallel.zero=1 memory.optimizer_offload=true
+set_ "memory.optimizer_offload keeps .* MiB of optimizer states per rank in host memory, more than memory.host_budget_mib = 0.01" \
+     parallel.zero=2 memory.optimizer_offload=true memory.host_budget_mib=0.01
 set_ "memory.offload_alpha = 'half': expected a finite number or 'auto'" memory.offload_alpha=half
 set_ "memory.offload_bandwidth_gbs = '-2': must be in \[0, "            memory.offload_bandwidth_gbs=-2
 set_ "memory.host_budget_mib = '0': must be in \(0, "                   memory.host_budget_mib=0
