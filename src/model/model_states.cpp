@@ -120,8 +120,6 @@ ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, con
     host_master_ = Tracked<HostVec>("host_master_weights", host, n);
     host_m_ = Tracked<HostVec>("host_adam_m", host, n);
     host_v_ = Tracked<HostVec>("host_adam_v", host, n);
-    host_incoming_ = Tracked<Kokkos::View<M*, compat::HostPinnedSpace>>(uninitialized, "host_grads_incoming", host,
-                                                                         zero_.stage >= 2 ? layout_.max_shard : 0);
     host_outgoing_ = Tracked<Kokkos::View<T*, compat::HostPinnedSpace>>(uninitialized, "host_weights_outgoing",
                                                                          host, n);
   } else {
@@ -137,7 +135,11 @@ ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, con
       b.grads = Tracked<Vec<M>>(uninitialized, "grad_bucket", MemCategory::gradients, B);
       if (zero_.ranks > 1)  // one rank: the bucket is its own sum
         b.recv = Tracked<Vec<M>>(uninitialized, "grad_reduced", MemCategory::comm, layout_.max_shard);
+      if (zero_.optimizer_offload)
+        b.incoming = Tracked<Kokkos::View<M*, compat::HostPinnedSpace>>(uninitialized, "host_grads_incoming",
+                                                                         MemCategory::host_optimizer, layout_.max_shard);
     }
+    if (zero_.optimizer_offload && !counting_only()) engine_ = make_copy_engine(0.0);
     if (zero_.ranks > 1) norm_ = Tracked<Vec<double>>("grad_norm", MemCategory::comm, 1);
   }
   if (!counting_only()) initialise(init);
@@ -235,6 +237,7 @@ const ParamViews<master_t<T>>& ModelStates<T>::gradients(int unit) {
   Bucket& b = buckets_[next_bucket_];
   next_bucket_ = 1 - next_bucket_;
   drain(b);  // its previous unit's reduce-scatter
+  if (zero_.ranks == 1) land(b);  // one rank: the copy to the host reads the bucket itself
   b.unit = unit;
   Kokkos::deep_copy(ExecSpace(), part(b.grads.view(), 0, layout_.padded_size(unit)), M(0));
   bucket_views_.point_unit(layout_, slots_, unit, b.grads.view().data());
@@ -247,6 +250,7 @@ void ModelStates<T>::gradients_done(int unit) {
   Bucket& b = buckets_[1 - next_bucket_];  // the bucket gradients() handed out last
   if (b.unit != unit) throw std::logic_error("ModelStates::gradients_done: not the unit being computed");
   const std::size_t s = layout_.units[unit].shard;
+  land(b);  // its receive buffer is free again (offload)
   if (world_ && zero_.ranks > 1) {
     ScopedPhase phase(timers_, Phase::grad_reduce);  // fences: the bucket is complete
     compat::fence("gradient bucket ready");
@@ -262,17 +266,28 @@ void ModelStates<T>::drain(Bucket& b) {
   if (b.request) wait(b.request, b.posted, Phase::grad_reduce, Phase::grad_reduce_overlap);
   const Span s = span(b.unit);
   const auto recv = part(zero_.ranks > 1 ? b.recv.view() : b.grads.view(), 0, s.count);
-  if (zero_.optimizer_offload) {  // to the host as it is produced, summed there over micro-steps
-    const auto in = part(host_incoming_.view(), 0, s.count);
-    Kokkos::deep_copy(in, recv);
-    const auto acc = part(host_grads_.view(), s.shard, s.count);
-    Kokkos::parallel_for("grad_shard_add_host", Kokkos::RangePolicy<HostExec, Index>(0, s.count),
-                         [=](const std::int64_t i) { acc(i) += in(i); });
-    HostExec().fence();
+  if (zero_.optimizer_offload) {  // to the host as it is produced (the copy engine), added there by land()
+    land(b);
+    compat::fence("reduced shard ready");
+    b.copy = engine_->submit(b.incoming.view().data(), recv.data(), s.count * sizeof(M), CopyEngine::Direction::to_host);
+    b.copied_unit = b.unit;
   } else {
     add_into(part(grad_shard_.view(), s.shard, s.count), recv);
   }
   b.unit = -1;
+}
+
+template <class T>
+void ModelStates<T>::land(Bucket& b) {
+  if (b.copied_unit < 0) return;
+  engine_->wait(b.copy);
+  const Span s = span(b.copied_unit);
+  const auto in = part(b.incoming.view(), 0, s.count);
+  const auto acc = part(host_grads_.view(), s.shard, s.count);
+  Kokkos::parallel_for("grad_shard_add_host", Kokkos::RangePolicy<HostExec, Index>(0, s.count),
+                       [=](const std::int64_t i) { acc(i) += in(i); });
+  HostExec().fence();
+  b.copied_unit = -1;
 }
 
 template <class T>
@@ -297,8 +312,8 @@ void ModelStates<T>::zero_gradients() {
 template <class T>
 void ModelStates<T>::reduce_gradients() {
   if (zero_.stage >= 2) {
-    drain(buckets_[next_bucket_]);  // the older one first
-    drain(buckets_[1 - next_bucket_]);
+    for (Bucket* b : {&buckets_[next_bucket_], &buckets_[1 - next_bucket_]}) drain(*b);  // the older one first
+    for (Bucket* b : {&buckets_[next_bucket_], &buckets_[1 - next_bucket_]}) land(*b);
     return;
   }
   if (world_ && world_->size() > 1) {

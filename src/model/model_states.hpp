@@ -23,9 +23,11 @@
 // Offload: the optimizer column moves to the host, with a master (G s) always and the
 // gradient shard (G s): at stages 2, 3 instead of the device's, at 0, 1 a copy of the
 // rank's part of the whole gradient (which stays on the device for the all-reduce);
-// plus host staging (the largest shard's incoming gradient, G, from stage 2; W s out).
+// plus host staging (from stage 2 two incoming gradient shards of the largest unit, 2 G
+// max s_u, one per bucket, filled by the copy engine; W s of updated weights out).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -33,6 +35,7 @@
 #include "core/phases.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/compat.hpp"
+#include "memory/copy_engine.hpp"
 #include "model/parameters.hpp"
 #include "parallel/communicator.hpp"
 
@@ -109,6 +112,10 @@ class ModelStates {
     int unit = -1;
     RequestPtr request;
     double posted = 0;
+    // Offload: recv's way to the host (the copy engine), then added to the host shard.
+    Tracked<Kokkos::View<M*, compat::HostPinnedSpace>> incoming;
+    CopyEngine::Ticket copy = 0;
+    int copied_unit = -1;
   };
 
   void initialise(const TrainOptions& init);
@@ -117,6 +124,7 @@ class ModelStates {
   void post_gather(Gathered& g, int unit);
   void wait_gather(Gathered& g);
   void drain(Bucket& b);  // completes its reduce-scatter and adds the shard into the gradient
+  void land(Bucket& b);   // offload: completes recv's copy to the host and adds it there
   void wait(RequestPtr& request, double posted, Phase exposed, Phase window);
   void gradients_to_host();
   void gather_weights_after_update();
@@ -148,8 +156,8 @@ class ModelStates {
   Tracked<Vec<double>> norm_;  // stages 2, 3 over ranks: the square sum all-reduced
   // In host memory (optimizer offload).
   Tracked<HostVec> host_grads_, host_master_, host_m_, host_v_;
-  Tracked<Kokkos::View<M*, compat::HostPinnedSpace>> host_incoming_;  // a unit's reduced gradient shard
   Tracked<Kokkos::View<T*, compat::HostPinnedSpace>> host_outgoing_;  // the updated weights, to the device
+  std::unique_ptr<CopyEngine> engine_;  // offload from stage 2: the reduced gradient shards to the host
   Kokkos::Timer clock_;
 };
 
