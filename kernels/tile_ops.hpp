@@ -6,9 +6,10 @@
 //   B: rows of N contiguous elements, ldb apart;  C: ldc apart
 //   N % 16 == 0: callers pad their tiles (padding columns are zero, so they add
 //   nothing); any M.
-//   host    a team of one: register-blocked 4 x NR micro-kernel (NR = 64, 32 or 16
-//           columns kept in vector registers across the k loop), about 80% of the
-//           machine's SGEMM rate on 64 x 64 x 64 float tiles with AVX-512
+//   host    a team of one: a register-blocked MR x NR micro-kernel whose accumulators
+//           stay in vector registers across the k loop, blocked for the build's ISA
+//           (host::kBlocking: 4 x 64 floats on AVX-512, 6 x 16 on AVX2), about 80% of
+//           the machine's SGEMM rate on 64 x 64 x 64 float tiles with AVX-512
 //   device  the team's threads share the M x N outputs, then a team barrier
 // exp: on host for float a polynomial after range reduction (relative error
 //   < 1e-7, exp(-inf) = 0) that the compiler vectorises in `omp simd` loops; the
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "compat.hpp"
 #include "types.hpp"
@@ -82,18 +84,67 @@ inline void micro(int K, const A* __restrict__ a, int a_m, int a_k, const A* __r
     for (int n = 0; n < NR; ++n) c[r * ldc + n] = acc[r][n];
 }
 
-template <int NR, class A>
+// Rows m0 .. M-1 in blocks of MR, the last M % MR rows in one smaller block.
+template <int MR, int NR, class A>
 inline void blocks(int M, int N, int K, const A* a, int a_m, int a_k, const A* b, int ldb, A* c, int ldc,
                    bool accumulate) {
-  constexpr int MR = 4;
-  const int M4 = M - M % MR;
-  for (int m = 0; m < M4; m += MR)
+  const int Mb = M - M % MR;
+  for (int m = 0; m < Mb; m += MR)
     for (int n = 0; n < N; n += NR)
       micro<MR, NR>(K, a + m * a_m, a_m, a_k, b + n, ldb, c + m * ldc + n, ldc, accumulate);
-  for (int m = M4; m < M; ++m)  // the last rows, one at a time
-    for (int n = 0; n < N; n += NR)
-      micro<1, NR>(K, a + m * a_m, a_m, a_k, b + n, ldb, c + m * ldc + n, ldc, accumulate);
+  if (Mb == M) return;
+  if constexpr (MR > 1) {
+    const int rest = M - Mb;
+    const auto tail = [&](auto rows) {
+      constexpr int R = decltype(rows)::value;
+      for (int n = 0; n < N; n += NR)
+        micro<R, NR>(K, a + Mb * a_m, a_m, a_k, b + n, ldb, c + Mb * ldc + n, ldc, accumulate);
+    };
+    switch (rest) {  // MR <= 6
+      case 5: tail(std::integral_constant<int, 5>()); break;
+      case 4: tail(std::integral_constant<int, 4>()); break;
+      case 3: tail(std::integral_constant<int, 3>()); break;
+      case 2: tail(std::integral_constant<int, 2>()); break;
+      default: tail(std::integral_constant<int, 1>()); break;
+    }
+  }
 }
+
+// The register blocking for the build's vector ISA (the accumulators, MR x NR values,
+// must stay in vector registers across the k loop, with room for a row of B and a
+// broadcast of A):
+//   AVX-512 (32 registers of 64 bytes)  MR = 4, NR = 64 / 32 / 16 floats: 16 accumulators
+//   otherwise (AVX2: 16 registers of 32 bytes; NEON)  MR = 6, NR = two registers of A
+//     (16 floats, 8 doubles on AVX2): 12 accumulators + 2 for B + 1 broadcast
+#if defined(__AVX512F__)
+constexpr const char* kBlocking = "avx512: 4 x 64";
+template <class A>
+inline void product(int M, int N, int K, const A* a, int a_m, int a_k, const A* b, int ldb, A* c, int ldc,
+                    bool accumulate) {
+  if (N % 64 == 0) blocks<4, 64>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  else if (N % 32 == 0) blocks<4, 32>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  else blocks<4, 16>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+}
+#else
+#if defined(__AVX2__) || defined(__AVX__)
+constexpr int kVectorBytes = 32;
+constexpr const char* kBlocking = "avx2: 6 x 16";
+#else
+constexpr int kVectorBytes = 16;
+constexpr const char* kBlocking = "128-bit: 6 x 8";
+#endif
+template <class A>
+inline void product(int M, int N, int K, const A* a, int a_m, int a_k, const A* b, int ldb, A* c, int ldc,
+                    bool accumulate) {
+  constexpr int NR = 2 * kVectorBytes / int(sizeof(A));  // divides 16: callers pad N to a multiple of 16
+  static_assert(16 % NR == 0 || NR % 16 == 0, "tile::mm pads N to 16");
+  if constexpr (NR <= 16) {
+    blocks<6, NR>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  } else {
+    blocks<6, 16>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  }
+}
+#endif
 }  // namespace host
 #endif
 
@@ -110,12 +161,7 @@ KOKKOS_INLINE_FUNCTION void mm(const Member& team, int M, int N, int K, const A*
   team.team_barrier();
 #else
   (void)team;
-  if (N % 64 == 0)
-    host::blocks<64>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
-  else if (N % 32 == 0)
-    host::blocks<32>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
-  else
-    host::blocks<16>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  host::product(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
 #endif
 }
 

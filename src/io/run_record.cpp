@@ -6,6 +6,7 @@
 
 #include "io/provenance.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
+#include "kernels/tile_ops.hpp"
 #include "memory/step_arena.hpp"
 #include "model/comm_model.hpp"
 #include "model/flops.hpp"
@@ -80,6 +81,11 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
     m.attributes.reals["gemm_bf16_tiles_gflops"] = g.tiles_gflops;
   }
   text["kernel_variant"] = name_of(facts.options.kernels);
+#if defined(KOKKOS_ENABLE_CUDA)
+  text["attention_tile_blocking"] = "device: the team's threads";
+#else
+  text["attention_tile_blocking"] = kernels::tile::host::kBlocking;  // the register blocking of the build's ISA
+#endif
   text["memory_policy"] = name_of(facts.options.policy);
   text["comm_backend"] = par.world().backend();
   text["attention"] = facts.geometry.name();
