@@ -25,6 +25,7 @@
 #include "io/tensor_dump.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
+#include "kernels/gemm_rate.hpp"
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
 #include "model/memory_model.hpp"
@@ -112,13 +113,34 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
                      make_attention_factory<T>(geometry, par, opts.kernels, &timers),
                      zero_options(deck, ctx.nranks), &par.world());
   const int D = par.dp_size();
-  if (root)
+  // MFU's denominator: the run's dense GEMM rate on each rank, measured now (mean over ranks),
+  // and the device's datasheet peak where it is known.
+#ifdef KOKKOS_ENABLE_CUDA
+  constexpr int kPeakGemmSize = 4096;  // a device needs large products to reach its rate
+#else
+  constexpr int kPeakGemmSize = 1024;
+#endif
+  double peak = kernels::measured_gemm_gflops<T>(kPeakGemmSize, 2);
+  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);
+  peak /= ctx.nranks;
+  const NominalPeak nominal = nominal_peak(deck.run.precision);
+  if (root) {
     print_setup(deck, opts, geometry, ctx.nranks, D, sizeof(T),
                 offload.active() ? offload.describe(trainer.activations()) : "");
+    std::printf("peak for MFU: %s GEMM %d^3 at %.1f GFLOP/s per rank (measured, mean over ranks)", name_of(deck.run.precision).c_str(),
+                kPeakGemmSize, peak);
+    if (nominal.gflops > 0) std::printf("; %s datasheet %.0f GFLOP/s", nominal.device.c_str(), nominal.gflops);
+    std::printf("\n");
+  }
   const auto record = [&] {  // what the metrics file holds besides the steps (collective)
     ModelOptions now = opts;
     now.offload.alpha = trainer.activations().alpha();
     recorder.record([&](RunMetrics& m) {
+      m.peak_gflops = peak;
+      m.nominal_peak_gflops = nominal.gflops;
+      m.attributes.text["peak_source"] = "measured: " + name_of(deck.run.precision) + " GEMM " +
+                                         std::to_string(kPeakGemmSize) + "^3 (kernels::gemm), mean over ranks";
+      if (!nominal.device.empty()) m.attributes.text["device_name"] = nominal.device;
       record_run(m, deck, par, {geometry, now, offload.largest_alpha(), offload.attributes(trainer.activations()),
                                 ctx.argc, ctx.argv});
     });

@@ -53,6 +53,32 @@ AvailableMemory available_memory(MPI_Comm comm) {
   return a;
 }
 
+NominalPeak nominal_peak(Precision precision) {
+  NominalPeak p;
+#ifdef KOKKOS_ENABLE_CUDA
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return p;
+  p.device = prop.name;
+  struct Row {
+    const char* name;  // a substring of the device name; the first match wins
+    double bf16, fp32, fp64;
+  };
+  static const Row table[] = {  // NVIDIA datasheets, dense TFLOP/s
+      {"H100 PCIe", 756, 51, 51}, {"H100", 989, 67, 67}, {"H200", 989, 67, 67},
+      {"GH200", 989, 67, 67},     {"A100", 312, 19.5, 19.5}};
+  for (const auto& row : table)
+    if (p.device.find(row.name) != std::string::npos) {
+      const double t = precision == Precision::bf16 ? row.bf16 : precision == Precision::float32 ? row.fp32 : row.fp64;
+      p.gflops = t * 1e3;
+      break;
+    }
+#else
+  (void)precision;
+#endif
+  return p;
+}
+
 double host_budget_bytes(const MemoryConfig& memory, MPI_Comm comm) {
   double budget = memory.host_budget_mib * kMiB;
   if (memory.host_budget_auto)

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <string>
+
 #include "io/deck.hpp"
 
 namespace minilst {
@@ -20,5 +22,15 @@ AvailableMemory available_memory(MPI_Comm comm);
 // memory.host_budget_mib in bytes, or (auto) 3/4 of the node's physical memory
 // shared by the ranks on the node.
 double host_budget_bytes(const MemoryConfig& memory, MPI_Comm comm);
+
+// The dense peak of this rank's device for the run's precision, from its datasheet,
+// in GFLOP/s (bf16: tensor cores, dense; float: the fp32 units, as cuBLAS's SGEMM runs
+// without TF32; double: FP64 tensor cores), and its name; 0 where the device is not in
+// the table (every host build: there the measured GEMM rate is the only peak).
+struct NominalPeak {
+  double gflops = 0;
+  std::string device;
+};
+NominalPeak nominal_peak(Precision precision);
 
 }  // namespace minilst

@@ -116,6 +116,17 @@ void print_summary(const RunSummary& s, const std::string& path) {
   std::printf("  communication, MiB sent per step (max over ranks):");
   for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
   std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
+  if (s.peak_gflops > 0) {
+    std::printf("  MFU: %.3f of the measured GEMM rate (%.1f GFLOP/s per rank)", s.mfu, s.peak_gflops);
+    if (s.nominal_peak_gflops > 0)
+      std::printf(", %.3f of the device's nominal %.0f GFLOP/s", s.mfu_nominal, s.nominal_peak_gflops);
+    const char* sep = "; per phase: ";
+    for (const auto& [phase, v] : s.mfu_phase) {
+      std::printf("%s%s %.3f", sep, phase.c_str(), v);
+      sep = ", ";
+    }
+    std::printf("\n");
+  }
   if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
 }
 
@@ -126,7 +137,8 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
                 s.reference_check.c_str(), s.reference_steps, s.reference_max_rel_error, s.reference_worst_step,
                 m.reference_rtol);
   const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
-  std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks, path).c_str());
+  std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks,
+                                  m.peak_gflops > 0 ? s.mfu : -1.0, path).c_str());
   std::fflush(stdout);
   return !m.complete ? 4 : s.valid ? 0 : 3;
 }

@@ -148,6 +148,15 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     if (s >= first) measured_seconds += slowest;
   }
   summary.fom = measured_seconds > 0 ? local.tokens_per_step * measured / measured_seconds / nranks : 0.0;
+  const auto utilisation = [&](double gflops_per_rank) {  // the measured steps' model FLOP/s over ranks x rate
+    return measured_seconds > 0 && gflops_per_rank > 0
+               ? local.flops_per_step * measured / measured_seconds / (double(nranks) * gflops_per_rank * 1e9)
+               : 0.0;
+  };
+  summary.peak_gflops = local.peak_gflops;
+  summary.nominal_peak_gflops = local.nominal_peak_gflops;
+  summary.mfu = utilisation(local.peak_gflops);
+  summary.mfu_nominal = utilisation(local.nominal_peak_gflops);
   const auto mean_measured = [&](const auto& per_step, int r) {  // [steps x ranks] -> rank r's mean over measured steps
     double sum = 0;
     for (int s = first; s < nsteps; ++s) sum += double(per_step[std::size_t(s) * nranks + r]);
@@ -155,6 +164,13 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   };
   for (const auto& [phase, t] : g.seconds)
     for (int r = 0; r < nranks; ++r) summary.phase_avg_per_rank[phase].push_back(mean_measured(t, r));
+  for (const char* phase : {"attention", "mlp", "lm_head"}) {  // this rank's FLOPs of the phase over its mean time
+    const auto flops = local.attributes.reals.find(std::string("flops_per_step_") + phase);
+    const auto& t = summary.phase_avg_per_rank[phase];
+    const double seconds = std::accumulate(t.begin(), t.end(), 0.0) / double(nranks);
+    if (flops != local.attributes.reals.end() && seconds > 0 && local.peak_gflops > 0)
+      summary.mfu_phase[phase] = flops->second / seconds / (local.peak_gflops * 1e9);
+  }
   for (const auto& [op, b] : g.comm_bytes)
     for (int r = 0; r < nranks; ++r) summary.comm_bytes[op].push_back(mean_measured(b, r));
   summary.memory = g.memory;
@@ -170,10 +186,11 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
 }
 
 std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks,
-                        const std::string& path) {
-  char numbers[160];
-  std::snprintf(numbers, sizeof numbers, " FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d metrics=", fom,
-                steps, final_loss, nranks);
+                        double mfu, const std::string& path) {
+  char numbers[200], utilisation[40] = "";
+  if (mfu >= 0) std::snprintf(utilisation, sizeof utilisation, " MFU=%.3f", mfu);
+  std::snprintf(numbers, sizeof numbers, " FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d%s metrics=", fom,
+                steps, final_loss, nranks, utilisation);
   return "RESULT: " + verdict + numbers + path;
 }
 
@@ -191,19 +208,22 @@ std::pair<std::string, int> result_of_file(const std::string& path) {
   const int ranks = int(h5::read_number_attr(f, "data_parallel") * h5::read_number_attr(f, "sequence_parallel"));
   const std::string verdict =
       !complete ? "INCOMPLETE (" + h5::read_string_attr(f, "stop_reason") + ")" : valid ? "VALID" : "INVALID";
+  const double mfu = H5Aexists(f, "mfu") > 0 ? h5::read_number_attr(f, "mfu") : -1.0;  // files before MFU: none
   return {result_line(verdict, h5::read_number_attr(f, "fom"), loss.size(), loss.empty() ? 0.0 : loss.back(), ranks,
-                      path),
+                      mfu, path),
           !complete ? 4 : valid ? 0 : 3};
 }
 
 void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
                         const RunMetrics& local, const std::string& partial_suffix) {
   const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
-  std::vector<double> loss, tokens_per_s, tflops;
+  std::vector<double> loss, tokens_per_s, tflops, mfu;
   for (const auto& st : local.steps) loss.push_back(st.loss);
+  const double peak = local.peak_gflops * 1e9 * double(g.nranks);  // all ranks
   for (const double slowest : summary.slowest_step_seconds) {
     tokens_per_s.push_back(slowest > 0 ? local.tokens_per_step / slowest : 0.0);
     tflops.push_back(slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0);
+    mfu.push_back(slowest > 0 && peak > 0 ? local.flops_per_step / slowest / peak : 0.0);
   }
   h5::AtomicFile file(path, partial_suffix);
   const hid_t f = file.id();
@@ -221,6 +241,14 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   for (const auto& [k, v] : local.attributes.integers) h5::attr(f, k, v);
   for (const auto& [k, v] : local.attributes.reals) h5::attr(f, k, v);
   h5::attr(f, "tokens_per_step", local.tokens_per_step);
+  h5::attr(f, "flops_per_step", local.flops_per_step);
+  h5::attr(f, "peak_gflops_per_rank", local.peak_gflops);
+  h5::attr(f, "mfu", summary.mfu);
+  for (const auto& [phase, v] : summary.mfu_phase) h5::attr(f, "mfu_" + phase, v);
+  if (local.nominal_peak_gflops > 0) {
+    h5::attr(f, "nominal_peak_gflops_per_rank", local.nominal_peak_gflops);
+    h5::attr(f, "mfu_nominal", summary.mfu_nominal);
+  }
   h5::attr(f, "reference_check", summary.reference_check);
   if (!local.expected_loss.empty()) {
     h5::attr(f, "reference_rtol", local.reference_rtol);
@@ -232,6 +260,7 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   h5::write(f, "loss", loss, {steps}, "1");
   h5::write(f, "throughput/tokens_per_s", tokens_per_s, {steps}, "tokens/s (all ranks)");
   h5::write(f, "throughput/model_tflops", tflops, {steps}, "TFLOP/s (all ranks)");
+  h5::write(f, "throughput/mfu", mfu, {steps}, "1 (model FLOP/s over the measured GEMM rate, all ranks)");
   for (const auto& [phase, t] : g.seconds) {
     const std::string name = "timings/" + phase;
     h5::write(f, name, t, {steps, ranks}, "s");

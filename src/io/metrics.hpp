@@ -55,6 +55,10 @@ struct RunMetrics {
   int warmup_steps = 0;
   double tokens_per_step = 0;   // global tokens of one optimizer step
   double flops_per_step = 0;    // model FLOPs of one optimizer step
+  // MFU's denominators, per rank: the dense GEMM rate of the run's precision measured
+  // in this run (kernels/gemm_rate.hpp; mean over ranks) and the device's nominal peak
+  // where it is known (0: unknown). GFLOP/s.
+  double peak_gflops = 0, nominal_peak_gflops = 0;
 };
 
 struct RunSummary {  // what rank 0 prints
@@ -67,6 +71,12 @@ struct RunSummary {  // what rank 0 prints
   std::map<std::string, std::vector<std::uint64_t>> plan;         // arena_bytes, ... -> [ranks]
   std::vector<std::uint64_t> allocations_after_first;             // [ranks] most allocations in a step after the first
   std::vector<double> slowest_step_seconds;                       // [steps] the slowest rank's step time
+  // Model FLOPs utilisation against the measured GEMM rate (0: no rate): the step's (model
+  // FLOPs of the measured steps / their time / ranks / rate) and per phase (this rank's
+  // FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
+  double mfu = 0, mfu_nominal = 0;
+  std::map<std::string, double> mfu_phase;
+  double peak_gflops = 0, nominal_peak_gflops = 0;  // per rank (RunMetrics')
   std::string reference_check = "none";   // none | PASSED | FAILED: the losses against the deck's reference
   double reference_max_rel_error = 0;     // over the steps compared
   int reference_steps = 0, reference_worst_step = 0;  // steps compared; the worst (1-based)
@@ -91,8 +101,10 @@ void append_steps(GatheredMetrics& to, const GatheredMetrics& from);
 void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& gathered);
 // Validity, figure of merit, per-rank means over the measured steps.
 RunSummary summarise_metrics(const GatheredMetrics& gathered, const RunMetrics& local);
-// The line a batch log is grepped for: "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... metrics=...".
-std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks,
+// The line a batch log is grepped for:
+//   "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... MFU=... metrics=...".
+// mfu < 0: not known (no MFU= field).
+std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks, double mfu,
                         const std::string& path);
 // The RESULT line of a metrics file, and the exit code its run gave (0 VALID, 3 INVALID, 4 INCOMPLETE).
 std::pair<std::string, int> result_of_file(const std::string& path);

@@ -79,7 +79,8 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
     std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
                  gathered_.nsteps, path_.c_str());
     std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),
-                                     m.steps.back().loss, gathered_.nranks, path_).c_str());
+                                     m.steps.back().loss, gathered_.nranks, m.peak_gflops > 0 ? summary.mfu : -1.0,
+                                     path_).c_str());
     std::fflush(stdout);
     std::fflush(stderr);
     return true;
