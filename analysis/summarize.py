@@ -65,7 +65,9 @@ def header(run):
         + (" + optimizer offload" if a.get("optimizer_offload") == "true" else ""),
         f"   steps {run.steps}, warm-up {run.warmup} -> {int(m.sum())} measured | "
         f"final loss {fmt(run.loss[-1] if len(run.loss) else None, '.6f')} | "
-        f"model {fmt(tflops, '.4g')} TFLOP/s (all ranks, measured mean)",
+        f"model {fmt(tflops, '.4g')} TFLOP/s (all ranks, measured mean)"
+        + (f" | MFU {float(a['mfu']):.3f} of the measured GEMM rate ({float(a['peak_gflops_per_rank']):.1f} GFLOP/s "
+           f"per rank)" if "mfu" in a and "peak_gflops_per_rank" in a else ""),
     ]
     return "\n".join(lines)
 
