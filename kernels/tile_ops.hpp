@@ -8,7 +8,7 @@
 //   nothing); any M.
 //   host    a team of one: a register-blocked MR x NR micro-kernel whose accumulators
 //           stay in vector registers across the k loop, blocked for the build's ISA
-//           (host::kBlocking: 4 x 64 floats on AVX-512, 6 x 16 on AVX2), about 80% of
+//           (host::blocking<A>(): 4 x 64 floats on AVX-512, 6 x 16 on AVX2), about 80% of
 //           the machine's SGEMM rate on 64 x 64 x 64 float tiles with AVX-512
 //   device  the team's threads share the M x N outputs, then a team barrier
 // exp: on host for float a polynomial after range reduction (relative error
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "compat.hpp"
@@ -110,41 +111,43 @@ inline void blocks(int M, int N, int K, const A* a, int a_m, int a_k, const A* b
   }
 }
 
-// The register blocking for the build's vector ISA (the accumulators, MR x NR values,
-// must stay in vector registers across the k loop, with room for a row of B and a
-// broadcast of A):
-//   AVX-512 (32 registers of 64 bytes)  MR = 4, NR = 64 / 32 / 16 floats: 16 accumulators
-//   otherwise (AVX2: 16 registers of 32 bytes; NEON)  MR = 6, NR = two registers of A
+// The register blocking for the build's vector ISA: the MR x NR accumulators must stay
+// in vector registers across the k loop, with room for a row of B and a broadcast of A.
+//   AVX-512 (32 registers of 64 bytes)  MR = 4, NR = 4 registers (64 floats, 32 doubles),
+//     or 2 or 1 register(s) where N is not a multiple: at most 16 accumulators
+//   otherwise (AVX2: 16 registers of 32 bytes; 128-bit ISAs)  MR = 6, NR = 2 registers
 //     (16 floats, 8 doubles on AVX2): 12 accumulators + 2 for B + 1 broadcast
 #if defined(__AVX512F__)
-constexpr const char* kBlocking = "avx512: 4 x 64";
-template <class A>
-inline void product(int M, int N, int K, const A* a, int a_m, int a_k, const A* b, int ldb, A* c, int ldc,
-                    bool accumulate) {
-  if (N % 64 == 0) blocks<4, 64>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
-  else if (N % 32 == 0) blocks<4, 32>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
-  else blocks<4, 16>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
-}
+constexpr int kVectorBytes = 64, kMR = 4, kRegistersPerRow = 4;
+#elif defined(__AVX2__) || defined(__AVX__)
+constexpr int kVectorBytes = 32, kMR = 6, kRegistersPerRow = 2;
 #else
-#if defined(__AVX2__) || defined(__AVX__)
-constexpr int kVectorBytes = 32;
-constexpr const char* kBlocking = "avx2: 6 x 16";
-#else
-constexpr int kVectorBytes = 16;
-constexpr const char* kBlocking = "128-bit: 6 x 8";
+constexpr int kVectorBytes = 16, kMR = 6, kRegistersPerRow = 2;
 #endif
+
+// The widest block for A: "avx512: 4 x 64" (floats), "avx2: 6 x 8" (doubles), ...
+template <class A>
+inline std::string blocking() {
+  const char* isa = kVectorBytes == 64 ? "avx512" : kVectorBytes == 32 ? "avx2" : "128-bit";
+  return std::string(isa) + ": " + std::to_string(kMR) + " x " +
+         std::to_string(kRegistersPerRow * kVectorBytes / int(sizeof(A)));
+}
+
 template <class A>
 inline void product(int M, int N, int K, const A* a, int a_m, int a_k, const A* b, int ldb, A* c, int ldc,
                     bool accumulate) {
-  constexpr int NR = 2 * kVectorBytes / int(sizeof(A));  // divides 16: callers pad N to a multiple of 16
-  static_assert(16 % NR == 0 || NR % 16 == 0, "tile::mm pads N to 16");
-  if constexpr (NR <= 16) {
-    blocks<6, NR>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  constexpr int V = kVectorBytes / int(sizeof(A));  // elements per vector register
+  constexpr int NR = kRegistersPerRow * V;
+  static_assert(NR % 16 == 0 || 16 % NR == 0, "tile::mm pads N to 16");
+  if constexpr (NR > 16) {  // fewer registers per row where N is not a multiple of the widest block
+    if (N % NR == 0) return blocks<kMR, NR>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+    if constexpr (NR / 2 > 16)
+      if (N % (NR / 2) == 0) return blocks<kMR, NR / 2>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+    blocks<kMR, 16>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
   } else {
-    blocks<6, 16>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+    blocks<kMR, NR>(M, N, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
   }
 }
-#endif
 }  // namespace host
 #endif
 

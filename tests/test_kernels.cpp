@@ -312,7 +312,7 @@ Host naive_gemm(K::Op oa, K::Op ob, double alpha, const Host& A, std::size_t a_c
 
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
 // The attention kernels' host tile product, blocked for the build's ISA
-// (tile::host::kBlocking), against the plain triple loop: every row count from 1
+// (tile::host::blocking<A>()), against the plain triple loop: every row count from 1
 // to 13 (the blocks' tails), the column counts callers pad to (multiples of 16),
 // A read directly and transposed, = and +=.
 template <class A>
@@ -339,7 +339,7 @@ void check_tile_product() {
             double err = 0;
             for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, double(std::abs(c[i] - want[i])));
             ASSERT_LT(err, sizeof(A) == 4 ? 1e-4 : 1e-12)
-                << K::tile::host::kBlocking << ": M " << M << " N " << N << " K " << K << " transposed "
+                << K::tile::host::blocking<A>() << ": M " << M << " N " << N << " K " << K << " transposed "
                 << transposed << " accumulate " << accumulate;
           }
 }
@@ -347,7 +347,8 @@ void check_tile_product() {
 TEST(TileProduct, EveryRowTailAndPaddedWidthMatchesTheLoop) {
   check_tile_product<float>();
   check_tile_product<double>();
-  std::printf("  host tile blocking: %s\n", K::tile::host::kBlocking);
+  std::printf("  host tile blocking: %s (float), %s (double)\n", K::tile::host::blocking<float>().c_str(),
+              K::tile::host::blocking<double>().c_str());
 }
 #endif
 

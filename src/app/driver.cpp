@@ -92,6 +92,17 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   const bool root = ctx.rank == 0;
   if constexpr (std::is_same<T, bf16>::value)  // one GEMM path on every rank: rank 0's measured choice
     kernels::adopt_bf16_gemm_path(broadcast_string(kernels::bf16_gemm_choice().path, ctx.comm));
+  // MFU's denominator: the run's dense GEMM rate on each rank, measured now (mean over ranks; before
+  // the time budget starts), and the device's datasheet peak where it is known.
+#ifdef KOKKOS_ENABLE_CUDA
+  constexpr int kPeakGemmSize = 4096;  // a device needs large products to reach its rate
+#else
+  constexpr int kPeakGemmSize = sizeof(T) == 8 ? 512 : 1024;  // double: the small exactness runs
+#endif
+  double peak = kernels::measured_gemm_gflops<T>(kPeakGemmSize, 2);
+  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);
+  peak /= ctx.nranks;
+  const NominalPeak nominal = nominal_peak(deck.run.precision);
   StopControl stopper(deck.run.time_limit_s, ctx.rank);
   ParallelSetup par(ctx.comm, deck.parallel, deck.run.seq_len);
   const auto geometry = attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank());
@@ -113,17 +124,6 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
                      make_attention_factory<T>(geometry, par, opts.kernels, &timers),
                      zero_options(deck, ctx.nranks), &par.world());
   const int D = par.dp_size();
-  // MFU's denominator: the run's dense GEMM rate on each rank, measured now (mean over ranks),
-  // and the device's datasheet peak where it is known.
-#ifdef KOKKOS_ENABLE_CUDA
-  constexpr int kPeakGemmSize = 4096;  // a device needs large products to reach its rate
-#else
-  constexpr int kPeakGemmSize = 1024;
-#endif
-  double peak = kernels::measured_gemm_gflops<T>(kPeakGemmSize, 2);
-  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_SUM, ctx.comm);
-  peak /= ctx.nranks;
-  const NominalPeak nominal = nominal_peak(deck.run.precision);
   if (root) {
     print_setup(deck, opts, geometry, ctx.nranks, D, sizeof(T),
                 offload.active() ? offload.describe(trainer.activations()) : "");

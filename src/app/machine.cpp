@@ -1,5 +1,6 @@
 #include "app/machine.hpp"
 
+#include <Kokkos_Macros.hpp>  // KOKKOS_ENABLE_CUDA
 #include <unistd.h>
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

@@ -116,7 +116,7 @@ void print_summary(const RunSummary& s, const std::string& path) {
   std::printf("  communication, MiB sent per step (max over ranks):");
   for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
   std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
-  if (s.peak_gflops > 0) {
+  if (s.mfu_known) {
     std::printf("  MFU: %.3f of the measured GEMM rate (%.1f GFLOP/s per rank)", s.mfu, s.peak_gflops);
     if (s.nominal_peak_gflops > 0)
       std::printf(", %.3f of the device's nominal %.0f GFLOP/s", s.mfu_nominal, s.nominal_peak_gflops);
@@ -138,7 +138,7 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
                 m.reference_rtol);
   const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
   std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks,
-                                  m.peak_gflops > 0 ? s.mfu : -1.0, path).c_str());
+                                  s.mfu_known ? s.mfu : -1.0, path).c_str());
   std::fflush(stdout);
   return !m.complete ? 4 : s.valid ? 0 : 3;
 }

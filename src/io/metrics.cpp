@@ -155,6 +155,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   };
   summary.peak_gflops = local.peak_gflops;
   summary.nominal_peak_gflops = local.nominal_peak_gflops;
+  summary.mfu_known = measured_seconds > 0 && local.peak_gflops > 0;
   summary.mfu = utilisation(local.peak_gflops);
   summary.mfu_nominal = utilisation(local.nominal_peak_gflops);
   const auto mean_measured = [&](const auto& per_step, int r) {  // [steps x ranks] -> rank r's mean over measured steps
@@ -243,9 +244,11 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   h5::attr(f, "tokens_per_step", local.tokens_per_step);
   h5::attr(f, "flops_per_step", local.flops_per_step);
   h5::attr(f, "peak_gflops_per_rank", local.peak_gflops);
-  h5::attr(f, "mfu", summary.mfu);
-  for (const auto& [phase, v] : summary.mfu_phase) h5::attr(f, "mfu_" + phase, v);
-  if (local.nominal_peak_gflops > 0) {
+  if (summary.mfu_known) {  // absent: no measured step or no rate (the RESULT line then has no MFU)
+    h5::attr(f, "mfu", summary.mfu);
+    for (const auto& [phase, v] : summary.mfu_phase) h5::attr(f, "mfu_" + phase, v);
+  }
+  if (summary.mfu_known && local.nominal_peak_gflops > 0) {
     h5::attr(f, "nominal_peak_gflops_per_rank", local.nominal_peak_gflops);
     h5::attr(f, "mfu_nominal", summary.mfu_nominal);
   }

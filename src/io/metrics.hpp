@@ -74,6 +74,7 @@ struct RunSummary {  // what rank 0 prints
   // Model FLOPs utilisation against the measured GEMM rate (0: no rate): the step's (model
   // FLOPs of the measured steps / their time / ranks / rate) and per phase (this rank's
   // FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
+  bool mfu_known = false;  // measured steps and a measured rate
   double mfu = 0, mfu_nominal = 0;
   std::map<std::string, double> mfu_phase;
   double peak_gflops = 0, nominal_peak_gflops = 0;  // per rank (RunMetrics')

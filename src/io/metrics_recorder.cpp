@@ -79,7 +79,7 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
     std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
                  gathered_.nsteps, path_.c_str());
     std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),
-                                     m.steps.back().loss, gathered_.nranks, m.peak_gflops > 0 ? summary.mfu : -1.0,
+                                     m.steps.back().loss, gathered_.nranks, summary.mfu_known ? summary.mfu : -1.0,
                                      path_).c_str());
     std::fflush(stdout);
     std::fflush(stderr);

@@ -84,7 +84,9 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
 #if defined(KOKKOS_ENABLE_CUDA)
   text["attention_tile_blocking"] = "device: the team's threads";
 #else
-  text["attention_tile_blocking"] = kernels::tile::host::kBlocking;  // the register blocking of the build's ISA
+  text["attention_tile_blocking"] =  // the register blocking of the build's ISA, for the tiles' type (fp32 under bf16)
+      deck.run.precision == Precision::float64 ? kernels::tile::host::blocking<double>()
+                                               : kernels::tile::host::blocking<float>();
 #endif
   text["memory_policy"] = name_of(facts.options.policy);
   text["comm_backend"] = par.world().backend();

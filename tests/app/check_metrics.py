@@ -67,7 +67,7 @@ def read(path):
           f"{path}: mfu {mfu:.4f} = model FLOP/s / (ranks x measured {peak / 1e9:.1f} GFLOP/s)")
     check(f["throughput/mfu"].shape == (steps,) and np.allclose(f["throughput/mfu"][w:],
           float(a["flops_per_step"]) / slowest / (ranks * peak)), f"{path}: /throughput/mfu per step")
-    check(all(0 < float(a[f"mfu_{p}"]) < 2 for p in ("attention", "mlp", "lm_head")), f"{path}: per-phase MFU")
+    check(all(0 < float(a.get(f"mfu_{p}", -1)) < 2 for p in ("attention", "mlp", "lm_head")), f"{path}: per-phase MFU")
     mem = {c: int(f["memory"][c][0]) for c in CATEGORIES + ["device_total"]}
     for c in CATEGORIES + ["device_total"]:
         check(f["memory"][c].attrs["units"] == "B", f"{path}: /memory/{c} in B")
