@@ -60,14 +60,14 @@ done
 
 # Llama-3-8B on 80 GiB devices: predictions only.
 l8="$root/inputs/llama3_8b.yaml"
-states="--set memory.optimizer_offload=true"
+one="--set parallel.ulysses=1 --set parallel.zero=2 --set memory.optimizer_offload=true"  # one device
 llama=(
-  "vanilla|1|--set memory.policy=vanilla --set parallel.zero=2 $states"
-  "checkpoint|1|--set memory.policy=checkpoint --set mst.mlp_chunks=1 --set mst.lm_head_chunks=1 --set parallel.zero=2 $states"
-  "+ chunked LM head and MLP|1|--set memory.policy=checkpoint --set parallel.zero=2 $states"
-  "+ offload|1|--set memory.policy=checkpoint_offload --set parallel.zero=2 $states"
-  "+ 8 ranks (ulysses, ZeRO-3)|8|--set memory.policy=checkpoint_offload --set parallel.ulysses=8 --set parallel.zero=3 $states"
-  "+ 64 ranks (8 ulysses x 8 ring, ZeRO-3)|64|--set memory.policy=checkpoint_offload --set parallel.ulysses=8 --set parallel.ring=8 --set parallel.zero=3 $states"
+  "vanilla|1|--set memory.policy=vanilla $one"
+  "checkpoint|1|--set memory.policy=checkpoint --set mst.mlp_chunks=1 --set mst.lm_head_chunks=1 $one"
+  "+ chunked LM head and MLP|1|--set memory.policy=checkpoint $one"
+  "+ offload|1|--set memory.policy=checkpoint_offload $one"
+  "+ 8 ranks (ulysses, ZeRO-3)|8|"
+  "+ 64 ranks (8 ulysses x 8 ring, ZeRO-3)|64|--set parallel.ring=8"
 )
 : > "$out/llama.txt"
 j=0
