@@ -1,6 +1,8 @@
 // Helpers shared by the model-level tests.
 #pragma once
 
+#include <mpi.h>
+
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -9,6 +11,13 @@
 #include "model/trainer.hpp"
 
 namespace minilst::test {
+
+// The ranks of MPI_COMM_WORLD (the parallel tests run under mpiexec -n 1, 2, 3, 4).
+inline int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
 
 // A host copy of a device vector, in double.
 template <class T>

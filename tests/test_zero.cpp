@@ -22,14 +22,9 @@
 
 using namespace minilst;
 using minilst::test::rel_err;
+using minilst::test::world_size;
 
 namespace {
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 struct Case {
   std::string name;

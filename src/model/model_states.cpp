@@ -34,8 +34,11 @@ auto part(const V& v, std::size_t begin, std::size_t n) {
   return Kokkos::subview(v, Kokkos::make_pair(begin, begin + n));
 }
 
-// Unit u's initial values (the seeded draw of init_parameters, one stream per tensor),
-// in a padded unit's layout (P s_u elements, zero past the unit's parameters).
+// Unit u's initial values, in a padded unit's layout (P s_u elements, zero past the
+// unit's parameters): normal(0, init_std) for matrices; norm weights 1 + normal(0,
+// norm_noise) (norm_noise = 0 gives the usual ones; verification decks perturb them so
+// a dropped weight cannot go unnoticed). Each tensor draws from its own stream seeded by
+// (seed, name): independent of layout, order and sharding.
 template <class M>
 std::vector<M> initial_unit(const ShardLayout& layout, const std::vector<TensorSlot>& slots, const ModelConfig& cfg,
                             int u, const TrainOptions& init) {

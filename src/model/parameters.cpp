@@ -1,8 +1,6 @@
 #include "model/parameters.hpp"
 
 #include <algorithm>
-#include <functional>
-#include <random>
 
 #include "kernels/bf16.hpp"
 
@@ -128,28 +126,11 @@ ParamSet<T>::ParamSet(const ModelConfig& cfg, const ShardLayout& layout, const s
     this->point_unit(layout, slots_, u, base + layout.units[u].padded_begin);
 }
 
-template <class T>
-void init_parameters(const ParamSet<T>& p, std::uint64_t seed, double init_std, double norm_noise) {
-  auto host = Kokkos::create_mirror_view(p.flat());
-  for (const auto& slot : p.slots()) {
-    std::mt19937_64 rng(seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull));
-    const bool is_norm = slot.shape.size() == 1;
-    std::normal_distribution<double> normal(0.0, is_norm ? norm_noise : init_std);
-    for (std::size_t i = 0; i < slot.size(); ++i) {
-      const double noise = (is_norm && norm_noise == 0.0) ? 0.0 : normal(rng);
-      host(slot.offset + i) = T(is_norm ? 1.0 + noise : noise);
-    }
-  }
-  Kokkos::deep_copy(p.flat(), host);
-}
-
 template struct ParamViews<float>;
 template struct ParamViews<double>;
 template struct ParamViews<bf16>;
 template class ParamSet<float>;
 template class ParamSet<double>;
 template class ParamSet<bf16>;  // the weight copy of mixed precision (initialised from its fp32 master)
-template void init_parameters(const ParamSet<float>&, std::uint64_t, double, double);
-template void init_parameters(const ParamSet<double>&, std::uint64_t, double, double);
 
 }  // namespace minilst

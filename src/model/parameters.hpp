@@ -95,11 +95,4 @@ class ParamSet : public ParamViews<T> {
   std::vector<TensorSlot> slots_;
 };
 
-// Seeded initialisation: normal(0, init_std) for matrices; norm weights are
-// 1 + normal(0, norm_noise) (norm_noise = 0 gives the usual ones; verification
-// decks perturb them so a dropped weight cannot go unnoticed). Each tensor draws
-// from its own stream seeded by (seed, name): independent of layout and order.
-template <class T>
-void init_parameters(const ParamSet<T>& p, std::uint64_t seed, double init_std, double norm_noise);
-
 }  // namespace minilst
