@@ -2,10 +2,13 @@
 // each forwards to the optimised kernel or to its plain reference, with the same
 // arguments. Kernels without a reference (rope, adamw, the embedding's forward,
 // attention_merge, RSA's phases) are the obvious loop already and are called directly.
+// The optimised attention runs on the tensor cores where attention_on_tensor_cores
+// says so (CUDA builds; kernels/attention_tensor_core.hpp), else the portable kernel.
 #pragma once
 
 #include "attention.hpp"
 #include "attention_reference.hpp"
+#include "attention_tensor_core.hpp"
 #include "cross_entropy.hpp"
 #include "cross_entropy_reference.hpp"
 #include "embedding.hpp"
@@ -64,8 +67,13 @@ template <class T>
 void attention_forward(KernelVariant v, const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
                        const Mat<const T>& k, const Mat<const T>& v_, const Vec<const std::int64_t>& q_pos,
                        const Vec<const std::int64_t>& k_pos, int head_dim) {
-  plain(v) ? attention_forward_reference<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim)
-           : attention_forward<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+  if (plain(v)) return attention_forward_reference<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<T, bf16>::value || std::is_same<T, float>::value)
+    if (attention_on_tensor_cores<T>(head_dim))
+      return attention_forward_tensor_core<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+#endif
+  attention_forward<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
 }
 template <class T>
 void attention_backward(KernelVariant v, const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
@@ -73,8 +81,14 @@ void attention_backward(KernelVariant v, const Mat<T>& dq, const Mat<T>& dk, con
                         const Mat<const accum_t<T>>& lse, const Mat<const T>& q, const Mat<const T>& k,
                         const Mat<const T>& v_, const Vec<const std::int64_t>& q_pos,
                         const Vec<const std::int64_t>& k_pos, int head_dim) {
-  plain(v) ? attention_backward_reference<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim)
-           : attention_backward<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+  if (plain(v))
+    return attention_backward_reference<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<T, bf16>::value || std::is_same<T, float>::value)
+    if (attention_on_tensor_cores<T>(head_dim))
+      return attention_backward_tensor_core<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+#endif
+  attention_backward<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
 }
 
 }  // namespace minilst::kernels

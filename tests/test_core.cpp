@@ -76,6 +76,7 @@ TEST(Names, TheDeckOffersExactlyTheEnumsNames) {
   };
   accepts_all("run.precision", names_of<Precision>());
   accepts_all("run.kernels", names_of<KernelVariant>());
+  accepts_all("run.attention_kernel", names_of<AttentionKernel>());
   accepts_all("memory.policy", names_of<MemoryPolicy>());
   accepts_all("parallel.ring_layout", names_of<RingLayout>());
   accepts_all("parallel.ring_variant", names_of<RingVariant>());

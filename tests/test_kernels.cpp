@@ -35,6 +35,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/select.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tile_ops.hpp"
 #include "kernels/types.hpp"
@@ -841,6 +842,125 @@ TEST(Attention, BackwardAccumulatesIntoDqDkDv) {
     EXPECT_LE(max_abs_diff(got[t], expect), 1e-14) << "gradient " << t;
   }
 }
+
+// =============================================================================================
+// Which attention kernel runs (run.attention_kernel), and the tensor-core kernels of CUDA builds
+// against the float64 reference.
+
+TEST(AttentionKernelChoice, FollowsTheSettingTheBuildAndTheHeadDim) {
+  auto& setting = K::attention_kernel_setting();
+  const minilst::AttentionKernel saved = setting;
+  using minilst::AttentionKernel;
+  using minilst::KernelVariant;
+  setting = AttentionKernel::automatic;
+  EXPECT_EQ(K::attention_kernel_name<double>(KernelVariant::optimized, 64), "portable");  // no fp64 tensor cores
+  EXPECT_EQ(K::attention_kernel_name<float>(KernelVariant::optimized, 64), "portable");   // tf32 only when asked
+  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::reference, 64), "reference");
+  EXPECT_NE(K::tensor_core_unavailable<double>(64), "");
+  EXPECT_NE(K::tensor_core_unavailable<minilst::bf16>(24), "");  // no kernel for head dim 24
+  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 24), "portable");
+#ifdef KOKKOS_ENABLE_CUDA
+  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "tensor_core_bf16");
+  setting = AttentionKernel::tensor_core;
+  EXPECT_EQ(K::attention_kernel_name<float>(KernelVariant::optimized, 128), "tensor_core_tf32");
+#else
+  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "portable");
+  setting = AttentionKernel::tensor_core;
+  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "portable");
+  EXPECT_NE(K::tensor_core_unavailable<minilst::bf16>(64).find("CUDA build"), std::string::npos);
+#endif
+  setting = AttentionKernel::portable;
+  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "portable");
+  setting = saved;
+}
+
+#ifdef KOKKOS_ENABLE_CUDA
+namespace {
+// One problem through the tensor-core kernels (selected by the setting, as a run
+// selects them) against the float64 reference on the same T-rounded inputs:
+// forward o and lse, backward dq, dk, dv (norm-wise relative errors); the backward
+// twice into fresh zeros is bitwise the same; a second backward adds to the first.
+template <class T>
+void check_tensor_core(const AttnShape& s, std::uint64_t seed, double tol, const std::string& tag) {
+  auto& setting = K::attention_kernel_setting();
+  const minilst::AttentionKernel saved = setting;
+  setting = minilst::AttentionKernel::tensor_core;
+  ASSERT_EQ(K::tensor_core_unavailable<T>(s.h), "") << tag;
+  Rng rng(seed);
+  const int Dq = s.Hq * s.h, Dk = s.Gk * s.h;
+  Mat<T> q("q", s.Sq, Dq), k("k", s.Sk, Dk), v("v", s.Sk, Dk), dO("dO", s.Sq, Dq);
+  from_host(q, random_vec(std::size_t(s.Sq) * Dq, rng, -1.5, 1.5));
+  from_host(k, random_vec(std::size_t(s.Sk) * Dk, rng, -1.5, 1.5));
+  from_host(v, random_vec(std::size_t(s.Sk) * Dk, rng));
+  from_host(dO, random_vec(std::size_t(s.Sq) * Dq, rng));
+  const Host qh = to_host(q), kh = to_host(k), vh = to_host(v), dOh = to_host(dO);  // the rounded inputs
+  const auto qp = ids(s.qpos), kp = ids(s.kpos);
+  const auto ref = naive_attention_forward(s, qh, kh, vh);
+  Host rdq, rdk, rdv;
+  naive_attention_backward(s, qh, kh, vh, dOh, rdq, rdk, rdv);
+
+  using A = minilst::accum_t<T>;
+  Mat<T> o("o", s.Sq, Dq);
+  Mat<A> lse("lse", s.Sq, s.Hq), delta("delta", s.Sq, s.Hq);
+  K::attention_forward<T>(minilst::KernelVariant::optimized, o, lse, q, k, v, qp, kp, s.h);
+  const Host lh = to_host(lse);
+  double lse_err = 0;
+  for (std::size_t e = 0; e < lh.size(); ++e) {
+    EXPECT_EQ(lh[e] == kNegInf, ref.lse[e] == kNegInf) << tag << ": lse -inf at " << e;
+    if (ref.lse[e] != kNegInf) lse_err = std::max(lse_err, std::fabs(lh[e] - ref.lse[e]));
+  }
+  const double eo = rel_err(to_host(o), ref.o);
+  note(tag + " o vs float64", eo);
+  note(tag + " lse vs float64 (max abs)", lse_err);
+  EXPECT_LE(eo, tol) << tag;
+  EXPECT_LE(lse_err, tol) << tag;
+
+  const auto backward = [&](const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv) {
+    K::attention_backward<T>(minilst::KernelVariant::optimized, dq, dk, dv, delta, dO, o, lse, q, k, v, qp, kp, s.h);
+  };
+  Mat<T> dq("dq", s.Sq, Dq), dk("dk", s.Sk, Dk), dv("dv", s.Sk, Dk);
+  backward(dq, dk, dv);
+  const Host g[3] = {to_host(dq), to_host(dk), to_host(dv)};
+  const Host* r[3] = {&rdq, &rdk, &rdv};
+  const char* names[3] = {"dq", "dk", "dv"};
+  for (int t = 0; t < 3; ++t) {
+    const double e = rel_err(g[t], *r[t]);
+    note(tag + " " + names[t] + " vs float64", e);
+    EXPECT_LE(e, 2 * tol) << tag << " " << names[t];
+  }
+  Mat<T> dq2("dq2", s.Sq, Dq), dk2("dk2", s.Sk, Dk), dv2("dv2", s.Sk, Dk);
+  backward(dq2, dk2, dv2);
+  EXPECT_TRUE(to_host(dq2) == g[0] && to_host(dk2) == g[1] && to_host(dv2) == g[2]) << tag << ": not deterministic";
+  backward(dq2, dk2, dv2);  // += : twice the gradient
+  const Host twice[3] = {to_host(dq2), to_host(dk2), to_host(dv2)};
+  for (int t = 0; t < 3; ++t) EXPECT_LE(rel_err(twice[t], scaled(g[t], 2.0)), tol) << tag << " " << names[t] << " +=";
+  setting = saved;
+}
+
+// Shapes around the kernels' 64-row blocks and 64-key steps: causal, GQA 4:1 and MHA,
+// shuffled positions with Sq != Sk, a ring block that the first queries do not see.
+std::vector<std::pair<std::string, AttnShape>> tensor_core_shapes(int h, Rng& rng) {
+  return {{"causal S=200 GQA 4:1", AttnShape{200, 200, 8, 2, h, iota_pos(200), iota_pos(200)}},
+          {"shuffled Sq=130 Sk=190 MHA", AttnShape{130, 190, 2, 2, h, shuffled(iota_pos(130, 40), rng),
+                                                    shuffled(iota_pos(190), rng)}},
+          {"ring block overlapping the queries", AttnShape{70, 64, 4, 1, h, iota_pos(70), iota_pos(64, 30)}}};
+}
+}  // namespace
+
+TEST(TensorCoreAttention, Bf16MatchesFloat64OnEveryShapeAndHeadDim) {
+  Rng rng(61);
+  for (int h : {16, 64, 128})
+    for (const auto& [name, shape] : tensor_core_shapes(h, rng))
+      check_tensor_core<minilst::bf16>(shape, 62 + h, 2e-2, "bf16 h=" + std::to_string(h) + " " + name);
+}
+
+TEST(TensorCoreAttention, Tf32MatchesFloat64OnEveryShapeAndHeadDim) {
+  Rng rng(63);
+  for (int h : {32, 128})
+    for (const auto& [name, shape] : tensor_core_shapes(h, rng))
+      check_tensor_core<float>(shape, 64 + h, 5e-3, "tf32 h=" + std::to_string(h) + " " + name);
+}
+#endif
 
 // =============================================================================================
 // cross entropy

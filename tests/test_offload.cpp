@@ -4,8 +4,11 @@
 //  - measured high-water of every category, host_offload included, equals the
 //    analytic model byte for byte; with alpha 1 and L = 8 the device activations
 //    are at most a third of full's; checkpoint_offload keeps two layer inputs;
+//  - the second step of each run orders compute after the copies as the driver's
+//    later steps do (ActivationStore::stop_timing_forward), and gives the same;
 //  - the copy engine copies, in order, counts bytes and busy time, and a
-//    bandwidth cap slows it to the cap;
+//    bandwidth cap slows it to the cap; submit needs no fence before it,
+//    order_compute_after and wait_all wait (host engine), both directions at once;
 //  - MEMO's alpha: the time bound, the host bound and their minimum.
 #include <gtest/gtest.h>
 
@@ -50,6 +53,7 @@ Result run(const ModelConfig& cfg, const ModelOptions& opts, int micro_steps) {
   std::vector<Batch> batches;
   for (int m = 0; m < micro_steps; ++m) batches.push_back(synthetic_batch(cfg.vocab, kSeq, 3, 0, m));
   double loss = t.compute_gradients(batches);
+  t.activations().stop_timing_forward();  // as after the driver's first step
   loss += t.compute_gradients(batches);  // a second step: buffers and host memory are reused
   return {loss, host(t.grads().flat())};
 }
@@ -161,7 +165,7 @@ TEST(CopyEngine, CopiesInOrderAndCountsBytes) {
   const auto t3 = engine.submit(back.data(), host_mem.data(), 2 * half, CopyEngine::Direction::to_device);
   EXPECT_LT(t1, t2);
   EXPECT_LT(t2, t3);
-  engine.wait(t3);  // in order: t1 and t2 are done too
+  engine.wait(t3);  // the host engine completes copies in order across directions too: t1 and t2 are done
   EXPECT_TRUE(engine.done(t1) && engine.done(t2));
   EXPECT_EQ(back, device);
   const auto c = engine.take_counters();
@@ -169,6 +173,72 @@ TEST(CopyEngine, CopiesInOrderAndCountsBytes) {
   EXPECT_EQ(c.bytes_to_device, 2 * half);
   EXPECT_GT(c.busy_seconds, 0.0);
   EXPECT_EQ(engine.take_counters().bytes_to_host, 0u) << "counters restart after a take";
+}
+
+TEST(Offload, ForwardTimedUntilStoppedCopiesCompleteAtTakeCounters) {
+  const auto cfg = tiny_config(4);
+  Trainer<double> t(cfg, policy(MemoryPolicy::offload, 0.37), train_options(), iota(kSeq), nullptr);
+  const std::vector<Batch> batch = {synthetic_batch(cfg.vocab, kSeq, 3, 0, 0)};
+  auto& store = t.activations();
+  t.compute_gradients(batch);
+  const double timed = store.forward_layer_seconds();
+  EXPECT_GT(timed, 0.0) << "the first step measures the forward";
+  const auto first = store.take_counters();
+  EXPECT_GT(first.bytes_to_host, 0u);
+  EXPECT_EQ(first.bytes_to_device, first.bytes_to_host) << "every copy of the step counted: all came back";
+  store.stop_timing_forward();
+  t.compute_gradients(batch);
+  EXPECT_EQ(store.forward_layer_seconds(), timed) << "later forwards are not timed";
+  const auto second = store.take_counters();
+  EXPECT_EQ(second.bytes_to_host, first.bytes_to_host);
+  EXPECT_EQ(second.bytes_to_device, first.bytes_to_device);
+}
+
+TEST(CopyEngine, SubmitOrdersAfterComputeWithoutAFence) {
+  HostCopyEngine engine(0.0);
+  const std::int64_t n = 1 << 16;
+  // The host engine's compute instance runs on the host (the build's, on host builds).
+  Kokkos::View<double*, Kokkos::HostSpace> device("device", n);
+  std::vector<double> host_mem(n, -1.0);
+  Kokkos::parallel_for("fill", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, n),
+                       [=](const std::int64_t i) { device(i) = double(i); });
+  engine.wait(engine.submit(host_mem.data(), device.data(), n * sizeof(double), CopyEngine::Direction::to_host));
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(host_mem[i], double(i)) << i;
+}
+
+TEST(CopyEngine, OrderComputeAfterWaitsOnTheHostEngine) {
+  HostCopyEngine engine(0.5);  // 0.5 GB/s: 4 MiB take >= 8.4 ms
+  std::vector<char> a(4 << 20, 1), b(4 << 20, 0);
+  const auto t = engine.submit(b.data(), a.data(), a.size(), CopyEngine::Direction::to_device);
+  EXPECT_FALSE(engine.done(t)) << "the copy runs in the background";
+  engine.order_compute_after(t);
+  EXPECT_TRUE(engine.done(t)) << "compute on host threads can only be ordered by waiting";
+  EXPECT_EQ(a, b);
+  engine.order_compute_after(0);  // nothing to order after
+}
+
+TEST(CopyEngine, BothDirectionsInFlightAndWaitAll) {
+  HostCopyEngine engine(1.0);  // throttled: the copies are still in flight when wait_all starts
+  std::vector<float> device(1 << 20), host_mem(1 << 20, 0.f), device_in(1 << 20, 0.f), host_in(1 << 20);
+  std::iota(device.begin(), device.end(), 0.0f);
+  std::iota(host_in.begin(), host_in.end(), 7.0f);
+  const std::size_t half = device.size() / 2 * sizeof(float);
+  std::vector<CopyEngine::Ticket> out, in;
+  for (std::size_t k = 0; k < 2; ++k) {  // interleaved: out, in, out, in
+    const std::size_t at = k * device.size() / 2;
+    out.push_back(engine.submit(host_mem.data() + at, device.data() + at, half, CopyEngine::Direction::to_host));
+    in.push_back(engine.submit(device_in.data() + at, host_in.data() + at, half, CopyEngine::Direction::to_device));
+  }
+  engine.wait(in[1]);  // a direction's later ticket covers its earlier ones
+  EXPECT_TRUE(engine.done(in[0]));
+  engine.wait_all();
+  for (auto t : {out[0], out[1], in[0], in[1]}) EXPECT_TRUE(engine.done(t));
+  EXPECT_EQ(host_mem, device);
+  EXPECT_EQ(device_in, host_in);
+  const auto c = engine.take_counters();
+  EXPECT_EQ(c.bytes_to_host, 2 * half);
+  EXPECT_EQ(c.bytes_to_device, 2 * half);
+  engine.wait_all();  // nothing submitted since: returns at once
 }
 
 TEST(CopyEngine, BandwidthCapSlowsCopiesToTheCap) {

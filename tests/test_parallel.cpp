@@ -10,20 +10,30 @@
 // The same cases in bf16 mixed precision: within the stated tolerance (loss 5e-3,
 // gradients 5e-2 relative) of the float64 result and of the single-rank bf16 run,
 // memory and bytes equal to the bf16 model, Ulysses and ring bytes half of fp32's.
+// The ring hop's launch (Communicator::launch): over a communicator that, like the
+// NCCL backend, holds transfers back until their tag is launched, a hop is
+// launched at start() (its transfers under way while the block computes), what
+// start() did not launch is launched by finish(), and ring attention (flash with
+// and without overlap, RSA) stays exact.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <functional>
+#include <map>
 #include <set>
 
+#include "attention/ring_attention.hpp"
+#include "attention/ring_hop.hpp"
 #include "attention/strategy_factory.hpp"
 #include "io/deck.hpp"  // kBf16LossTolerance
 #include "kernels/bf16.hpp"
 #include "model/comm_model.hpp"
 #include "model/memory_model.hpp"
 #include "model/step_reduce.hpp"
+#include "parallel/mpi_communicator.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "test_util.hpp"
 
@@ -277,7 +287,151 @@ std::vector<Case> cases() {
   return out;
 }
 
+// Over another communicator (MPI here), isend/irecv held back until launch(tag), as
+// the NCCL backend holds them; counts what the ring does with it.
+class DeferringCommunicator final : public Communicator {
+ public:
+  explicit DeferringCommunicator(Communicator& inner) : inner_(inner) {}
+  int launches = 0;          // launch() calls that started transfers
+  int unlaunched_waits = 0;  // waits on a transfer whose tag was never launched
+  int tests_under_way = 0;   // test() calls that found their transfer under way
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return "deferring " + inner_.backend(); }
+  bool overlaps_transfers() const override { return true; }
+  bool device_ordered() const override { return inner_.device_ordered(); }
+  void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
+                 void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                 DType type, const std::string& op) override {
+    inner_.alltoallv(send, scounts, sdispls, recv, rcounts, rdispls, type, op);
+  }
+  void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) override {
+    inner_.allreduce_sum(buf, count, type, op);
+  }
+  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, const std::string& op) override {
+    return inner_.iallgather(send, recv, count, type, op);
+  }
+  RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
+                                 const std::string& op) override {
+    return inner_.ireduce_scatter_sum(send, recv, count, type, op);
+  }
+  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override {
+    return hold(tag, [=] { return inner_.isend(buf, count, type, peer, tag, op); });
+  }
+  RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override {
+    return hold(tag, [=] { return inner_.irecv(buf, count, type, peer, tag); });
+  }
+  void launch(int tag) override {
+    auto it = held_.find(tag);
+    if (it == held_.end()) return;
+    for (auto& t : it->second) t->inner = t->post();
+    held_.erase(it);
+    ++launches;
+  }
+  void wait(RequestPtr& request) override {
+    auto* h = dynamic_cast<Held*>(request.get());
+    if (!h) return inner_.wait(request);
+    if (!h->transfer->inner) {
+      ++unlaunched_waits;
+      launch(h->tag);
+    }
+    inner_.wait(h->transfer->inner);
+    request.reset();
+  }
+  bool test(RequestPtr& request) override {
+    auto* h = dynamic_cast<Held*>(request.get());
+    if (!h) return inner_.test(request);
+    if (!h->transfer->inner) return false;
+    ++tests_under_way;
+    return inner_.test(h->transfer->inner);
+  }
+  void barrier() override { inner_.barrier(); }
+  std::unique_ptr<Communicator> split(int, int) const override {
+    throw std::logic_error("DeferringCommunicator::split: not needed");
+  }
+
+ private:
+  struct Transfer {
+    std::function<RequestPtr()> post;  // the inner isend/irecv, run at launch
+    RequestPtr inner;                  // then its request
+  };
+  struct Held final : Request {
+    int tag;
+    std::shared_ptr<Transfer> transfer;
+  };
+  RequestPtr hold(int tag, std::function<RequestPtr()> post) {
+    auto h = std::make_unique<Held>();
+    h->tag = tag;
+    h->transfer = std::make_shared<Transfer>(Transfer{std::move(post), nullptr});
+    held_[tag].push_back(h->transfer);
+    return h;
+  }
+
+  Communicator& inner_;
+  std::map<int, std::vector<std::shared_ptr<Transfer>>> held_;  // by tag, not launched yet
+};
+
 }  // namespace
+
+TEST(RingHop, StartLaunchesTheHopFinishLaunchesWhatStartDidNot) {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  DeferringCommunicator ring(world);
+  const int R = ring.size(), me = ring.rank(), next = (me + 1) % R, prev = (me + R - 1) % R;
+  std::vector<double> out(1000, double(me)), in(1000, -1.0);
+  {
+    RingHop hop(ring, nullptr, true);
+    hop.receive(in.data(), in.size(), DType::f64, prev, 1);
+    hop.send(out.data(), out.size(), DType::f64, next, 1);
+    hop.start();
+    EXPECT_EQ(ring.launches, 1) << "the hop is under way from start()";
+    hop.progress();
+    EXPECT_EQ(ring.tests_under_way, 2) << "progress() finds both transfers launched";
+    hop.finish();
+  }
+  EXPECT_EQ(in, std::vector<double>(1000, double(prev)));
+  {
+    RingHop hop(ring, nullptr, true);  // posted, never started: finish() launches them
+    hop.receive(in.data(), in.size(), DType::f64, next, 2);
+    hop.send(out.data(), out.size(), DType::f64, prev, 2);
+    hop.finish();
+  }
+  EXPECT_EQ(in, std::vector<double>(1000, double(next)));
+  EXPECT_EQ(ring.launches, 2);
+  EXPECT_EQ(ring.unlaunched_waits, 0) << "every wait found its transfers launched";
+}
+
+TEST(RingHop, RingAttentionExactWithTransfersHeldUntilLaunch) {
+  const int P = world_size();
+  if (P == 1) GTEST_SKIP() << "a ring needs two ranks";
+  auto flash = make("ring " + std::to_string(P) + " flash, transfers held until launch", 1, P);
+  auto rsa = make("ring " + std::to_string(P) + " rsa, transfers held until launch", 1, P);
+  rsa.par.variant = RingVariant::rsa;
+  auto serial = make("ring " + std::to_string(P) + " no overlap, transfers held until launch", 1, P);
+  serial.par.overlap = false;
+  for (const auto& c : {flash, rsa, serial}) {
+    const auto cfg = model_of(c);
+    ParallelSetup setup(MPI_COMM_WORLD, c.par, c.seq_len);
+    const auto geometry = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
+    std::vector<std::vector<std::int64_t>> blocks;
+    for (int b = 0; b < geometry.R(); ++b) blocks.push_back(setup.layout().group_positions(b));
+    DeferringCommunicator ring(setup.ring());
+    const AttentionFactory<double> factory = [&](Vec<const std::int64_t>) {
+      return std::make_unique<RingAttention<double>>(ring, geometry, blocks, c.opts.kernels, nullptr);
+    };
+    Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr, factory, ZeroOptions{0, false, P},
+                      &setup.world());
+    double loss = t.compute_gradients(setup.shard(sequences(c, setup.dp_index())), 1.0 / setup.dp_size());
+    loss = reduce_step(t, setup, loss, nullptr);
+    const auto ref = reference<double>(c, setup.dp_size());
+    EXPECT_NEAR(loss, ref.loss, 1e-10 * std::abs(ref.loss)) << c.name;
+    EXPECT_LT(rel_err(host(t.grads().flat()), ref.grads), 1e-10) << c.name;
+    EXPECT_GT(ring.launches, 0) << c.name;
+    EXPECT_EQ(ring.unlaunched_waits, 0) << c.name << ": a wait found a transfer RingHop had not launched";
+    if (c.par.overlap && c.par.variant == RingVariant::flash)
+      EXPECT_GT(ring.tests_under_way, 0) << c.name << ": no transfer under way while a block computed";
+  }
+}
 
 TEST(SequenceParallel, EveryLayoutReproducesTheSingleRankStep) {
   for (const auto& c : cases()) check_case<double>(c);

@@ -1,12 +1,22 @@
 """The peer of miniLST's training step, in PyTorch: the same Llama-style model
 (RMSNorm, RoPE on rotate-half pairs, GQA causal attention, SwiGLU, LM head +
 cross-entropy over shifted labels), the same shapes, AdamW, on the CPU with the
-same thread count. Eager PyTorch as a user writes it: attention materialises the
-[S, S] scores (PyTorch 1.13 has no fused CPU attention).
+same thread count (--device cpu, the default) or on a GPU (--device cuda). Eager
+PyTorch as a user writes it:
+  attention  torch.nn.functional.scaled_dot_product_attention(is_causal=True)
+             where this PyTorch has it (2.0 on), GQA by enable_gqa=True (2.5 on)
+             or by repeating the kv heads; else (PyTorch 1.13) explicit, with the
+             [S, S] scores materialised
+  precision  fp32 (the default), or bf16: autocast to bf16 with fp32 master
+             weights, gradients and AdamW states
+  optimizer  AdamW, fused (fused=True) on CUDA where this PyTorch has it
+  LM head    in --lm-head-chunks mini-sequences (default 1: whole), each chunk's
+             logits, loss and backward before the next, as miniLST's fused LM head
 
 Each step runs the forward block by block with the boundaries detached, then the
 backward block by block in reverse, so every phase is timed on its own, with the
-names miniLST uses:
+names miniLST uses (on CUDA each timed region starts and ends with
+torch.cuda.synchronize()):
   attention  q, k, v -> o (scores, mask, softmax, P V), forward and backward
   mlp        y -> y + SwiGLU(rmsnorm(y)), forward and backward
   lm_head    final norm, logits, cross-entropy, forward and backward
@@ -14,13 +24,19 @@ names miniLST uses:
   step       the whole step (also: embedding, projections, RoPE, residuals)
 
     /usr/bin/python3 analysis/peer/torch_step.py --config-from METRICS.h5 --steps 4 --threads 1 --out torch.json
+    python3 analysis/peer/torch_step.py --config-from METRICS.h5 --steps 6 --device cuda --precision bf16 \
+        --lm-head-chunks 17 --out torch.json
 
 The shapes come from a miniLST metrics file's resolved deck (--config-from), or
-from --hidden --layers ... flags. Prints and writes JSON: per step and phase, seconds.
+from --hidden --layers ... flags. Prints and writes JSON: per step and phase,
+seconds; the device, its name, the precision, which attention and optimizer ran.
 """
 import argparse
+import inspect
 import json
 import math
+import platform
+import re
 import sys
 import time
 
@@ -56,18 +72,36 @@ def rope(x, cos, sin):  # x: [S, n, h], rotate-half pairing
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-class Timer:
-    def __init__(self):
-        self.seconds = {}
+def torch_at_least(major, minor):
+    v = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(v[1]), int(v[2])) >= (major, minor)
+
+
+def device_name(device):
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+class Timer:  # seconds per phase; sync() before reading the clock (the GPU runs asynchronously)
+    def __init__(self, sync):
+        self.seconds, self.sync = {}, sync
 
     def __call__(self, phase):
         timer = self
 
         class Scope:
             def __enter__(self):
+                timer.sync()
                 self.t = time.perf_counter()
 
             def __exit__(self, *exc):
+                timer.sync()
                 timer.seconds[phase] = timer.seconds.get(phase, 0.0) + time.perf_counter() - self.t
         return Scope()
 
@@ -84,43 +118,74 @@ def main():
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: autocast to bf16, fp32 master weights")
+    ap.add_argument("--lm-head-chunks", type=int, default=1, help="LM head + loss mini-sequences (1: whole)")
     ap.add_argument("--out", help="write the timings as JSON here")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"error: --device cuda: this PyTorch ({torch.__version__}) sees no CUDA device")
     torch.set_num_threads(args.threads)
     torch.manual_seed(1234)
     c = load_config(args)
     d, L, H, G, I, V, S = (c[k] for k in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab", "seq_len"))
     h, group, eps = d // H, H // G, c["norm_eps"]
+    if not 1 <= args.lm_head_chunks <= S:
+        sys.exit(f"error: --lm-head-chunks {args.lm_head_chunks}: allowed 1 to the sequence length ({S})")
+    dev, bf16 = args.device, args.precision == "bf16"
+    act = torch.bfloat16 if bf16 else torch.float32  # the activations' type (RoPE's tables follow it)
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+
+    def amp():  # the forward's precision: bf16 autocast, or nothing
+        return torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=bf16)
 
     def weight(*shape):
-        return (torch.randn(*shape) * 0.02).requires_grad_()
+        return (torch.randn(*shape, device=dev) * 0.02).requires_grad_()
 
-    params = {"embed": weight(V, d), "final_norm": torch.ones(d, requires_grad=True), "lm_head": weight(d, V)}
+    def ones(n):
+        return torch.ones(n, device=dev, requires_grad=True)
+
+    params = {"embed": weight(V, d), "final_norm": ones(d), "lm_head": weight(d, V)}
     for l in range(L):
-        params.update({f"{l}.attn_norm": torch.ones(d, requires_grad=True), f"{l}.wq": weight(d, H * h),
+        params.update({f"{l}.attn_norm": ones(d), f"{l}.wq": weight(d, H * h),
                        f"{l}.wk": weight(d, G * h), f"{l}.wv": weight(d, G * h), f"{l}.wo": weight(H * h, d),
-                       f"{l}.mlp_norm": torch.ones(d, requires_grad=True), f"{l}.w_gate": weight(d, I),
+                       f"{l}.mlp_norm": ones(d), f"{l}.w_gate": weight(d, I),
                        f"{l}.w_up": weight(d, I), f"{l}.w_down": weight(I, d)})
+    fused = dev == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
     opt = torch.optim.AdamW(params.values(), lr=c["learning_rate"], betas=(0.9, 0.95), eps=1e-8,
-                            weight_decay=c["weight_decay"])
+                            weight_decay=c["weight_decay"], **({"fused": True} if fused else {}))
     pos = torch.arange(S, dtype=torch.float64)
     inv_freq = c["rope_theta"] ** (-torch.arange(0, h // 2, dtype=torch.float64) * 2.0 / h)
     angle = pos[:, None] * inv_freq[None, :]
-    cos, sin = angle.cos().float()[:, None, :], angle.sin().float()[:, None, :]
-    mask = torch.full((S, S), float("-inf")).triu(1)
+    cos, sin = (t.to(dev, act)[:, None, :] for t in (angle.cos(), angle.sin()))
+    sdpa = hasattr(F, "scaled_dot_product_attention")
+    gqa = sdpa and torch_at_least(2, 5)  # SDPA takes G kv heads itself (enable_gqa); else they are repeated
+    mask = None if sdpa else torch.full((S, S), float("-inf"), device=dev).triu(1)
 
     def attention(q, k, v):  # [S, H, h], [S, G, h] -> [S, H*h]
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
+        if not gqa:
+            k = k.repeat_interleave(group, dim=1)
+            v = v.repeat_interleave(group, dim=1)
+        if sdpa:
+            o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                                               is_causal=True, **({"enable_gqa": True} if gqa else {}))
+            return o.transpose(0, 1).reshape(S, H * h)
         scores = torch.einsum("ihc,jhc->hij", q, k) / math.sqrt(h) + mask
         return torch.einsum("hij,jhc->ihc", scores.softmax(-1), v).reshape(S, H * h)
+
+    chunks = [(i * S // args.lm_head_chunks, (i + 1) * S // args.lm_head_chunks) for i in range(args.lm_head_chunks)]
+    if dev == "cuda":
+        torch.cuda.reset_peak_memory_stats()
 
     steps = []
     for step in range(args.steps):
         g = torch.Generator().manual_seed(step)
         tokens = torch.randint(0, V, (S,), generator=g)
-        labels = torch.cat([tokens[1:], torch.tensor([-100])])
-        T = Timer()
+        labels = torch.cat([tokens[1:], torch.tensor([-100])]).to(dev)
+        tokens = tokens.to(dev)
+        T = Timer(sync)
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
         # forward, block by block, boundaries detached
@@ -129,26 +194,36 @@ def main():
         for l in range(L):
             p = lambda n: params[f"{l}.{n}"]  # noqa: E731
             xin = x.detach().requires_grad_()
-            a = rmsnorm(xin, p("attn_norm"), eps)
-            q = rope((a @ p("wq")).view(S, H, h), cos, sin)
-            k = rope((a @ p("wk")).view(S, G, h), cos, sin)
-            v = (a @ p("wv")).view(S, G, h)
+            with amp():
+                a = rmsnorm(xin, p("attn_norm"), eps)
+                q = rope((a @ p("wq")).view(S, H, h), cos, sin)
+                k = rope((a @ p("wk")).view(S, G, h), cos, sin)
+                v = (a @ p("wv")).view(S, G, h)
             qd, kd, vd = (t.detach().requires_grad_() for t in (q, k, v))
-            with T("attention"):
+            with T("attention"), amp():
                 o = attention(qd, kd, vd)
             od = o.detach().requires_grad_()
-            y = xin + od @ p("wo")
+            with amp():
+                y = xin + od @ p("wo")
             yd = y.detach().requires_grad_()
-            with T("mlp"):
+            with T("mlp"), amp():
                 b = rmsnorm(yd, p("mlp_norm"), eps)
                 z = yd + (F.silu(b @ p("w_gate")) * (b @ p("w_up"))) @ p("w_down")
             blocks.append((xin, q, k, v, qd, kd, vd, o, od, y, yd, z))
             x = z
         xf = x.detach().requires_grad_()
-        with T("lm_head"):
-            logits = rmsnorm(xf, params["final_norm"], eps) @ params["lm_head"]
-            loss = F.cross_entropy(logits, labels, ignore_index=-100)
-            loss.backward()
+        with T("lm_head"):  # mini-sequences: each chunk's logits, loss and backward, then the norm's backward
+            with amp():
+                xn = rmsnorm(xf, params["final_norm"], eps)
+            xnd = xn.detach().requires_grad_()
+            loss = 0.0
+            for lo, hi in chunks:
+                with amp():
+                    part = F.cross_entropy(xnd[lo:hi] @ params["lm_head"], labels[lo:hi], ignore_index=-100,
+                                           reduction="sum") / (S - 1)
+                part.backward()
+                loss += part.detach()
+            xn.backward(xnd.grad)
         grad = xf.grad
         for xin, q, k, v, qd, kd, vd, o, od, y, yd, z in reversed(blocks):
             with T("mlp"):
@@ -162,13 +237,19 @@ def main():
         x_embed.backward(grad)
         with T("optimizer"):
             opt.step()
+        sync()
         T.seconds["step"] = time.perf_counter() - t0
         T.seconds["loss"] = float(loss)
         steps.append(T.seconds)
         print(f"torch step {step + 1}/{args.steps}: {T.seconds['step']:.3f} s  loss {float(loss):.4f}  " +
               "  ".join(f"{k} {v:.3f}" for k, v in T.seconds.items() if k not in ("step", "loss")), flush=True)
-    result = {"peer": "pytorch", "torch_version": torch.__version__, "threads": args.threads, "config": c,
-              "steps": steps}
+    result = {"peer": "pytorch", "torch_version": torch.__version__, "threads": args.threads, "device": dev,
+              "device_name": device_name(dev), "precision": args.precision,
+              "attention": "sdpa" if sdpa else "explicit", "gqa": "enable_gqa" if gqa else "repeat_interleave",
+              "optimizer": "adamw_fused" if fused else "adamw", "lm_head_chunks": args.lm_head_chunks,
+              "config": c, "steps": steps}
+    if dev == "cuda":
+        result["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -18,6 +18,7 @@
 #include "app/stop.hpp"
 #include "app/watchdog.hpp"
 #include "attention/strategy_factory.hpp"
+#include "core/attention_kernel.hpp"
 #include "io/h5.hpp"
 #include "io/provenance.hpp"
 #include "io/metrics_recorder.hpp"
@@ -227,6 +228,9 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
   const auto parallel = check_parallel(deck.model, deck.parallel, deck.run.seq_len, ctx.nranks);
   if (!parallel.empty()) return "deck: " + parallel;
   if (const auto zero = check_zero(deck.parallel, ctx.nranks, deck.memory.optimizer_offload); !zero.empty()) return "deck: " + zero;
+  if (const auto attention = attention_kernel_refusal(deck.model, deck.run.precision, deck.options.attention_kernel);
+      !attention.empty())
+    return "deck: " + attention;
   return check_fits(deck, ctx.nranks, available_memory(ctx.comm));
 }
 
@@ -257,6 +261,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
                 deck.resolved_yaml.c_str());
     std::fflush(stdout);
   }
+  kernels::attention_kernel_setting() = deck.options.attention_kernel;  // before anything records or runs it
   compat::declare_metadata("deck", deck.path);
   compat::declare_metadata("precision", name_of(deck.run.precision));
   MetricsRecorder recorder(ctx.comm, std::move(metrics), path);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/attention_kernel.hpp"
 #include "io/provenance.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
 #include "memory/tracker.hpp"
@@ -49,8 +50,9 @@ void print_model_states(const Deck& deck, int nranks) {
 void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeometry& g, int nranks, int D,
                  std::size_t T, const std::string& offload) {
   const auto& cfg = deck.model;
-  std::printf("model: %zu parameters, %s, memory.policy=%s, kernels %s\n", parameter_count(cfg),
-              name_of(deck.run.precision).c_str(), name_of(opts.policy).c_str(), name_of(opts.kernels).c_str());
+  std::printf("model: %zu parameters, %s, memory.policy=%s, kernels %s, attention kernel %s\n", parameter_count(cfg),
+              name_of(deck.run.precision).c_str(), name_of(opts.policy).c_str(), name_of(opts.kernels).c_str(),
+              attention_kernel_ran(cfg, deck.run.precision, opts.kernels).c_str());
   if (deck.run.precision == Precision::bf16) {
     const auto gemm = bf16_gemm_in_use();
     std::printf("bf16: activations, transfers and the weight copy in bf16; gradients, master weights, AdamW moments "

@@ -149,7 +149,6 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
                                                       rows(b.lse_block.view(), i0, i1), rows(q, i0, i1),
                                                       k_rows(kvb, rows_[blk], Gh), v_rows(kvb, rows_[blk], Gh),
                                                       row_range(q_pos, i0, i1), pos_[blk].view(), head_dim_);
-                compat::fence("ring: slice done");
                 hop.progress();
               });
               kernels::attention_merge<T>(b.o_acc.view(), lse, b.o_block.view(), b.lse_block.view(), head_dim_);
@@ -220,7 +219,6 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
                       rows(b.delta.view(), i0, i1), rows(d_o, i0, i1), rows(o, i0, i1), rows(lse, i0, i1),
                       rows(q, i0, i1), k_rows(kvb, rows_[blk], Gh), v_rows(kvb, rows_[blk], Gh),
                       row_range(q_pos, i0, i1), pos_[blk].view(), head_dim_);
-                  compat::fence("ring: slice done");
                   hop.progress();
                   acc.progress();
                 });

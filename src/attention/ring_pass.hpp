@@ -3,7 +3,7 @@
 // ring member b = (me - t) mod R, which is in buf[t % 2], while the next block
 // (member b - 1's) is received into the other buffer from the previous member
 // and this one is sent on to the next:
-//   post receive(next block) and send(this block);  compute(t, b, this block, hop);  finish
+//   post receive(next block) and send(this block), start;  compute(t, b, this block, hop);  finish
 // elements[b]: the length of member b's block in the buffer. `compute` may call
 // hop.progress() between slices (MPI moves a large message only inside MPI calls).
 #pragma once

@@ -3,9 +3,11 @@
 //   sgemm      C = A B, float, [m, k] x [k, n]
 //   bf16gemm   the same product in bf16 (fp32 accumulation, the path the run would
 //              choose: kernels/gemm_bf16_dot.hpp) beside SGEMM
-//   attention  causal flash attention forward + backward, float, S tokens on one
-//              rank (positions 0..S-1), d = heads x head dim; useful FLOPs counted
-//              as forward 2 S^2 d and backward 5 S^2 d (model_flops.hpp)
+//   attention  causal flash attention forward + backward, float or bf16, S tokens
+//              on one rank (positions 0..S-1), d = heads x head dim, by the kernel
+//              --kernel selects (run.attention_kernel's choices); useful FLOPs counted
+//              as forward 2 S^2 d and backward 5 S^2 d (model/flops.hpp), against the
+//              dense GEMM rate of the same type (and SGEMM's)
 // Times are the median of --repeats runs after a warm-up.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
@@ -14,10 +16,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <type_traits>
 #include <vector>
 
-#include "kernels/attention.hpp"
+#include "core/config.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/select.hpp"
 #include "model/flops.hpp"
 
 using namespace minilst;
@@ -63,6 +68,53 @@ double sgemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb =
   return gemm_gflops<float>(m, n, k, repeats, ta, tb);
 }
 
+
+struct AttentionBench {
+  int seq, heads, kv_heads, head_dim, repeats;
+  double sgemm;  // GFLOP/s, measured in this process
+};
+
+// Causal attention forward + backward in T by the kernel the process's setting
+// selects, printed as JSON beside the dense GEMM rate of T; 2 where the kernel asked
+// for cannot run.
+template <class T>
+int attention_bench(const AttentionBench& b) {
+  using A = accum_t<T>;
+  const std::string unavailable = kernels::tensor_core_unavailable<T>(b.head_dim);
+  if (kernels::attention_kernel_setting() == AttentionKernel::tensor_core && !unavailable.empty()) {
+    std::fprintf(stderr, "error: --kernel tensor_core: %s\n", unavailable.c_str());
+    return 2;
+  }
+  const int S = b.seq, Hh = b.heads * b.head_dim, Gh = b.kv_heads * b.head_dim;
+  Mat<T> q("q", S, Hh), kk("k", S, Gh), v("v", S, Gh), o("o", S, Hh), d_o("do", S, Hh);
+  Mat<T> dq("dq", S, Hh), dk("dk", S, Gh), dv("dv", S, Gh);
+  Mat<A> lse("lse", S, b.heads), delta("D", S, b.heads);
+  Vec<std::int64_t> pos("pos", S);
+  Kokkos::parallel_for("iota", Kokkos::RangePolicy<ExecSpace>(0, S), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
+  fill_random(q, 3, 1.0);
+  fill_random(kk, 4, 1.0);
+  fill_random(v, 5, 1.0);
+  fill_random(d_o, 6, 1.0);
+  const auto variant = KernelVariant::optimized;
+  const int h = b.head_dim;
+  const double fwd = median_seconds(b.repeats, [&] {
+    kernels::attention_forward<T>(variant, o, lse, q, kk, v, pos, pos, h);
+  });
+  const double bwd = median_seconds(b.repeats, [&] {
+    kernels::attention_backward<T>(variant, dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, pos, h);
+  });
+  const double f_fwd = attention_flops_forward(double(S), Hh), f_bwd = attention_flops_backward(double(S), Hh);
+  const double rate = (f_fwd + f_bwd) / (fwd + bwd) / 1e9;
+  const double gemm = std::is_same<T, float>::value ? b.sgemm : gemm_gflops<T>(2048, 2048, 2048, b.repeats);
+  std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"attention_kernel\": \"%s\", \"seq_len\": %d, "
+              "\"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"forward_s\": %.6f, \"backward_s\": %.6f, "
+              "\"forward_gflops\": %.2f, \"backward_gflops\": %.2f, \"gflops\": %.2f, \"gemm_gflops\": %.2f, "
+              "\"fraction_of_gemm\": %.4f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
+              std::is_same<T, bf16>::value ? "bf16" : "float", kernels::attention_kernel_name<T>(variant, h).c_str(), S,
+              b.heads, b.kv_heads, h, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9, rate, gemm, rate / gemm,
+              b.sgemm, rate / b.sgemm);
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +144,10 @@ int main(int argc, char** argv) {
   at->add_option("--kv-heads", kv_heads);
   at->add_option("--head-dim", head_dim);
   at->add_option("--repeats", repeats);
+  std::string precision = "float", kernel = "auto";
+  at->add_option("--precision", precision, "float | bf16")->check(CLI::IsMember({"float", "bf16"}));
+  at->add_option("--kernel", kernel, "auto | portable | tensor_core (run.attention_kernel)")
+      ->check(CLI::IsMember(names_of<AttentionKernel>()));
   CLI11_PARSE(app, argc, argv);
   int rc = 0;
   Kokkos::initialize(argc, argv);
@@ -111,27 +167,9 @@ int main(int argc, char** argv) {
       std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f}\n",
                   m, n, k, int(ta), int(tb), rate);
     } else {
-      const int Hh = heads * head_dim, Gh = kv_heads * head_dim;
-      Mat<float> q("q", seq, Hh), kk("k", seq, Gh), v("v", seq, Gh), o("o", seq, Hh), d_o("do", seq, Hh);
-      Mat<float> dq("dq", seq, Hh), dk("dk", seq, Gh), dv("dv", seq, Gh), lse("lse", seq, heads), delta("D", seq, heads);
-      Vec<std::int64_t> pos("pos", seq);
-      Kokkos::parallel_for("iota", Kokkos::RangePolicy<ExecSpace>(0, seq), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
-      fill_random(q, 3, 1.0);
-      fill_random(kk, 4, 1.0);
-      fill_random(v, 5, 1.0);
-      fill_random(d_o, 6, 1.0);
-      const double fwd = median_seconds(repeats, [&] {
-        kernels::attention_forward<float>(o, lse, q, kk, v, pos, pos, head_dim);
-      });
-      const double bwd = median_seconds(repeats, [&] {
-        kernels::attention_backward<float>(dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, pos, head_dim);
-      });
-      const double f_fwd = attention_flops_forward(double(seq), Hh), f_bwd = attention_flops_backward(double(seq), Hh);
-      std::printf("{\"kernel\": \"attention\", \"seq_len\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
-                  "\"forward_s\": %.6f, \"backward_s\": %.6f, \"forward_gflops\": %.2f, \"backward_gflops\": %.2f, "
-                  "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
-                  seq, heads, kv_heads, head_dim, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9,
-                  (f_fwd + f_bwd) / (fwd + bwd) / 1e9, sgemm, (f_fwd + f_bwd) / (fwd + bwd) / 1e9 / sgemm);
+      parse_name(kernel, kernels::attention_kernel_setting());
+      const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, sgemm};
+      rc = precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);
     }
   }
   Kokkos::finalize();

@@ -54,6 +54,13 @@ struct EnumNames<KernelVariant> {
       {{KernelVariant::optimized, "optimized"}, {KernelVariant::reference, "reference"}}};
 };
 
+template <>
+struct EnumNames<AttentionKernel> {
+  static constexpr std::array<std::pair<AttentionKernel, const char*>, 3> table{
+      {{AttentionKernel::automatic, "auto"}, {AttentionKernel::portable, "portable"},
+       {AttentionKernel::tensor_core, "tensor_core"}}};
+};
+
 // What the forward keeps for the backward (memory/activation_store.hpp, whose
 // store_plan() is the one place that says what each policy keeps):
 //   full                every layer's input and saved tensors on the device
@@ -85,6 +92,7 @@ struct ModelOptions {
   int lm_head_chunks = 1;   // mini-sequences of the LM head + loss (>= 1)
   OffloadOptions offload;
   KernelVariant kernels = KernelVariant::optimized;
+  AttentionKernel attention_kernel = AttentionKernel::automatic;
 };
 
 }  // namespace minilst

@@ -119,6 +119,10 @@ std::vector<KeySpec> run_keys() {
     choice("run.kernels", KernelVariant::optimized,
            "kernel implementations: the optimised ones, or the plain reference loops beside them (slow; for checking)",
            [](Deck& d) -> auto& { return d.options.kernels; }),
+    choice("run.attention_kernel", AttentionKernel::automatic,
+           "optimised attention: tensor_core (CUDA builds: bf16 operands, tf32 for fp32 runs), portable (the Kokkos "
+           "kernel, every backend) or auto (tensor cores for bf16 on CUDA builds, portable otherwise)",
+           [](Deck& d) -> auto& { return d.options.attention_kernel; }),
     integer("run.seed", 1234, 0, 9.007199254740992e15, "seed of the parameters and the synthetic data",
             [](Deck& d) -> auto& { return d.run.seed; }),
     number("run.learning_rate", "3e-4", 0, HUGE_VAL, "AdamW learning rate (>= 0)",

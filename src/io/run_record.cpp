@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "core/attention_kernel.hpp"
 #include "io/provenance.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
 #include "kernels/tile_ops.hpp"
@@ -81,8 +82,10 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
     m.attributes.reals["gemm_bf16_tiles_gflops"] = g.tiles_gflops;
   }
   text["kernel_variant"] = name_of(facts.options.kernels);
+  text["attention_kernel"] = attention_kernel_ran(deck.model, deck.run.precision, facts.options.kernels);
 #if defined(KOKKOS_ENABLE_CUDA)
-  text["attention_tile_blocking"] = "device: the team's threads";
+  text["attention_tile_blocking"] = text["attention_kernel"] == "portable" ? "device: the team's threads"
+                                                                          : "device: WMMA 16 x 16 fragments, 4 warps";
 #else
   text["attention_tile_blocking"] =  // the register blocking of the build's ISA, for the tiles' type (fp32 under bf16)
       deck.run.precision == Precision::float64 ? kernels::tile::host::blocking<double>()

@@ -76,9 +76,7 @@ ActivationStore<T>::ActivationStore(const ModelOptions& opts, int layers, const 
 
 template <class T>
 ActivationStore<T>::~ActivationStore() {
-  if (!engine_) return;
-  for (const auto& s : x_slot_) engine_->wait(s.pending);  // no copy may outlive its buffers
-  for (const auto& s : saved_slot_) engine_->wait(s.pending);
+  if (engine_) engine_->wait_all();  // no copy may outlive its buffers
 }
 
 template <class T>
@@ -90,7 +88,9 @@ void ActivationStore<T>::set_alpha(double alpha) {
 
 template <class T>
 CopyEngine::Counters ActivationStore<T>::take_counters() {
-  return engine_ ? engine_->take_counters() : CopyEngine::Counters{};
+  if (!engine_) return {};
+  engine_->wait_all();  // the compute may have ordered itself after copies the host has not seen end
+  return engine_->take_counters();
 }
 
 template <class T>
@@ -100,11 +100,18 @@ void ActivationStore<T>::block_on(CopyEngine::Ticket ticket, bool backward) {
   ScopedPhase wait(timers_, Phase::offload_wait);
   if (backward) {
     ScopedPhase prefetch(timers_, Phase::prefetch_wait);
-    engine_->wait(ticket);
-  } else {
+    engine_->order_compute_after(ticket);
+  } else if (time_forward_) {  // on the host, so that the wait can be left out of the forward's time
     engine_->wait(ticket);
     forward_wait_seconds_ += t.seconds();
+  } else {
+    engine_->order_compute_after(ticket);
   }
+}
+
+template <class T>
+void ActivationStore<T>::timed_copies_out(const char* why) const {
+  if (time_forward_) fence(why);
 }
 
 template <class T>
@@ -191,13 +198,13 @@ Mat<T> ActivationStore<T>::input(int l) {
 
 template <class T>
 LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
-  if (l == 0) {
+  if (l == 0 && time_forward_) {
     fence("activation store: forward starts");
     forward_timer_.reset();
     forward_wait_seconds_ = 0;
   }
   if (plan_.host && plan_.x_reused(l, L_)) {  // x_l is complete: on its way to host
-    fence("activation store: x ready");
+    timed_copies_out("activation store: x ready");
     auto& slot = x_slot_[x_index(l)];
     slot.pending = copy(host(l, true).x.view().data(), x_view(l).data(), row_bytes(x_view(l), shapes_.tokens),
                         CopyEngine::Direction::to_host);
@@ -212,7 +219,7 @@ LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
 
 template <class T>
 void ActivationStore<T>::to_host_saved(int l) {
-  fence("activation store: layer saved");
+  timed_copies_out("activation store: layer saved");
   auto& h = host(l, false);
   const auto& s = saved_set(l);
   const auto out = CopyEngine::Direction::to_host;
@@ -237,7 +244,7 @@ void ActivationStore<T>::forward_end(int l) {
   } else if (plan_.host && plan_.saved_reused(l, L_)) {
     to_host_saved(l);
   }
-  if (l == L_ - 1) {
+  if (l == L_ - 1 && time_forward_) {
     fence("activation store: forward done");
     forward_layer_seconds_ = std::max(0.0, forward_timer_.seconds() - forward_wait_seconds_) / L_;
   }
@@ -305,7 +312,7 @@ LayerActivations<T> ActivationStore<T>::backward_begin(int l, const LayerRecompu
 template <class T>
 void ActivationStore<T>::backward_end(int l) {
   const auto release = [&](auto& buffer, Slot& slot) {
-    if (engine_) engine_->wait(slot.pending);  // done already: only a safety net
+    if (engine_) engine_->order_compute_after(slot.pending);  // ordered by backward_begin already: a safety net
     buffer = std::decay_t<decltype(buffer)>();
     slot = Slot();
   };

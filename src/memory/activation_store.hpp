@@ -26,10 +26,19 @@
 // final norm's input) takes buffer L % n. Only tensors whose buffer is reused go
 // to host: layers 0..L-3 in full, layer L-2 only its x, layer L-1 nothing.
 // Copies run on the copy engine, overlapped with compute: x_l leaves when layer l
-// starts, the rest when its forward ends; whoever reuses a buffer waits for the
-// copy out of it. In the backward, layer l-1 comes back into its buffers while
-// layer l's backward runs. Time blocked on the engine is the phase offload_wait
-// (prefetch_wait: the part in the backward); recomputing, the phase recompute.
+// starts, the rest when its forward ends (the engine orders each copy after the
+// compute that wrote it); whoever reuses a buffer orders its compute after the
+// copy out of it (so every copy out is ordered before the forward ends, and the
+// copies back, submitted later, follow them). In the backward, layer l-1 comes
+// back into its buffers while layer l's backward runs, and its backward is
+// ordered after those copies.
+// Ordering is device side on CUDA (the host goes on) and a wait on host builds
+// (copy_engine.hpp), except in the forwards that measure the forward's time (see
+// forward_layer_seconds), which fence before their copies out and wait on the
+// host. Time spent in these calls is the phase offload_wait (prefetch_wait: the
+// part in the backward): on CUDA, outside those forwards, only the host's time to
+// enqueue the wait, a late copy showing as slower compute; recomputing is the
+// phase recompute.
 // In a counting context (memory_context.hpp) the store makes the same requests
 // and decisions with no copy engine and no data: `minilst plan`'s replay.
 #pragma once
@@ -130,9 +139,15 @@ class ActivationStore {
   void set_alpha(double alpha);               // offload: between micro-steps
   std::int64_t host_rows() const { return host_rows_; }
   const CopyEngine* engine() const { return engine_.get(); }
-  CopyEngine::Counters take_counters();       // bytes moved and engine busy time since the last call
-  // Forward compute time per layer in the last micro-step (waits on the engine excluded).
+  // Bytes moved and engine busy time since the last call; waits for every copy first.
+  CopyEngine::Counters take_counters();
+  // Forward compute time per layer in the last micro-step that measured it (waits on
+  // the engine excluded). Forwards measure it until stop_timing_forward(): they fence
+  // the compute instance at their start and end and wait for copies on the host (a
+  // device-side wait would hide inside the compute time). The offload controller
+  // stops the timing after the first step, whose measurement alpha auto uses.
   double forward_layer_seconds() const { return forward_layer_seconds_; }
+  void stop_timing_forward() { time_forward_ = false; }
 
   // Bytes of host memory the policy keeps per rank at this alpha (every layer's
   // host(), summed), and the bytes one layer copies to host: x; o + statistics;
@@ -171,6 +186,9 @@ class ActivationStore {
   void fetch(int l);                    // starts bringing layer l back into its buffers
   void block_on(CopyEngine::Ticket ticket, bool backward);
   void fence(const char* why) const;  // the compute instance (nothing to wait for when counting)
+  // Before copies out in a timed forward: a fence, so that a later host wait for
+  // them measures the copies, not the compute enqueued before them.
+  void timed_copies_out(const char* why) const;
   CopyEngine::Ticket copy(void* dst, const void* src, std::size_t bytes, CopyEngine::Direction d);
 
   MemoryPolicy policy_;
@@ -187,6 +205,7 @@ class ActivationStore {
   std::vector<SavedSet> saved_;         // device buffers of saved sets (one when transient)
   std::vector<Slot> saved_slot_;
   std::vector<HostLayer> host_;         // per layer, allocated on first use, kept across steps
+  bool time_forward_ = true;
   Kokkos::Timer forward_timer_;
   double forward_wait_seconds_ = 0, forward_layer_seconds_ = 0;
 };

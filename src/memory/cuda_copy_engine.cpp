@@ -5,33 +5,30 @@
 #include <string>
 #include <utility>
 
-#include "kernels/compat.hpp"
-
 namespace minilst {
 
 namespace {
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("copy engine: ") + what + ": " + cudaGetErrorString(e));
+void check(cudaError_t e, const char* call) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("copy engine: ") + call + " failed: " + cudaGetErrorName(e) + ": " +
+                             cudaGetErrorString(e));
 }
-using Byte = unsigned char;
-template <class Space>
-using Bytes = Kokkos::View<Byte*, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-template <class Space>
-using ConstBytes = Kokkos::View<const Byte*, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 }  // namespace
 
-CudaCopyEngine::CudaCopyEngine() {
+CudaCopyEngine::CudaCopyEngine() : compute_(Kokkos::Cuda().cuda_stream()) {
   // Non-blocking: never implicitly ordered with the legacy default stream.
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  instance_.emplace(stream_);
+  for (auto& l : lanes_) check(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 }
 
-CudaCopyEngine::~CudaCopyEngine() {
-  cudaStreamSynchronize(stream_);
-  instance_.reset();
-  for (const auto& j : jobs_) spare_events_.insert(spare_events_.end(), {j.start, j.stop});
+CudaCopyEngine::~CudaCopyEngine() {  // no throwing from a destructor: errors ignored
+  for (auto& l : lanes_) {
+    cudaStreamSynchronize(l.stream);
+    for (const auto& j : l.jobs) spare_events_.insert(spare_events_.end(), {j.start, j.stop});
+    cudaStreamDestroy(l.stream);
+  }
   for (auto e : spare_events_) cudaEventDestroy(e);
-  cudaStreamDestroy(stream_);
+  cudaEventDestroy(compute_ready_);
 }
 
 cudaEvent_t CudaCopyEngine::event() {
@@ -41,48 +38,67 @@ cudaEvent_t CudaCopyEngine::event() {
     return e;
   }
   cudaEvent_t e;
-  check(cudaEventCreate(&e), "cudaEventCreate");
+  check(cudaEventCreate(&e), "cudaEventCreate");  // timed: busy time
   return e;
 }
 
 CopyEngine::Ticket CudaCopyEngine::submit(void* dst, const void* src, std::size_t bytes, Direction direction) {
-  Job job{++submitted_, event(), event(), bytes, direction};
-  check(cudaEventRecord(job.start, stream_), "cudaEventRecord");
-  auto* d = static_cast<Byte*>(dst);
-  const auto* s = static_cast<const Byte*>(src);
-  if (direction == Direction::to_host)
-    Kokkos::deep_copy(*instance_, Bytes<compat::HostPinnedSpace>(d, bytes), ConstBytes<Kokkos::CudaSpace>(s, bytes));
-  else
-    Kokkos::deep_copy(*instance_, Bytes<Kokkos::CudaSpace>(d, bytes), ConstBytes<compat::HostPinnedSpace>(s, bytes));
-  check(cudaEventRecord(job.stop, stream_), "cudaEventRecord");
-  jobs_.push_back(job);
+  Lane& l = lane(direction);
+  // The copy waits for the compute enqueued so far; a later record does not change
+  // a wait already enqueued, so one event serves every submit.
+  check(cudaEventRecord(compute_ready_, compute_), "cudaEventRecord");
+  check(cudaStreamWaitEvent(l.stream, compute_ready_, 0), "cudaStreamWaitEvent");
+  Job job{++submitted_, event(), event(), bytes};
+  check(cudaEventRecord(job.start, l.stream), "cudaEventRecord");
+  const auto kind = direction == Direction::to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+  check(cudaMemcpyAsync(dst, src, bytes, kind, l.stream), "cudaMemcpyAsync");
+  check(cudaEventRecord(job.stop, l.stream), "cudaEventRecord");
+  l.jobs.push_back(job);
   return job.ticket;
 }
 
+const CudaCopyEngine::Job* CudaCopyEngine::pending(Ticket ticket) const {
+  for (const auto& l : lanes_)
+    for (const auto& j : l.jobs)
+      if (j.ticket == ticket) return &j;
+  return nullptr;
+}
+
 void CudaCopyEngine::retire() {
-  while (!jobs_.empty()) {
-    const Job& j = jobs_.front();
-    const cudaError_t state = cudaEventQuery(j.stop);
-    if (state == cudaErrorNotReady) return;
-    check(state, "cudaEventQuery");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, j.start, j.stop), "cudaEventElapsedTime");
-    counters_.busy_seconds += 1e-3 * ms;
-    (j.direction == Direction::to_host ? counters_.bytes_to_host : counters_.bytes_to_device) += j.bytes;
-    spare_events_.insert(spare_events_.end(), {j.start, j.stop});
-    retired_ = j.ticket;
-    jobs_.pop_front();
+  for (auto& l : lanes_) {
+    while (!l.jobs.empty()) {
+      const Job& j = l.jobs.front();
+      const cudaError_t state = cudaEventQuery(j.stop);
+      if (state == cudaErrorNotReady) break;
+      check(state, "cudaEventQuery");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, j.start, j.stop), "cudaEventElapsedTime");
+      counters_.busy_seconds += 1e-3 * ms;
+      (l.direction == Direction::to_host ? counters_.bytes_to_host : counters_.bytes_to_device) += j.bytes;
+      spare_events_.insert(spare_events_.end(), {j.start, j.stop});
+      l.jobs.pop_front();
+    }
   }
 }
 
 bool CudaCopyEngine::done(Ticket ticket) {
   retire();
-  return retired_ >= ticket;
+  return pending(ticket) == nullptr;
 }
 
 void CudaCopyEngine::wait(Ticket ticket) {
-  for (const auto& j : jobs_)
-    if (j.ticket == ticket) check(cudaEventSynchronize(j.stop), "cudaEventSynchronize");
+  if (const Job* j = pending(ticket)) check(cudaEventSynchronize(j->stop), "cudaEventSynchronize");
+  retire();
+}
+
+void CudaCopyEngine::order_compute_after(Ticket ticket) {
+  // The compute stream waits on the copy's stop event as recorded now: recycling
+  // the event after the copy completes does not change that wait.
+  if (const Job* j = pending(ticket)) check(cudaStreamWaitEvent(compute_, j->stop, 0), "cudaStreamWaitEvent");
+}
+
+void CudaCopyEngine::wait_all() {
+  for (auto& l : lanes_) check(cudaStreamSynchronize(l.stream), "cudaStreamSynchronize");
   retire();
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/compat.hpp"
+
 namespace minilst {
 
 namespace {
@@ -30,6 +32,7 @@ std::string HostCopyEngine::name() const {
 }
 
 CopyEngine::Ticket HostCopyEngine::submit(void* dst, const void* src, std::size_t bytes, Direction direction) {
+  compat::fence("copy engine: source ready");
   std::lock_guard<std::mutex> lock(mutex_);
   queue_.push_back({dst, src, bytes, direction});
   const Ticket ticket = ++submitted_;
@@ -45,6 +48,11 @@ bool HostCopyEngine::done(Ticket ticket) {
 void HostCopyEngine::wait(Ticket ticket) {
   std::unique_lock<std::mutex> lock(mutex_);
   finished_.wait(lock, [&] { return completed_ >= ticket; });
+}
+
+void HostCopyEngine::wait_all() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  finished_.wait(lock, [&] { return completed_ >= submitted_; });
 }
 
 CopyEngine::Counters HostCopyEngine::take_counters() {

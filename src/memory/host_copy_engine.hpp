@@ -1,8 +1,11 @@
 // Host builds' copy engine: one worker thread runs the copies (memcpy between a
 // device-space and a host-space allocation, both in host memory here) in
-// submission order. With a bandwidth cap the worker copies in 1 MiB pieces and
-// sleeps so that no copy finishes before bytes / bandwidth after the link became
-// free: a laptop models a PCIe or NVLink-C2C link, and the stalls it causes.
+// submission order, both directions alike. submit fences the compute instance
+// (the copy reads what compute wrote); order_compute_after is a wait (compute
+// runs on the host's threads). With a bandwidth cap the worker copies in 1 MiB
+// pieces and sleeps so that no copy finishes before bytes / bandwidth after the
+// link became free: a laptop models a PCIe or NVLink-C2C link, and the stalls it
+// causes.
 #pragma once
 
 #include <condition_variable>
@@ -25,6 +28,8 @@ class HostCopyEngine final : public CopyEngine {
   Ticket submit(void* dst, const void* src, std::size_t bytes, Direction direction) override;
   bool done(Ticket ticket) override;
   void wait(Ticket ticket) override;
+  void order_compute_after(Ticket ticket) override { wait(ticket); }
+  void wait_all() override;
   Counters take_counters() override;
 
  private:

@@ -88,6 +88,7 @@ void OffloadController<T>::after_first_step(ActivationStore<T>& store, const Cop
   if (!active_) return;
   bandwidth_ = moved.busy_seconds > 0 ? double(moved.bytes_to_host + moved.bytes_to_device) / moved.busy_seconds : 0;
   layer_seconds_ = store.forward_layer_seconds();
+  store.stop_timing_forward();
   if (!(policy_ == MemoryPolicy::offload && settings_.alpha_auto)) return;
   const auto bytes = ActivationStore<T>::layer_copy_bytes(shapes_);
   const AlphaInputs in{bytes.x, bytes.o, bytes.rest, bandwidth_, layer_seconds_, alpha_host_max_};

@@ -7,7 +7,8 @@
 //                          the most traffic (and sizes the host buffers once)
 //   after the first step   MEMO's alpha (offload_alpha.hpp) from what that step measured:
 //                          the copy engine's bandwidth and one layer's forward time,
-//                          the smallest over ranks
+//                          the smallest over ranks; later forwards are not timed
+//                          (ActivationStore::stop_timing_forward)
 //   metrics               offload_* root attributes (engine, measurements, budget, alpha)
 // Collective over `comm` where it says so.
 #pragma once
@@ -47,7 +48,8 @@ class OffloadController {
   double largest_alpha() const { return alpha_max_used_; }
 
   std::string describe(const ActivationStore<T>& store) const;  // the start-up line (rank 0 prints it)
-  // Collective. After the first step: measures, and with alpha auto solves and sets the store's alpha.
+  // Collective. After the first step: measures, stops the store's forward timing, and
+  // with alpha auto solves and sets the store's alpha.
   void after_first_step(ActivationStore<T>& store, const CopyEngine::Counters& moved, MPI_Comm comm, bool print);
   RunAttributes attributes(const ActivationStore<T>& store) const;
 

@@ -271,7 +271,7 @@ void ModelStates<T>::drain(Bucket& b) {
   const auto recv = part(zero_.ranks > 1 ? b.recv.view() : b.grads.view(), 0, s.count);
   if (zero_.optimizer_offload) {  // to the host as it is produced (the copy engine), added there by land()
     land(b);
-    compat::fence("reduced shard ready");
+    // The engine orders the copy after the compute (and the reduce-scatter waited above) that produced recv.
     b.copy = engine_->submit(b.incoming.view().data(), recv.data(), s.count * sizeof(M), CopyEngine::Direction::to_host);
     b.copied_unit = b.unit;
   } else {
@@ -283,7 +283,7 @@ void ModelStates<T>::drain(Bucket& b) {
 template <class T>
 void ModelStates<T>::land(Bucket& b) {
   if (b.copied_unit < 0) return;
-  engine_->wait(b.copy);
+  engine_->wait(b.copy);  // on the host: the host adds it
   const Span s = span(b.copied_unit);
   const auto in = part(b.incoming.view(), 0, s.count);
   const auto acc = part(host_grads_.view(), s.shard, s.count);

@@ -1,7 +1,16 @@
 // The operations the parallel strategies need, behind one interface: the
 // strategies never see MPI or NCCL. Buffers are raw pointers to memory the
 // backend can read (host memory for MPI here; device memory for NCCL and
-// CUDA-aware MPI); callers fence their execution space before a call.
+// CUDA-aware MPI).
+// Ordering with the caller's compute, two kinds of backend:
+//   host-ordered (MPI): an operation uses its buffers from the call that posts it
+//     until its wait returns, so the caller fences its compute before posting,
+//     and the data is there when wait() returns;
+//   device-ordered (NCCL): every operation runs on the communicator's own stream,
+//     after the work the compute stream holds when the operation is launched (no
+//     host fence needed), and wait() makes the compute stream wait for it (device
+//     side) and returns at once; a host that reads the data fences the compute
+//     stream after wait(). Blocking operations return with the data in place.
 // Every call counts the bytes this rank sends to *other* ranks, per operation
 // name, so the metrics can show (and tests can check) communication volume.
 // No Kokkos here: the NCCL backend compiles against the CUDA toolkit alone.
@@ -42,6 +51,8 @@ class Communicator {
   // Whether a posted isend/irecv moves while the caller computes (the ring's
   // overlap); false where transfers start only at their wait.
   virtual bool overlaps_transfers() const = 0;
+  // Whether operations are ordered with the compute stream on the device (above).
+  virtual bool device_ordered() const = 0;
 
   // Personalised all-to-all: to peer p send counts[p] elements from send + sdispls[p],
   // receive rcounts[p] elements at recv + rdispls[p] (elements, not bytes).
@@ -61,13 +72,18 @@ class Communicator {
                                 const std::string& op) = 0;
   virtual RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
                                          const std::string& op) = 0;
-  // Non-blocking point to point (ring hops).
+  // Non-blocking point to point (ring hops). A backend may hold posted transfers
+  // back until launch(tag) or the first wait on the tag (NCCL: the transfers of a
+  // hop must start as one group), so both sides post a tag's transfers in the same
+  // order and launch it at corresponding points.
   virtual RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag,
                            const std::string& op) = 0;
   virtual RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) = 0;
+  virtual void launch(int tag) = 0;  // starts the tag's transfers posted so far
   virtual void wait(RequestPtr& request) = 0;  // completes and clears it (null: no-op)
   // Lets a pending transfer progress without blocking (MPI moves large messages
   // only inside MPI calls unless it has a progress thread); true when complete.
+  // The request stays for wait().
   virtual bool test(RequestPtr& request) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.

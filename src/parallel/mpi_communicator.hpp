@@ -20,6 +20,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
   bool overlaps_transfers() const override { return true; }  // progressed by test() between compute slices
+  bool device_ordered() const override { return false; }
   MPI_Comm comm() const { return comm_; }
 
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
@@ -31,6 +32,7 @@ class MpiCommunicator final : public Communicator {
                                  const std::string& op) override;
   RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override;
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override;
+  void launch(int) override {}  // isend/irecv are under way from the call
   void wait(RequestPtr& request) override;
   bool test(RequestPtr& request) override;
   void barrier() override;

@@ -63,12 +63,12 @@ class Group {
 
 struct NcclCommunicator::Batch {
   bool launched = false;
-  cudaEvent_t event = nullptr;  // recorded after the batch's ncclGroupEnd
+  cudaEvent_t event = nullptr;  // recorded on the communicator's stream after the batch
   Batch() = default;
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
   ~Batch() {
-    if (event) cudaEventDestroy(event);  // no throwing from a destructor
+    if (event) cudaEventDestroy(event);  // no throwing from a destructor; a stream still waiting on it is unaffected
   }
 };
 
@@ -80,8 +80,8 @@ class NcclCommunicator::NcclRequest final : public Request {
   int tag;
 };
 
-NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t stream, bool own)
-    : mpi_(comm), own_(own), stream_(stream) {
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t compute, bool own)
+    : mpi_(comm), own_(own), compute_(compute) {
   try {
     MPI_Comm_rank(mpi_, &rank_);
     MPI_Comm_size(mpi_, &size_);
@@ -89,23 +89,46 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t stream, bool own)
     if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     MPI_Bcast(&id, int(sizeof(ncclUniqueId)), MPI_BYTE, 0, mpi_);
     nccl_check(ncclCommInitRank(&nccl_, size_, id, rank_), "ncclCommInitRank");
+    // Non-blocking: never implicitly ordered with the legacy default stream.
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    cuda_check(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   } catch (...) {
-    if (own_) MPI_Comm_free(&mpi_);  // the destructor does not run for a failed constructor
+    release();  // the destructor does not run for a failed constructor
     throw;
   }
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  pending_.clear();  // never-waited transfers are dropped, not launched (see the header)
+  pending_.clear();  // never-launched transfers are dropped (see the header)
+  if (stream_) cudaStreamSynchronize(stream_);  // no throwing from a destructor
+  release();
+}
+
+void NcclCommunicator::release() noexcept {
+  if (compute_ready_) cudaEventDestroy(compute_ready_);
+  if (stream_) cudaStreamDestroy(stream_);
   if (nccl_) ncclCommDestroy(nccl_);
   if (own_) MPI_Comm_free(&mpi_);
 }
 
-void NcclCommunicator::flush(int tag) {
+void NcclCommunicator::after_compute() {
+  // A later record does not change a wait already enqueued, so one event serves every launch.
+  cuda_check(cudaEventRecord(compute_ready_, compute_), "cudaEventRecord");
+  cuda_check(cudaStreamWaitEvent(stream_, compute_ready_, 0), "cudaStreamWaitEvent");
+}
+
+void NcclCommunicator::complete(Batch& batch) {
+  batch.launched = true;
+  cuda_check(cudaEventCreateWithFlags(&batch.event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cuda_check(cudaEventRecord(batch.event, stream_), "cudaEventRecord");
+}
+
+void NcclCommunicator::launch(int tag) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;
   Pending p = std::move(it->second);
   pending_.erase(it);
+  after_compute();
   Group group(nccl_);
   for (const PendingOp& o : p.ops) {
     if (o.send)
@@ -114,9 +137,7 @@ void NcclCommunicator::flush(int tag) {
       nccl_check(ncclRecv(o.buf, o.count, nccl_type(o.type), o.peer, nccl_, stream_), "ncclRecv", nccl_);
   }
   group.end();
-  p.batch->launched = true;
-  cuda_check(cudaEventCreateWithFlags(&p.batch->event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  cuda_check(cudaEventRecord(p.batch->event, stream_), "cudaEventRecord");
+  complete(*p.batch);
 }
 
 RequestPtr NcclCommunicator::post(const PendingOp& o, int tag) {
@@ -127,6 +148,13 @@ RequestPtr NcclCommunicator::post(const PendingOp& o, int tag) {
   if (!p.batch) p.batch = std::make_shared<Batch>();
   p.ops.push_back(o);
   return std::make_unique<NcclRequest>(this, p.batch, tag);
+}
+
+NcclCommunicator::NcclRequest& NcclCommunicator::request_of(const RequestPtr& request, const char* call) const {
+  auto* r = dynamic_cast<NcclRequest*>(request.get());
+  if (!r || r->owner != this)
+    throw std::logic_error(std::string("NcclCommunicator::") + call + ": not a request of this communicator");
+  return *r;
 }
 
 void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
@@ -144,6 +172,7 @@ void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_
   if (self_send != self_recv)
     throw std::runtime_error("NcclCommunicator::alltoallv: send and receive counts to self differ");
   std::uint64_t sent = 0;
+  after_compute();
   {
     Group group(nccl_);
     for (int p = 0; p < size_; ++p) {
@@ -172,6 +201,7 @@ void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_
 void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const std::string& op) {
   if (type == DType::bf16) throw std::logic_error("NcclCommunicator::allreduce_sum: bf16 is moved, not summed (sum in fp32)");
   if (size_ == 1) return;
+  after_compute();
   nccl_check(ncclAllReduce(buf, buf, n, nccl_type(type), ncclSum, nccl_, stream_), "ncclAllReduce", nccl_);
   cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   count(op, n * dtype_bytes(type));  // the payload each rank contributes, as the MPI backend counts it
@@ -179,15 +209,14 @@ void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const
 
 RequestPtr NcclCommunicator::launched(const std::string& op, std::uint64_t bytes) {
   auto batch = std::make_shared<Batch>();
-  batch->launched = true;
-  cuda_check(cudaEventCreateWithFlags(&batch->event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  cuda_check(cudaEventRecord(batch->event, stream_), "cudaEventRecord");
+  complete(*batch);
   count(op, bytes);
   return std::make_unique<NcclRequest>(this, std::move(batch), -1);
 }
 
 RequestPtr NcclCommunicator::iallgather(const void* send, void* recv, std::size_t n, DType type,
                                         const std::string& op) {
+  after_compute();
   nccl_check(ncclAllGather(send, recv, n, nccl_type(type), nccl_, stream_), "ncclAllGather", nccl_);
   return launched(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
 }
@@ -196,6 +225,7 @@ RequestPtr NcclCommunicator::ireduce_scatter_sum(const void* send, void* recv, s
                                                  const std::string& op) {
   if (type == DType::bf16)
     throw std::logic_error("NcclCommunicator::ireduce_scatter_sum: bf16 is moved, not summed (sum in fp32)");
+  after_compute();
   nccl_check(ncclReduceScatter(send, recv, n, nccl_type(type), ncclSum, nccl_, stream_), "ncclReduceScatter", nccl_);
   return launched(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
 }
@@ -213,20 +243,30 @@ RequestPtr NcclCommunicator::irecv(void* buf, std::size_t n, DType type, int pee
 
 void NcclCommunicator::wait(RequestPtr& request) {
   if (!request) return;
-  auto* r = dynamic_cast<NcclRequest*>(request.get());
-  if (!r || r->owner != this) throw std::logic_error("NcclCommunicator::wait: not a request of this communicator");
-  if (!r->batch->launched) {
-    auto it = pending_.find(r->tag);
-    if (it == pending_.end() || it->second.batch != r->batch)
+  NcclRequest& r = request_of(request, "wait");
+  if (!r.batch->launched) {
+    auto it = pending_.find(r.tag);
+    if (it == pending_.end() || it->second.batch != r.batch)
       throw std::runtime_error("NcclCommunicator::wait: the transfer's launch failed earlier");
-    flush(r->tag);
+    launch(r.tag);
   }
-  if (!r->batch->event) throw std::runtime_error("NcclCommunicator::wait: the transfer's launch failed earlier");
-  cuda_check(cudaEventSynchronize(r->batch->event), "cudaEventSynchronize");
+  if (!r.batch->event) throw std::runtime_error("NcclCommunicator::wait: the transfer's launch failed earlier");
+  cuda_check(cudaStreamWaitEvent(compute_, r.batch->event, 0), "cudaStreamWaitEvent");
   request.reset();  // the last request of a batch destroys its event
 }
 
+bool NcclCommunicator::test(RequestPtr& request) {
+  if (!request) return true;
+  const NcclRequest& r = request_of(request, "test");
+  if (!r.batch->event) return false;  // not launched yet
+  const cudaError_t state = cudaEventQuery(r.batch->event);
+  if (state == cudaErrorNotReady) return false;
+  cuda_check(state, "cudaEventQuery");
+  return true;
+}
+
 void NcclCommunicator::barrier() {
+  cuda_check(cudaStreamSynchronize(compute_), "cudaStreamSynchronize");
   cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   MPI_Barrier(mpi_);
 }
@@ -236,7 +276,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) const 
   MPI_Comm_split(mpi_, color, key, &sub);
   if (sub == MPI_COMM_NULL)
     throw std::runtime_error("NcclCommunicator::split: this rank is in no part (color MPI_UNDEFINED)");
-  return std::make_unique<NcclCommunicator>(sub, stream_, true);
+  return std::make_unique<NcclCommunicator>(sub, compute_, true);
 }
 
 }  // namespace minilst

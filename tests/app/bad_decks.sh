@@ -57,6 +57,8 @@ set_ "model.layers = '2.5': expected an integer"                       model.lay
 set_ "run.precision = 'half': allowed values: float\|double\|bf16"     run.precision=half
 set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|checkpoint_offload\|offload" memory.policy=swap
 set_ "memory.offload_alpha = '1.5': must be in \[0, 1\]"               memory.offload_alpha=1.5
+set_ "run.attention_kernel = 'flash': allowed values: auto\|portable\|tensor_core" run.attention_kernel=flash
+set_ "run.attention_kernel: tensor_core: the tensor-core kernels "      run.attention_kernel=tensor_core run.precision=double
 set_ "memory.offload_alpha = '-0.1': must be in \[0, 1\]"              memory.offload_alpha=-0.1
 set_ "parallel.zero = '4': must be in \[0, 3\]"                         parallel.zero=4
 set_ "memory.optimizer_offload = 'yes': allowed values: true\|false"    memory.optimizer_offload=yes

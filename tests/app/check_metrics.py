@@ -39,6 +39,8 @@ def read(path):
     check(not missing, f"{path}: provenance keys present (missing: {missing})")
     check(a["kernel_variant"] == "optimized" and a["cpu_isa"] != "" and int(a["memory_bytes"]) > 0,
           f"{path}: kernel_variant, the machine's CPU ISA and memory recorded")
+    check(a["attention_kernel"] in ("portable", "tensor_core_bf16", "tensor_core_tf32"),
+          f"{path}: the attention kernel that ran recorded ({a.get('attention_kernel')})")
     cfg = yaml.safe_load(a["config"])
     check(cfg["model"]["layers"] == 4 and "policy" in cfg["memory"], f"{path}: resolved deck stored in 'config'")
 
