@@ -7,7 +7,9 @@
 //   tiles    row-major in shared memory, rows padded by 16 bytes (bank spread;
 //            keeps every 16-row fragment 32-byte aligned, as WMMA requires)
 //   S2       scores in log2 units, S2 = log2(e) q.k / sqrt(h), so exp is exp2
-//   lanes    in a warp's softmax, lane l owns half of row l / 2 of its 16-row strip
+//   lanes    in a warp's softmax, lane l owns the even (l even) or odd columns of
+//            row l / 2 of its 16-row strip: the two lanes of a row touch adjacent
+//            words, which halves the bank conflicts of contiguous halves
 #include "kernels/attention_tensor_core.hpp"
 
 #include <cuda_bf16.h>
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Problem<T> 
   __syncthreads();
   const std::int64_t q_hi = highest(qp, nq);
 
-  const int r = lane / 2, half = lane % 2;  // this lane: half `half` of strip row r
+  const int r = lane / 2, half = lane % 2;  // this lane: strip row r, keys of parity `half`, half `half` of O's row
   const int row = warp * kStrip + r;
   const std::int64_t pos = qp[row];
   const float scale2 = p.scale * kLog2e;
@@ -218,13 +220,12 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Problem<T> 
       wmma::store_matrix_sync(Sw + t * 16, acc, L::lds, wmma::mem_row_major);
     }
     __syncwarp();
-    // Online softmax of row r over this lane's 32 keys; the pair of lanes of a row
-    // combine their max and sum by a shuffle.
-    float* s = Sw + r * L::lds + half * 32;
-    const std::int64_t* kpp = kp + half * 32;
+    // Online softmax of row r over this lane's 32 keys (columns half, half + 2, ...);
+    // the pair of lanes of a row combine their max and sum by a shuffle.
+    float* s = Sw + r * L::lds;
     float mx = neg_inf;
-    for (int c = 0; c < 32; ++c) {
-      const float x = kpp[c] <= pos ? s[c] * scale2 : neg_inf;
+    for (int c = half; c < kKeys; c += 2) {
+      const float x = kp[c] <= pos ? s[c] * scale2 : neg_inf;
       s[c] = x;
       mx = fmaxf(mx, x);
     }
@@ -233,8 +234,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Problem<T> 
     const float base = m_new == neg_inf ? 0.f : m_new;  // a row that sees nothing yet: exp2(-inf) = 0
     const float corr = exp2f(m - base);
     float sum = 0.f;
-    E* pr = Pw + r * L::ldp + half * 32;
-    for (int c = 0; c < 32; ++c) {
+    E* pr = Pw + r * L::ldp;
+    for (int c = half; c < kKeys; c += 2) {
       const E e = O::round(exp2f(s[c] - base));
       pr[c] = e;
       sum += float(e);  // the rounded weights P V multiplies, so O stays normalised
@@ -364,7 +365,7 @@ __global__ void __launch_bounds__(kThreads)
   float* dPw = dPt + warp * kStrip * L::lds;
   E* Pw = Pt + warp * kStrip * L::ldp;
   E* dSw = dSt + warp * kStrip * L::ldp;
-  const int r = lane / 2, half = lane % 2;  // this lane: key row r of the strip, queries half*16 ..
+  const int r = lane / 2, half = lane % 2;  // this lane: key row r of the strip, every other query
   const std::int64_t key_pos = kp[warp * kStrip + r];
 
   FragC<O> dK[H / 16], dV[H / 16];
@@ -396,7 +397,7 @@ __global__ void __launch_bounds__(kThreads)
         wmma::store_matrix_sync(dPw + t * 16, acc, L::lds, wmma::mem_row_major);
       }
       __syncwarp();
-      for (int c = half * 16; c < half * 16 + 16; ++c) {
+      for (int c = half; c < kQueries; c += 2) {
         const Grad gr = softmax_grad(Sw[r * L::lds + c], dPw[r * L::lds + c], scale2, lse2[c], D[c], key_pos <= qp[c]);
         Pw[r * L::ldp + c] = O::round(gr.p);
         dSw[r * L::ldp + c] = O::round(gr.ds);
@@ -458,7 +459,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Problem<T> p, co
   const std::int64_t q_hi = highest(qp, nq);
   const float scale2 = p.scale * kLog2e;
 
-  const int r = lane / 2, half = lane % 2;  // this lane: half `half` of strip row r
+  const int r = lane / 2, half = lane % 2;  // this lane: strip row r, keys of parity `half`
   const int row = warp * kStrip + r;
   float* Sw = Ss + warp * kStrip * L::lds;
   float* dPw = dPs + warp * kStrip * L::lds;
@@ -487,7 +488,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Problem<T> p, co
       wmma::store_matrix_sync(dPw + t * 16, acc, L::lds, wmma::mem_row_major);
     }
     __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
+    for (int c = half; c < kKeys; c += 2) {
       const Grad gr = softmax_grad(Sw[r * L::lds + c], dPw[r * L::lds + c], scale2, lse2[row], D[row], kp[c] <= qp[row]);
       dSw[r * L::ldp + c] = O::round(gr.ds);
     }
@@ -521,6 +522,15 @@ int largest_layout() {
   const int f = shared_bytes<ForwardLayout<O, H>>(), a = shared_bytes<DkDvLayout<O, H>>(),
             b = shared_bytes<DqLayout<O, H>>();
   return f > a ? (f > b ? f : b) : (a > b ? a : b);
+}
+
+// Lets `kernel` use `bytes` of shared memory (above the 48 KiB default); once per
+// kernel and process (one GPU per rank).
+template <class Kernel>
+bool opt_in(Kernel kernel, int bytes, const char* which) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+        (std::string("cudaFuncSetAttribute (") + which + ")").c_str());
+  return true;
 }
 
 template <class T>
@@ -559,8 +569,8 @@ void forward(const Problem<T>& p, T* o, float* lse, cudaStream_t stream) {
   const int bytes = shared_bytes<ForwardLayout<Operand<T>, H>>();
   const dim3 grid((p.Sq + kRows - 1) / kRows, p.Hq);
   if (grid.x == 0) return;
-  check(cudaFuncSetAttribute(attention_forward_kernel<T, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-        "cudaFuncSetAttribute (forward)");
+  static const bool opted_in = opt_in(attention_forward_kernel<T, H>, bytes, "forward");
+  (void)opted_in;
   attention_forward_kernel<T, H><<<grid, kThreads, bytes, stream>>>(p, o, lse);
   check(cudaGetLastError(), "forward launch");
 }
@@ -572,10 +582,9 @@ void backward(const Problem<T>& p, float* delta, T* dq, T* dk, T* dv, cudaStream
   attention_delta_kernel<T, H><<<unsigned((pairs + kWarps - 1) / kWarps), kThreads, 0, stream>>>(p, delta);
   check(cudaGetLastError(), "delta launch");
   const int kv_bytes = shared_bytes<DkDvLayout<O, H>>(), q_bytes = shared_bytes<DqLayout<O, H>>();
-  check(cudaFuncSetAttribute(attention_dkdv_kernel<T, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, kv_bytes),
-        "cudaFuncSetAttribute (dK dV)");
-  check(cudaFuncSetAttribute(attention_dq_kernel<T, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, q_bytes),
-        "cudaFuncSetAttribute (dQ)");
+  static const bool opted_in = opt_in(attention_dkdv_kernel<T, H>, kv_bytes, "dK dV") &&
+                               opt_in(attention_dq_kernel<T, H>, q_bytes, "dQ");
+  (void)opted_in;
   attention_dkdv_kernel<T, H><<<dim3((p.Sk + kRows - 1) / kRows, p.Gk), kThreads, kv_bytes, stream>>>(p, delta, dk, dv);
   check(cudaGetLastError(), "dK dV launch");
   attention_dq_kernel<T, H><<<dim3((p.Sq + kRows - 1) / kRows, p.Hq), kThreads, q_bytes, stream>>>(p, delta, dq);
@@ -629,6 +638,8 @@ void attention_backward_tensor_core(const Mat<T>& dq, const Mat<T>& dk, const Ma
   if (d_o.stride(0) != q.stride(0) || o.stride(0) != q.stride(0) || dq.stride(0) != q.stride(0) ||
       dk.stride(0) != k.stride(0) || dv.stride(0) != v.stride(0) || delta.stride(0) != lse.stride(0))
     throw std::logic_error("attention (tensor cores): gradients must have their inputs' row strides");
+  if (reinterpret_cast<std::uintptr_t>(d_o.data()) % 16 != 0)
+    throw std::logic_error("attention (tensor cores): dO rows must start on 16-byte boundaries");
   const auto p = problem<T>(q, k, v, d_o.data(), o.data(), lse.data(), std::int64_t(lse.stride(0)), q_pos, k_pos,
                             head_dim);
   for_head_dim(head_dim, [&](auto H) {
