@@ -10,9 +10,9 @@
 //     and tests the transfers (MPI moves a large message only inside MPI calls);
 //     finish() returns with the data in place, and ring_wait is the time blocked;
 //   device-ordered (NCCL): no host fence; the transfers wait on the device for the
-//     compute enqueued before start(), finish() makes the compute stream wait for
-//     them, and ring_wait is only the host time of those calls: a late transfer
-//     shows as a stall of the compute after finish() instead.
+//     compute enqueued before start(), and finish() makes the compute stream wait
+//     for them. ring_wait's timer fences the compute stream at its end (every timed
+//     phase does), so it is the stall a late transfer causes, as on MPI.
 #pragma once
 
 #include <vector>

@@ -82,6 +82,7 @@ ActivationStore<T>::~ActivationStore() {
 template <class T>
 void ActivationStore<T>::set_alpha(double alpha) {
   if (!(alpha >= 0.0 && alpha <= 1.0)) throw std::invalid_argument("offload alpha must be in [0, 1]");
+  if (engine_) engine_->wait_all();  // a larger alpha regrows the pinned buffers copies may still read
   alpha_ = alpha;
   host_rows_ = policy_ == MemoryPolicy::offload ? offload_host_rows(alpha, shapes_.tokens) : 0;
 }
@@ -96,7 +97,8 @@ CopyEngine::Counters ActivationStore<T>::take_counters() {
 template <class T>
 void ActivationStore<T>::block_on(CopyEngine::Ticket ticket, bool backward) {
   if (ticket == 0 || engine_->done(ticket)) return;
-  Kokkos::Timer t;
+  if (time_forward_ && !backward) compat::fence("offload: the forward's compute before timing its copy wait");
+  Kokkos::Timer t;  // after that fence: only the copy's wait counts
   ScopedPhase wait(timers_, Phase::offload_wait);
   if (backward) {
     ScopedPhase prefetch(timers_, Phase::prefetch_wait);

@@ -36,9 +36,8 @@
 // (copy_engine.hpp), except in the forwards that measure the forward's time (see
 // forward_layer_seconds), which fence before their copies out and wait on the
 // host. Time spent in these calls is the phase offload_wait (prefetch_wait: the
-// part in the backward): on CUDA, outside those forwards, only the host's time to
-// enqueue the wait, a late copy showing as slower compute; recomputing is the
-// phase recompute.
+// part in the backward); the phase timer fences the compute instance at its ends,
+// so on CUDA too it is the stall the wait causes. Recomputing is the phase recompute.
 // In a counting context (memory_context.hpp) the store makes the same requests
 // and decisions with no copy engine and no data: `minilst plan`'s replay.
 #pragma once

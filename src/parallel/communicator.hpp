@@ -6,11 +6,11 @@
 //   host-ordered (MPI): an operation uses its buffers from the call that posts it
 //     until its wait returns, so the caller fences its compute before posting,
 //     and the data is there when wait() returns;
-//   device-ordered (NCCL): every operation runs on the communicator's own stream,
-//     after the work the compute stream holds when the operation is launched (no
-//     host fence needed), and wait() makes the compute stream wait for it (device
-//     side) and returns at once; a host that reads the data fences the compute
-//     stream after wait(). Blocking operations return with the data in place.
+//   device-ordered (NCCL): every operation runs on a communication stream (one for
+//     a communicator and the parts split from it), after the work the compute
+//     stream holds when the operation is launched (no host fence needed), and
+//     wait() makes the compute stream wait for it (device side) and returns at
+//     once; a host that reads the data fences the compute stream after wait(). Blocking operations return with the data in place.
 // Every call counts the bytes this rank sends to *other* ranks, per operation
 // name, so the metrics can show (and tests can check) communication volume.
 // No Kokkos here: the NCCL backend compiles against the CUDA toolkit alone.

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace minilst {
 
@@ -81,7 +82,10 @@ class NcclCommunicator::NcclRequest final : public Request {
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t compute, bool own)
-    : mpi_(comm), own_(own), compute_(compute) {
+    : NcclCommunicator(comm, compute, own, nullptr) {}
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t compute, bool own, SharedStream stream)
+    : mpi_(comm), own_(own), compute_(compute), shared_stream_(std::move(stream)) {
   try {
     MPI_Comm_rank(mpi_, &rank_);
     MPI_Comm_size(mpi_, &size_);
@@ -89,8 +93,12 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t compute, bool own
     if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     MPI_Bcast(&id, int(sizeof(ncclUniqueId)), MPI_BYTE, 0, mpi_);
     nccl_check(ncclCommInitRank(&nccl_, size_, id, rank_), "ncclCommInitRank");
-    // Non-blocking: never implicitly ordered with the legacy default stream.
-    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    if (!shared_stream_) {  // non-blocking: never implicitly ordered with the legacy default stream
+      cudaStream_t created = nullptr;
+      cuda_check(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      shared_stream_ = SharedStream(created, [](cudaStream_t s) { cudaStreamDestroy(s); });
+    }
+    stream_ = shared_stream_.get();
     cuda_check(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   } catch (...) {
     release();  // the destructor does not run for a failed constructor
@@ -106,7 +114,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 void NcclCommunicator::release() noexcept {
   if (compute_ready_) cudaEventDestroy(compute_ready_);
-  if (stream_) cudaStreamDestroy(stream_);
+  shared_stream_.reset();  // the stream goes with its last communicator
   if (nccl_) ncclCommDestroy(nccl_);
   if (own_) MPI_Comm_free(&mpi_);
 }
@@ -276,7 +284,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) const 
   MPI_Comm_split(mpi_, color, key, &sub);
   if (sub == MPI_COMM_NULL)
     throw std::runtime_error("NcclCommunicator::split: this rank is in no part (color MPI_UNDEFINED)");
-  return std::make_unique<NcclCommunicator>(sub, compute_, true);
+  return std::unique_ptr<Communicator>(new NcclCommunicator(sub, compute_, true, shared_stream_));
 }
 
 }  // namespace minilst

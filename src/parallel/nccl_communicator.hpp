@@ -79,7 +79,7 @@ class NcclCommunicator final : public Communicator {
   // Waits for the compute stream and the communicator's stream, then MPI_Barrier.
   void barrier() override;
   // MPI_Comm_split of the MPI communicator, then a new NCCL communicator on the
-  // part (same compute stream, a stream of its own). Collective over this communicator.
+  // part (the same compute stream and communication stream). Collective over this communicator.
   std::unique_ptr<Communicator> split(int color, int key) const override;
 
  private:
@@ -102,11 +102,19 @@ class NcclCommunicator final : public Communicator {
   void complete(Batch& batch);   // records the batch's event after what stream_ holds now
   RequestPtr launched(const std::string& op, std::uint64_t bytes);  // a collective just enqueued: its event
   void release() noexcept;       // frees what the constructor made (the destructor's, and a failed constructor's)
+  using SharedStream = std::shared_ptr<CUstream_st>;
+  // A part made by split(): it shares its parent's communication stream.
+  NcclCommunicator(MPI_Comm comm, cudaStream_t compute, bool own, SharedStream stream);
 
   MPI_Comm mpi_;
   bool own_;
-  cudaStream_t compute_;                  // the caller's
-  cudaStream_t stream_ = nullptr;         // the communicator's own
+  cudaStream_t compute_;  // the caller's
+  // One communication stream for a communicator and every part split from it, so
+  // that NCCL kernels of different communicators (ZeRO's world, the ring, Ulysses)
+  // run in program order, the same on every rank, never concurrently (NCCL's caveat
+  // on concurrent communicators); they still overlap the compute stream.
+  SharedStream shared_stream_;
+  cudaStream_t stream_ = nullptr;  // shared_stream_.get()
   cudaEvent_t compute_ready_ = nullptr;   // recorded on compute_ at each launch, waited on by stream_
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0, size_ = 1;

@@ -101,9 +101,11 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
   std::int64_t* drecv = to_device(std::vector<std::int64_t>(1000, -1));
   auto sreq = comm.isend(dsend, 1000, DType::i64, (rank + 1) % size, 7, "ring");
   auto rreq = comm.irecv(drecv, 1000, DType::i64, (rank + size - 1) % size, 7);
+  comm.launch(7);  // the hop starts here, as RingHop::start does
   comm.wait(rreq);
   comm.wait(sreq);
   expect(!sreq && !rreq, "wait clears the request");
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // the waits are the compute stream's
   for (auto x : to_host(drecv, 1000)) expect(x == (rank + size - 1) % size, "isend/irecv ring");
   cudaFree(dsend);
   cudaFree(drecv);
@@ -122,6 +124,7 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
   auto q2 = comm.irecv(r2, 3000, DType::i64, (rank + size - 1) % size, 2);
   comm.wait(q2);
   comm.wait(s2);
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   for (auto x : to_host(r1, 2000)) expect(x == 10 + (rank + size - 1) % size, "two tags: tag 1");
   for (auto x : to_host(r2, 3000)) expect(x == 20 + (rank + size - 1) % size, "two tags: tag 2");
   for (auto* p : {d1, d2, r1, r2}) cudaFree(p);
