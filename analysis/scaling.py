@@ -27,7 +27,7 @@ pd.set_option("display.max_columns", None)
 
 PHASES = ("forward", "backward", "attention", "mlp", "lm_head", "alltoall", "ring_wait", "comm")
 PLOT_PHASES = ("attention", "mlp", "lm_head", "alltoall", "ring_wait", "comm")
-OPS = ("alltoall", "ring", "allreduce")
+OPS = ("alltoall", "ring", "rsa_allreduce", "allreduce")
 MEMORY = ("weights", "gradients", "optimizer", "activations", "workspace", "comm", "device_total")
 LOSS_RTOL = 1e-5
 
@@ -290,7 +290,7 @@ def plot(df, path, oversubscribed):
 
     ax = axes[1]
     bottom = np.zeros(n)
-    opc = dict(alltoall=colors["alltoall"], ring=colors["ring_wait"], allreduce=colors["comm"])
+    opc = dict(alltoall=colors["alltoall"], ring=colors["ring_wait"], rsa_allreduce="tab:olive", allreduce=colors["comm"])
     for op in OPS:
         v = df[f"{op}_MiB"].fillna(0).to_numpy()
         ax.bar(x, v, 0.6, bottom=bottom, color=opc[op], label=op)

@@ -90,7 +90,7 @@ TEST(Deck, OffloadKeys) {
   EXPECT_NE(error_of("memory:\n  offload_bandwidth_gbs: -1\n").find("memory.offload_bandwidth_gbs"), std::string::npos);
   EXPECT_NE(error_of("memory:\n  host_budget_mib: lots\n").find("expected a finite number or 'auto'"),
             std::string::npos);
-  EXPECT_NE(error_of("memory:\n  policy: swap\n").find("full|checkpoint|checkpoint_offload|offload"),
+  EXPECT_NE(error_of("memory:\n  policy: swap\n").find("full|checkpoint|hf_checkpoint|checkpoint_offload|offload|vanilla"),
             std::string::npos);
 }
 

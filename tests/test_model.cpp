@@ -174,12 +174,13 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
     ModelConfig cfg;
     cfg.hidden = sh.d; cfg.heads = sh.H; cfg.kv_heads = sh.G; cfg.intermediate = sh.I; cfg.vocab = sh.V;
     cfg.layers = sh.L;
-    for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::vanilla})
+    for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::vanilla, MemoryPolicy::hf_checkpoint})
       for (int m : {1, 3, 1000}) {
         ModelOptions o;
         o.policy = policy;
-        o.mlp_chunks = policy == MemoryPolicy::vanilla ? 1 : m;  // the baseline has no mini-sequences
-        o.lm_head_chunks = policy == MemoryPolicy::vanilla ? 1 : (m == 3 ? 5 : m);
+        const bool whole = store_plan(policy, cfg.layers).whole_sequence;  // the baselines have no mini-sequences
+        o.mlp_chunks = whole ? 1 : m;
+        o.lm_head_chunks = whole ? 1 : (m == 3 ? 5 : m);
         auto& tracker = MemoryTracker::instance();
         ASSERT_EQ(tracker.device_current(), 0u) << "nothing left from earlier tests";
         tracker.reset_high_water();
@@ -198,6 +199,26 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
   }
 }
 
+// Hugging Face's loss (hf_checkpoint, the papers' measured baseline) holds, beside
+// the final norm's output, the [S, V] logits in the run's type, their fp32 upcast
+// (under bf16 only: fp32 needs none) and the upcast's fp32 gradient; checkpoint with
+// one LM-head chunk holds the logits alone. Shapes where the LM head sets the peak.
+TEST(Memory, HfCheckpointKeepsTheLogitsTheirUpcastAndItsGradient) {
+  ModelConfig cfg;
+  cfg.hidden = 32; cfg.heads = 4; cfg.kv_heads = 2; cfg.intermediate = 48; cfg.vocab = 5000; cfg.layers = 2;
+  const std::int64_t S = 96;
+  ModelOptions hf, ckpt;
+  hf.policy = MemoryPolicy::hf_checkpoint;
+  ckpt.policy = MemoryPolicy::checkpoint;
+  hf.mlp_chunks = hf.lm_head_chunks = ckpt.mlp_chunks = ckpt.lm_head_chunks = 1;
+  const std::uint64_t SV = std::uint64_t(S) * cfg.vocab;
+  for (auto [precision, extra] : {std::pair{Precision::bf16, 8 * SV}, std::pair{Precision::float32, 4 * SV}}) {
+    const auto a = predict_memory(cfg, hf, S, precision), b = predict_memory(cfg, ckpt, S, precision);
+    EXPECT_EQ(a.at("workspace") - b.at("workspace"), extra) << name_of(precision);
+    EXPECT_EQ(a.at("activations"), b.at("activations")) << name_of(precision);
+  }
+}
+
 // bf16 mixed precision halves what the papers halve: the activation high-water and
 // the host bytes of offload at most 0.55 of fp32's (half, but the attention's LSE
 // rows stay fp32); model states 18 bytes per parameter against 16.
@@ -206,7 +227,7 @@ TEST(Memory, Bf16HalvesActivationsAndOffloadedBytes) {
   for (const Shape sh : {Shape{48, 6, 2, 80, 97, 2, 48}, Shape{256, 8, 4, 688, 8192, 4, 1024},
                          Shape{64, 4, 1, 172, 500, 3, 301}})
     for (auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::vanilla,
-                        MemoryPolicy::checkpoint_offload, MemoryPolicy::offload}) {
+                        MemoryPolicy::hf_checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload}) {
       ModelConfig cfg;
       cfg.hidden = sh.d; cfg.heads = sh.H; cfg.kv_heads = sh.G; cfg.intermediate = sh.I; cfg.vocab = sh.V;
       cfg.layers = sh.L;

@@ -69,7 +69,8 @@ TEST(Offload, EveryPolicyGivesFullLossAndGradients) {
     for (int micro : {1, 2}) {
       const auto cfg = tiny_config(L);
       const auto ref = run(cfg, policy(MemoryPolicy::full), micro);
-      for (const auto& o : {policy(MemoryPolicy::vanilla), policy(MemoryPolicy::checkpoint), policy(MemoryPolicy::checkpoint_offload),
+      for (const auto& o : {policy(MemoryPolicy::vanilla), policy(MemoryPolicy::checkpoint),
+                            policy(MemoryPolicy::hf_checkpoint), policy(MemoryPolicy::checkpoint_offload),
                             policy(MemoryPolicy::offload, 0.0), policy(MemoryPolicy::offload, 0.37),
                             policy(MemoryPolicy::offload, 1.0)}) {
         const auto r = run(cfg, o, micro);
@@ -128,9 +129,11 @@ TEST(Offload, HighWaterOfEveryCategoryEqualsTheAnalyticModel) {
 
 TEST(Offload, DeviceKeepsTwoLayersWhateverL) {
   const auto cfg = tiny_config(8);
-  const std::size_t S = kSeq, d = cfg.hidden, h = cfg.head_dim();
+  const std::size_t S = kSeq, d = cfg.hidden, h = cfg.head_dim(), I = cfg.intermediate;
   const std::size_t X = S * d * sizeof(double);
-  const std::size_t R = S * (2 * cfg.heads * h + 2 * cfg.kv_heads * h + cfg.heads + d) * sizeof(double);
+  const std::size_t W = S * (cfg.heads * h + cfg.heads) * sizeof(double);          // whole: o, lse
+  const std::size_t Q = S * (cfg.heads * h + 2 * cfg.kv_heads * h + d) * sizeof(double);  // rows: q, k, v, y
+  const std::size_t M = S * (d + 3 * I) * sizeof(double);                          // rows: the MLP's
   auto high = [&](const ModelOptions& o) {
     auto& tracker = MemoryTracker::instance();
     tracker.reset_high_water();
@@ -139,19 +142,24 @@ TEST(Offload, DeviceKeepsTwoLayersWhateverL) {
     return std::make_pair(tracker.high_water(MemCategory::activations), tracker.high_water(MemCategory::host_offload));
   };
   const auto full = high(policy(MemoryPolicy::full));
+  EXPECT_EQ(full.first, 9 * X + 8 * (W + Q)) << "full: every layer's input and saved set";
   const auto off = high(policy(MemoryPolicy::offload, 1.0));
   std::printf("L = 8, alpha = 1: device activations %zu B (full: %zu B, ratio %.3f), host %zu B\n", off.first,
               full.first, double(off.first) / double(full.first), off.second);
-  EXPECT_LE(3 * off.first, full.first) << "alpha = 1, L = 8: at most a third of full's device activations";
-  EXPECT_EQ(off.first, 2 * X + 2 * R) << "two rounding buffers";
-  EXPECT_EQ(off.second, 7 * X + 6 * R) << "x of layers 0..L-2, the saved sets of layers 0..L-3 in host memory";
+  EXPECT_EQ(off.first, 2 * X + 2 * (W + Q + M)) << "two rounding buffers, the MLP's tensors in the swap set";
+  EXPECT_EQ(off.second, 7 * X + 6 * (W + Q + M)) << "x of layers 0..L-2, the saved sets of layers 0..L-3 in host memory";
   const auto shapes = activation_shapes(cfg, S, {std::int64_t(S), cfg.heads});
   EXPECT_EQ(off.second, ActivationStore<double>::host_bytes(MemoryPolicy::offload, 8, shapes, 1.0));
+  // alpha = 0 (MEMO): x, o and lse swapped, everything else recomputed into one transient row set.
+  const auto off0 = high(policy(MemoryPolicy::offload, 0.0));
+  EXPECT_EQ(off0.first, 2 * X + 2 * W + Q) << "alpha = 0: two rounding buffers of o, lse; one row set";
+  EXPECT_EQ(off0.second, 7 * X + 6 * W);
+  EXPECT_EQ(off0.second, ActivationStore<double>::host_bytes(MemoryPolicy::offload, 8, shapes, 0.0));
   const auto ckpt_off = high(policy(MemoryPolicy::checkpoint_offload));
-  EXPECT_EQ(ckpt_off.first, 2 * X + R) << "checkpoint_offload: two layer-input buffers and one recomputed layer";
+  EXPECT_EQ(ckpt_off.first, 2 * X + W + Q) << "checkpoint_offload: two layer-input buffers and one recomputed layer";
   EXPECT_EQ(ckpt_off.second, 7 * X) << "the inputs of layers 0..L-2 in host memory";
   const auto ckpt = high(policy(MemoryPolicy::checkpoint));
-  EXPECT_EQ(ckpt.first, 9 * X + R) << "checkpoint keeps every layer input on the device";
+  EXPECT_EQ(ckpt.first, 9 * X + W + Q) << "checkpoint keeps every layer input on the device";
 }
 
 TEST(CopyEngine, CopiesInOrderAndCountsBytes) {

@@ -25,8 +25,10 @@
 #include <map>
 #include <set>
 
+#include "attention/local_attention.hpp"
 #include "attention/ring_attention.hpp"
 #include "attention/ring_hop.hpp"
+#include "attention/ulysses_attention.hpp"
 #include "attention/strategy_factory.hpp"
 #include "io/deck.hpp"  // kBf16LossTolerance
 #include "kernels/bf16.hpp"
@@ -102,16 +104,20 @@ Result reference(const Case& c, int replicas) {
   return {loss, host(t.grads().flat())};
 }
 
+// Runs case c on the ranks of `comm` (the world, or a part of it) and checks it;
+// returns the bytes each operation sent on this rank.
 template <class T>
-void check_case(const Case& c) {
+std::map<std::string, std::uint64_t> check_case(const Case& c, MPI_Comm comm = MPI_COMM_WORLD) {
   constexpr Precision P = precision_of<T>();
-  const int world = world_size();
+  int world = 1;
+  MPI_Comm_size(comm, &world);
   const auto cfg = model_of(c);
   const std::string name = c.name + " (" + name_of(P) + ")";
-  ASSERT_EQ(check_parallel(cfg, c.par, c.seq_len, world), "") << name;
-  ParallelSetup setup(MPI_COMM_WORLD, c.par, c.seq_len);
+  EXPECT_EQ(check_parallel(cfg, c.par, c.seq_len, world), "") << name;
+  if (!check_parallel(cfg, c.par, c.seq_len, world).empty()) return {};
+  ParallelSetup setup(comm, c.par, c.seq_len);
   auto& tracker = MemoryTracker::instance();
-  ASSERT_EQ(tracker.device_current(), 0u) << name << ": nothing left from earlier cases";
+  EXPECT_EQ(tracker.device_current(), 0u) << name << ": nothing left from earlier cases";
   tracker.reset_high_water();
   const auto geometry = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
   Trainer<T> t(cfg, c.opts, train(init_std_of<T>()), setup.local_positions(), nullptr,
@@ -146,12 +152,16 @@ void check_case(const Case& c) {
   for (const auto& [op, bytes] : model) {
     const auto it = measured.find(op);
     EXPECT_EQ(it == measured.end() ? 0u : it->second, bytes) << name << ": " << op << " bytes";
-    if (P == Precision::bf16 && op != "allreduce") EXPECT_EQ(2 * bytes, fp32.at(op)) << name << ": " << op << " not half of fp32's";
+    const bool summed = op == "allreduce" || op == "rsa_allreduce";  // sums travel in fp32 under bf16 too
+    if (P == Precision::bf16 && !summed) EXPECT_EQ(2 * bytes, fp32.at(op)) << name << ": " << op << " not half of fp32's";
   }
+  for (const auto& [op, bytes] : measured)
+    EXPECT_TRUE(model.count(op)) << name << ": " << bytes << " bytes sent as '" << op << "', which the model lacks";
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_rank(comm, &rank);
   if (rank == 0)
     std::printf("  %-52s %s  loss %.12f  grad rel err %.1e\n", name.c_str(), geometry.name().c_str(), loss, err);
+  return measured;
 }
 
 Case make(std::string name, int U, int R, RingLayout layout = RingLayout::zigzag) {
@@ -217,10 +227,23 @@ std::vector<Case> degree_cases(int P) {
     rc.kv_heads = 1;
     rc.seq_len = 23;
     out.push_back(rc);
-    auto rs = make("ring " + std::to_string(P) + " rsa, checkpoint", 1, P);
+    auto rs = make("ring " + std::to_string(P) + " rsa (seed backward), checkpoint", 1, P);
     rs.par.variant = RingVariant::rsa;
     rs.opts.policy = MemoryPolicy::checkpoint;
     out.push_back(rs);
+    auto rso = make("ring " + std::to_string(P) + " rsa (seed), contiguous, MQA, offload 0.37, L=3", 1, P,
+                    RingLayout::contiguous);
+    rso.par.variant = RingVariant::rsa;
+    rso.kv_heads = 1;
+    rso.opts.policy = MemoryPolicy::offload;
+    rso.opts.offload.alpha = 0.37;
+    rso.layers = 3;
+    out.push_back(rso);
+    auto rf = make("ring " + std::to_string(P) + " rsa, flash backward, S=29", 1, P);
+    rf.par.variant = RingVariant::rsa;
+    rf.par.rsa_backward = RsaBackward::flash;
+    rf.seq_len = 29;
+    out.push_back(rf);
     auto rn = make("ring " + std::to_string(P) + " no overlap, grad_accum 2", 1, P);
     rn.par.overlap = false;
     rn.grad_accum = 2;
@@ -252,6 +275,11 @@ std::vector<Case> four_rank_cases() {
   std::vector<Case> out;
   {
     out.push_back(make("hybrid 2x2 zigzag", 2, 2));
+    auto hr = make("hybrid 2x2 rsa (seed backward), MHA, grad_accum 2", 2, 2);
+    hr.par.variant = RingVariant::rsa;
+    hr.kv_heads = 4;
+    hr.grad_accum = 2;
+    out.push_back(hr);
     auto hc = make("hybrid 2x2 contiguous, MQA, chunks 4/4, checkpoint", 2, 2, RingLayout::contiguous);
     hc.kv_heads = 1;
     hc.opts.mlp_chunks = hc.opts.lm_head_chunks = 4;
@@ -287,19 +315,15 @@ std::vector<Case> cases() {
   return out;
 }
 
-// Over another communicator (MPI here), isend/irecv held back until launch(tag), as
-// the NCCL backend holds them; counts what the ring does with it.
-class DeferringCommunicator final : public Communicator {
+// Every operation handed to another communicator; the tests' communicators below
+// change what they need.
+class ForwardingCommunicator : public Communicator {
  public:
-  explicit DeferringCommunicator(Communicator& inner) : inner_(inner) {}
-  int launches = 0;          // launch() calls that started transfers
-  int unlaunched_waits = 0;  // waits on a transfer whose tag was never launched
-  int tests_under_way = 0;   // test() calls that found their transfer under way
-
+  explicit ForwardingCommunicator(Communicator& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  std::string backend() const override { return "deferring " + inner_.backend(); }
-  bool overlaps_transfers() const override { return true; }
+  std::string backend() const override { return "forwarding " + inner_.backend(); }
+  bool overlaps_transfers() const override { return inner_.overlaps_transfers(); }
   bool device_ordered() const override { return inner_.device_ordered(); }
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
@@ -316,6 +340,35 @@ class DeferringCommunicator final : public Communicator {
                                  const std::string& op) override {
     return inner_.ireduce_scatter_sum(send, recv, count, type, op);
   }
+  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override {
+    return inner_.isend(buf, count, type, peer, tag, op);
+  }
+  RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override {
+    return inner_.irecv(buf, count, type, peer, tag);
+  }
+  void launch(int tag) override { inner_.launch(tag); }
+  void wait(RequestPtr& request) override { inner_.wait(request); }
+  bool test(RequestPtr& request) override { return inner_.test(request); }
+  void barrier() override { inner_.barrier(); }
+  std::unique_ptr<Communicator> split(int, int) const override {
+    throw std::logic_error("ForwardingCommunicator::split: not needed");
+  }
+
+ protected:
+  Communicator& inner_;
+};
+
+// Over another communicator (MPI here), isend/irecv held back until launch(tag), as
+// the NCCL backend holds them; counts what the ring does with it.
+class DeferringCommunicator final : public ForwardingCommunicator {
+ public:
+  using ForwardingCommunicator::ForwardingCommunicator;
+  int launches = 0;          // launch() calls that started transfers
+  int unlaunched_waits = 0;  // waits on a transfer whose tag was never launched
+  int tests_under_way = 0;   // test() calls that found their transfer under way
+
+  std::string backend() const override { return "deferring " + inner_.backend(); }
+  bool overlaps_transfers() const override { return true; }
   RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override {
     return hold(tag, [=] { return inner_.isend(buf, count, type, peer, tag, op); });
   }
@@ -347,10 +400,6 @@ class DeferringCommunicator final : public Communicator {
     ++tests_under_way;
     return inner_.test(h->transfer->inner);
   }
-  void barrier() override { inner_.barrier(); }
-  std::unique_ptr<Communicator> split(int, int) const override {
-    throw std::logic_error("DeferringCommunicator::split: not needed");
-  }
 
  private:
   struct Transfer {
@@ -369,8 +418,87 @@ class DeferringCommunicator final : public Communicator {
     return h;
   }
 
-  Communicator& inner_;
   std::map<int, std::vector<std::shared_ptr<Transfer>>> held_;  // by tag, not launched yet
+};
+
+// Over another communicator, every all-to-all logged: the bytes this rank sends to
+// the others in each call (what the communicator counts).
+class AlltoallLog final : public ForwardingCommunicator {
+ public:
+  using ForwardingCommunicator::ForwardingCommunicator;
+  std::vector<std::uint64_t> calls;  // bytes of each call, in order
+
+  void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
+                 void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                 DType type, const std::string& op) override {
+    std::uint64_t sent = 0;
+    for (int p = 0; p < size(); ++p)
+      if (p != rank()) sent += std::uint64_t(scounts[p]) * dtype_bytes(type);
+    calls.push_back(sent);
+    inner_.alltoallv(send, scounts, sdispls, recv, rcounts, rdispls, type, op);
+  }
+};
+
+// A strategy that records the all-to-alls each forward and backward of `inner` made
+// (from an AlltoallLog under it): one Pass per call of the layer.
+template <class T>
+class PassLoggingAttention final : public AttentionStrategy<T> {
+ public:
+  using A = accum_t<T>;
+  struct Pass {
+    bool backward;
+    std::size_t calls;
+    std::uint64_t bytes;
+  };
+  PassLoggingAttention(std::unique_ptr<AttentionStrategy<T>> inner, const AlltoallLog& log, std::vector<Pass>& passes)
+      : inner_(std::move(inner)), log_(log), passes_(passes) {}
+
+  Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const override { return inner_->stats_shape(rows, heads); }
+  SavedLayout saved_layout(std::int64_t rows, std::int64_t q_cols, std::int64_t kv_cols) const override {
+    return inner_->saved_layout(rows, q_cols, kv_cols);
+  }
+  void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
+               const Mat<const T>& v, const AttentionKept<T>& kept) override {
+    const auto before = log_.calls.size();
+    inner_->forward(o, stats, q, k, v, kept);
+    record(false, before);
+  }
+  void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o, const Mat<const T>& o,
+                const Mat<const A>& saved, const Mat<const T>& q, const Mat<const T>& k,
+                const Mat<const T>& v) override {
+    const auto before = log_.calls.size();
+    inner_->backward(dq, dk, dv, d_o, o, saved, q, k, v);
+    record(true, before);
+  }
+
+ private:
+  void record(bool backward, std::size_t before) {
+    const auto& c = log_.calls;
+    passes_.push_back({backward, c.size() - before, std::accumulate(c.begin() + before, c.end(), std::uint64_t(0))});
+  }
+  std::unique_ptr<AttentionStrategy<T>> inner_;
+  const AlltoallLog& log_;
+  std::vector<Pass>& passes_;
+};
+
+// The ranks [0, n) of the world as a communicator of their own (none on the others).
+class SubWorld {
+ public:
+  explicit SubWorld(int n) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_split(MPI_COMM_WORLD, rank < n ? 0 : MPI_UNDEFINED, rank, &comm_);
+  }
+  ~SubWorld() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  SubWorld(const SubWorld&) = delete;
+  SubWorld& operator=(const SubWorld&) = delete;
+  bool member() const { return comm_ != MPI_COMM_NULL; }
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
 }  // namespace
@@ -406,11 +534,14 @@ TEST(RingHop, RingAttentionExactWithTransfersHeldUntilLaunch) {
   const int P = world_size();
   if (P == 1) GTEST_SKIP() << "a ring needs two ranks";
   auto flash = make("ring " + std::to_string(P) + " flash, transfers held until launch", 1, P);
-  auto rsa = make("ring " + std::to_string(P) + " rsa, transfers held until launch", 1, P);
+  auto rsa = make("ring " + std::to_string(P) + " rsa (seed backward), transfers held until launch", 1, P);
   rsa.par.variant = RingVariant::rsa;
+  auto rsa_flash = make("ring " + std::to_string(P) + " rsa (flash backward), transfers held until launch", 1, P);
+  rsa_flash.par.variant = RingVariant::rsa;
+  rsa_flash.par.rsa_backward = RsaBackward::flash;
   auto serial = make("ring " + std::to_string(P) + " no overlap, transfers held until launch", 1, P);
   serial.par.overlap = false;
-  for (const auto& c : {flash, rsa, serial}) {
+  for (const auto& c : {flash, rsa, rsa_flash, serial}) {
     const auto cfg = model_of(c);
     ParallelSetup setup(MPI_COMM_WORLD, c.par, c.seq_len);
     const auto geometry = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
@@ -440,6 +571,178 @@ TEST(SequenceParallel, EveryLayoutReproducesTheSingleRankStep) {
 
 TEST(SequenceParallel, EveryLayoutInBf16WithinTheStatedTolerance) {
   for (const auto& c : cases()) check_case<bf16>(c);
+}
+
+namespace {
+std::uint64_t op_bytes(const std::map<std::string, std::uint64_t>& m, const std::string& op) {
+  const auto it = m.find(op);
+  return it == m.end() ? 0 : it->second;
+}
+}  // namespace
+
+// RSA with the seed's backward (Li et al., "Sequence Parallelism: Long Sequence
+// Training from System Perspective", arXiv 2105.13120) on rings of 2, 3 and 4 ranks
+// (the first N ranks of the world), with equal blocks (L = 48): the step equals the
+// single-rank one (check_case: float64 to 1e-10, bf16 within its tolerance; bytes and
+// memory equal to the models), and the volume is the paper's, written here from the
+// paper and not from the comm model: per layer the backward sends 2 ring passes of
+// N - 1 blocks of B (L/N) Z A elements (V, then K) and two ring all-reduces of the
+// [L, Z A] dK and dV partials, 2 (N-1)/N of the buffer each per rank:
+//   6 (N-1) B Z (L/N) A elements,   B = 1, Z the kv heads (the paper's heads, MHA), A the head size;
+// the forward sends the same 2 passes. The all-reduces sum in fp32 under bf16: there the
+// passes' elements take 2 bytes and the all-reduces' 4. The forward keeps P, B Z L^2 / N
+// elements per layer (Z the rank's query heads): the activations exceed the flash
+// backward's (which keeps the log-sum-exp rows, B Z L / N) by the difference, per layer.
+TEST(RsaSeedBackward, ExactOnTwoThreeAndFourRanksWithThePapersVolumeAndMemory) {
+  const int world = world_size();
+  if (world == 1) GTEST_SKIP() << "a ring needs two ranks";
+  for (int N = 2; N <= std::min(4, world); ++N) {
+    SubWorld sub(N);
+    if (!sub.member()) continue;
+    int me = 0;
+    MPI_Comm_rank(sub.comm(), &me);
+    for (const int kv : {4, 2}) {  // MHA (the paper's setting), GQA (kv heads travel, query heads' P is kept)
+      Case c = make("ring " + std::to_string(N) + " rsa seed backward, kv " + std::to_string(kv) + ", L=48", 1, N);
+      c.par.variant = RingVariant::rsa;
+      c.kv_heads = kv;
+      c.seq_len = 48;  // 2N | L: equal zigzag blocks for N = 2, 3, 4
+      const auto cfg = model_of(c);
+      const std::uint64_t n = std::uint64_t(N), B = 1, L = std::uint64_t(c.seq_len), Z = std::uint64_t(kv),
+                          H = std::uint64_t(c.heads), A = std::uint64_t(cfg.head_dim()), layers = std::uint64_t(c.layers);
+      const std::uint64_t pass_elements = (n - 1) * B * Z * (L / n) * A;          // one pass of N - 1 blocks
+      const std::uint64_t allreduce_elements = 2 * (n - 1) * B * Z * (L / n) * A;  // 2 (N-1)/N of [L, Z A]
+      const std::uint64_t paper_elements = 6 * (n - 1) * B * Z * (L / n) * A;
+      ASSERT_EQ(2 * pass_elements + 2 * allreduce_elements, paper_elements);
+
+      // The comm model's RSA backward, every ring member: the paper's volume.
+      const SequenceLayout layout(c.seq_len, 1, N, c.par.layout);
+      for (int r = 0; r < N; ++r) {
+        const auto g = attention_geometry(cfg, c.par, layout, r);
+        const auto f64 = ring_layer_bytes(g, 8, 8), b16 = ring_layer_bytes(g, 2, 4);
+        EXPECT_EQ(f64.backward + f64.allreduce, paper_elements * 8) << c.name << ", member " << r;
+        EXPECT_EQ(b16.backward + b16.allreduce, 2 * pass_elements * 2 + 2 * allreduce_elements * 4) << c.name;
+        EXPECT_EQ(f64.forward, 2 * pass_elements * 8) << c.name << ": forward, member " << r;
+        // The saved P: B Z L^2 / N elements per layer (Z: the rank's query heads).
+        const auto p = g.stats_shape();
+        EXPECT_EQ(std::uint64_t(p.rows * p.cols), B * H * L * L / n) << c.name << ": P's elements";
+        auto flash_par = c.par;
+        flash_par.rsa_backward = RsaBackward::flash;
+        const auto seed_mem = predict_rank_memory(cfg, c.opts, c.par, layout, r, 1, Precision::float64, 1.0);
+        const auto flash_mem = predict_rank_memory(cfg, c.opts, flash_par, layout, r, 1, Precision::float64, 1.0);
+        EXPECT_EQ(seed_mem.bytes.at("activations") - flash_mem.bytes.at("activations"),
+                  layers * (B * H * L * L / n - B * H * L / n) * sizeof(double))
+            << c.name << ": activations, P against LSE, member " << r;
+      }
+
+      // Measured on this rank (forward and backward, full policy): the forward's passes, the backward's.
+      for (const bool half : {false, true}) {
+        const auto measured = half ? check_case<bf16>(c, sub.comm()) : check_case<double>(c, sub.comm());
+        const std::uint64_t T = half ? 2 : 8, acc = half ? 4 : 8;
+        const std::uint64_t ring = op_bytes(measured, "ring"), reduce = op_bytes(measured, "rsa_allreduce");
+        EXPECT_EQ(ring, layers * (2 + 2) * pass_elements * T) << c.name << ": ring bytes (2 passes each way)";
+        EXPECT_EQ(reduce, layers * 2 * allreduce_elements * acc) << c.name << ": all-reduce bytes";
+        const std::uint64_t backward = ring / 2 + reduce;
+        if (!half) EXPECT_EQ(backward, layers * paper_elements * 8) << c.name << ": the paper's 6 (N-1) B Z (L/N) A";
+        if (me == 0)
+          std::printf("    N=%d kv=%d %s: backward sent %llu B per layer (ring %llu + all-reduce %llu); paper "
+                      "6 (N-1) B Z (L/N) A = %llu elements\n",
+                      N, kv, half ? "bf16" : "f64 ", (unsigned long long)(backward / layers),
+                      (unsigned long long)(ring / 2 / layers), (unsigned long long)(reduce / layers),
+                      (unsigned long long)paper_elements);
+      }
+    }
+    // The flash backward stays selectable beside it, same ring, same gradients.
+    Case f = make("ring " + std::to_string(N) + " rsa flash backward, L=48", 1, N);
+    f.par.variant = RingVariant::rsa;
+    f.par.rsa_backward = RsaBackward::flash;
+    f.seq_len = 48;
+    const auto measured = check_case<double>(f, sub.comm());
+    EXPECT_EQ(op_bytes(measured, "rsa_allreduce"), 0u) << f.name;
+  }
+}
+
+// Ulysses keeps q, k, v, o head-sharded, so a layer's backward makes four
+// all-to-alls (dO in; dQ, dK, dV out) sending, with equal shards, what the forward's
+// four (q, k, v in; o out) send. Logged call by call over the Ulysses group on 2 and 4
+// ranks and the 2 x 2 hybrid, with kv heads split, equal to the ranks and replicated;
+// checkpoint's recomputed forward makes its four again. The total equals the comm
+// model, and the step the single-rank one.
+TEST(UlyssesAllToAll, BackwardSendsWhatForwardSendsInFourCalls) {
+  const int world = world_size();
+  if (world == 1) GTEST_SKIP() << "Ulysses needs two ranks";
+  std::vector<Case> cs;
+  for (const int U : {2, 4}) {
+    if (world % U != 0) continue;
+    for (const int kv : {1, 2, 4}) {  // replicated (kv < U), = U, split (kv > U): as U allows
+      Case c = make("ulysses " + std::to_string(U) + ", kv " + std::to_string(kv) + ", S=40", U, 1);
+      c.kv_heads = kv;
+      c.seq_len = 40;
+      cs.push_back(c);
+    }
+    Case k = make("ulysses " + std::to_string(U) + ", checkpoint, S=40", U, 1);
+    k.opts.policy = MemoryPolicy::checkpoint;
+    k.seq_len = 40;
+    cs.push_back(k);
+  }
+  if (world % 4 == 0)
+    for (const int kv : {1, 2}) {
+      Case h = make("hybrid 2x2, kv " + std::to_string(kv) + ", S=40", 2, 2);
+      h.kv_heads = kv;
+      h.seq_len = 40;
+      cs.push_back(h);
+    }
+  for (const auto& c : cs) {
+    const auto cfg = model_of(c);
+    ParallelSetup setup(MPI_COMM_WORLD, c.par, c.seq_len);
+    const auto g = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
+    AlltoallLog group(setup.ulysses());
+    std::vector<PassLoggingAttention<double>::Pass> passes;
+    const AttentionFactory<double> factory = [&](Vec<const std::int64_t>) -> std::unique_ptr<AttentionStrategy<double>> {
+      std::unique_ptr<AttentionStrategy<double>> inner;
+      if (g.R() > 1) {
+        std::vector<std::vector<std::int64_t>> blocks;
+        for (int b = 0; b < g.R(); ++b) blocks.push_back(setup.layout().group_positions(b));
+        inner = std::make_unique<RingAttention<double>>(setup.ring(), g, blocks, c.opts.kernels, nullptr);
+      } else {
+        inner = std::make_unique<LocalAttention<double>>(setup.layout().group_positions(g.me_ring), g.head_dim,
+                                                         c.opts.kernels);
+      }
+      auto ulysses = std::make_unique<UlyssesAttention<double>>(group, g, std::move(inner), nullptr);
+      return std::make_unique<PassLoggingAttention<double>>(std::move(ulysses), group, passes);
+    };
+    Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr, factory,
+                      ZeroOptions{0, false, world}, &setup.world());
+    double loss = t.compute_gradients(setup.shard(sequences(c, setup.dp_index())), 1.0 / setup.dp_size());
+    loss = reduce_step(t, setup, loss, nullptr);
+    const auto ref = reference<double>(c, setup.dp_size());
+    EXPECT_NEAR(loss, ref.loss, 1e-10 * std::abs(ref.loss)) << c.name;
+    EXPECT_LT(rel_err(host(t.grads().flat()), ref.grads), 1e-10) << c.name;
+
+    const int forwards = c.layers * (c.opts.policy == MemoryPolicy::checkpoint ? 2 : 1);
+    int n_fwd = 0, n_bwd = 0;
+    std::uint64_t total = 0;
+    ASSERT_FALSE(passes.empty()) << c.name;
+    const std::uint64_t forward_bytes = passes.front().bytes;  // every layer has the same shapes
+    for (const auto& p : passes) {
+      (p.backward ? n_bwd : n_fwd)++;
+      total += p.bytes;
+      EXPECT_EQ(p.calls, 4u) << c.name << (p.backward ? ": backward" : ": forward") << " all-to-alls";
+      EXPECT_EQ(p.bytes, forward_bytes) << c.name << (p.backward ? ": backward" : ": forward") << " bytes";
+    }
+    EXPECT_EQ(n_fwd, forwards) << c.name;
+    EXPECT_EQ(n_bwd, c.layers) << c.name;
+    EXPECT_GT(forward_bytes, 0u) << c.name;
+    const auto model = predict_comm_bytes(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), world, c.grad_accum,
+                                          Precision::float64);
+    const auto measured = setup.take_comm_bytes();
+    EXPECT_EQ(total, model.at("alltoall")) << c.name << ": logged all-to-all bytes against the model";
+    EXPECT_EQ(op_bytes(measured, "alltoall"), model.at("alltoall")) << c.name << ": counted against the model";
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      std::printf("    %-32s forward %d x 4 all-to-alls, backward %d x 4, %llu B each (rank 0)\n", c.name.c_str(),
+                  n_fwd, n_bwd, (unsigned long long)forward_bytes);
+  }
 }
 
 TEST(SequenceLayout, EveryTokenOnceBalancedAndZigzag) {

@@ -128,11 +128,11 @@ Run steps(const ModelOptions& o, bool plan, int n_steps, const std::vector<doubl
 
 TEST(StepArena, LaterStepsAllocateNothingAndChangeNothing) {
   for (auto p : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::checkpoint_offload, MemoryPolicy::offload,
-                 MemoryPolicy::vanilla}) {
+                 MemoryPolicy::vanilla, MemoryPolicy::hf_checkpoint}) {
     ModelOptions o;
     o.policy = p;
     o.offload.alpha = 0.37;
-    o.mlp_chunks = p == MemoryPolicy::vanilla ? 1 : 3;
+    o.mlp_chunks = store_plan(p, 2).whole_sequence ? 1 : 3;
     const auto without = steps(o, false, 3), with = steps(o, true, 3);
     EXPECT_GT(with.allocations[0], 0u) << "the recorded step allocates";
     EXPECT_EQ(with.allocations[1], 0u) << "policy " << int(p);

@@ -63,6 +63,7 @@ l8="$root/inputs/llama3_8b.yaml"
 one="--set parallel.ulysses=1 --set parallel.zero=2 --set memory.optimizer_offload=true"  # one device
 llama=(
   "vanilla|1|--set memory.policy=vanilla $one"
+  "hf_checkpoint (the papers' recomputation)|1|--set memory.policy=hf_checkpoint $one"
   "checkpoint|1|--set memory.policy=checkpoint --set mst.mlp_chunks=1 --set mst.lm_head_chunks=1 $one"
   "+ chunked LM head and MLP|1|--set memory.policy=checkpoint $one"
   "+ offload|1|--set memory.policy=checkpoint_offload $one"

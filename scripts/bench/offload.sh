@@ -37,12 +37,12 @@ run checkpoint_offload --set memory.policy=checkpoint_offload
 for a in 0 0.5 1 auto; do run "offload_$a" --set memory.policy=offload --set memory.offload_alpha=$a; done
 
 # A link at which alpha = 1 cannot hide but alpha = 0 can: the bandwidth that
-# moves x, o and half of q, k, v, y in one layer's forward time.
+# moves x, o and half of the row tensors (q, k, v, y and the MLP's) in one layer's forward time.
 if [[ ${THROTTLE:-1} != 0 ]]; then
   f="$out/offload_1.h5"
   gbs=$("$py" -c "x,o,r,t=[float(v) for v in '$(attr "$f" offload_layer_bytes_x) $(attr "$f" offload_layer_bytes_o) \
 $(attr "$f" offload_layer_bytes_rest) $(attr "$f" offload_layer_forward_s)'.split()]; print(f'{(x+o+0.5*r)/t/1e9:.4f}')")
-  echo "== throttled to $gbs GB/s (one layer's forward moves x, o and half of q, k, v, y)"
+  echo "== throttled to $gbs GB/s (one layer's forward moves x, o and half of the row tensors)"
   run checkpoint_offload_throttled --set memory.policy=checkpoint_offload --set memory.offload_bandwidth_gbs="$gbs"
   for a in 0 0.5 1 auto; do
     run "offload_${a}_throttled" --set memory.policy=offload --set memory.offload_alpha=$a \

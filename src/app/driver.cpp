@@ -113,8 +113,9 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
       predict_model_states(deck.model, zero_options(deck, ctx.nranks), deck.run.precision).at("host_optimizer"));
   const OffloadSettings settings{deck.memory.alpha_auto, host_budget_bytes(deck.memory, ctx.comm) - host_states,
                                  deck.memory.host_budget_auto};
+  const SavedLayout saved = geometry.saved_layout();
   OffloadController<T> offload(opts, deck.model.layers,
-                               activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape()), settings,
+                               activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape(), saved), settings,
                                ctx.comm);
   if (!offload.error().empty()) {  // before anything is allocated; the same verdict on every rank
     if (root) std::fprintf(stderr, "error: deck: %s\n", offload.error().c_str());

@@ -15,6 +15,7 @@
 
 #include "core/config.hpp"
 #include "core/parallel_config.hpp"
+#include "core/saved_layout.hpp"
 #include "kernels/types.hpp"
 #include "parallel/sequence_layout.hpp"
 
@@ -43,8 +44,21 @@ struct AttentionGeometry {
   // Heads attention runs over on this rank (after the all-to-all).
   int q_heads_here() const { return U() > 1 ? ulysses_q_heads(me_ulysses, U(), heads).count : heads; }
   int kv_heads_here() const { return U() > 1 ? ulysses_kv_heads(me_ulysses, U(), kv_heads).count : kv_heads; }
-  // The statistics forward saves for the backward (the log-sum-exp rows).
-  Extent2 stats_shape() const { return {group_rows(), q_heads_here()}; }
+  // The statistics forward saves for the backward: the log-sum-exp rows [S_group, heads
+  // here]; RSA with the seed's backward keeps the softmax probabilities instead,
+  // [heads here x S_group, S] (S: every ring block's tokens; the seed's B Z L^2 / N).
+  Extent2 stats_shape() const {
+    if (!parallel.rsa_seed_backward()) return {group_rows(), q_heads_here()};
+    std::int64_t keys = 0;
+    for (const auto rows : block_rows) keys += rows;
+    return {std::int64_t(q_heads_here()) * group_rows(), keys};
+  }
+  // Where the backward reads q, k, v, o: Ulysses keeps them head-sharded, [S_group,
+  // heads here h] (its backward then fetches only dO); the others read the layer's own.
+  SavedLayout saved_layout() const {
+    const std::int64_t q = std::int64_t(q_heads_here()) * head_dim, kv = std::int64_t(kv_heads_here()) * head_dim;
+    return {{group_rows(), q}, {group_rows(), kv}, U() == 1};
+  }
   // "local", "ulysses", "ring(zigzag)", "ring-rsa(contiguous)", "hybrid ulysses x ring(zigzag)".
   std::string name() const;
 };

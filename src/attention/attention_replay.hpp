@@ -24,7 +24,10 @@ class ReplayAttention final : public AttentionStrategy<T> {
 
   Extent2 stats_shape(std::int64_t, std::int64_t) const override { return g_.stats_shape(); }
 
-  void forward(const Mat<T>&, const Mat<A>&, const Mat<const T>&, const Mat<const T>&, const Mat<const T>&) override {
+  SavedLayout saved_layout(std::int64_t, std::int64_t, std::int64_t) const override { return g_.saved_layout(); }
+
+  void forward(const Mat<T>&, const Mat<A>&, const Mat<const T>&, const Mat<const T>&, const Mat<const T>&,
+               const AttentionKept<T>&) override {
     const auto inner = [this] {
       if (g_.R() > 1) RingAttention<T>::replay_forward(g_);  // local attention allocates nothing
     };

@@ -5,16 +5,29 @@
 // log-sum-exp rows, the "statistics") is written by forward into a buffer the
 // caller provides in the shape the strategy names (stats_shape): the activation
 // store keeps it with the layer's other saved tensors.
+// Where the backward reads q, k, v and o is the strategy's choice too
+// (saved_layout): the layer's own, local [S, H h] / [S, G h] tensors for strategies
+// that attend on the local tokens (local, ring); a strategy that attends in another
+// layout (Ulysses: the group's tokens, this member's heads) keeps copies in that
+// layout, which forward writes into `kept`, so that its backward fetches nothing
+// but dO (DeepSpeed-Ulysses' and ALST's four all-to-alls per layer backward).
 //   S local tokens, H query heads, G kv heads, h head dim.
 #pragma once
 
 #include <functional>
 #include <memory>
 
+#include "core/saved_layout.hpp"
 #include "kernels/types.hpp"
 #include "memory/tracker.hpp"
 
 namespace minilst {
+
+// Where forward leaves what backward reads (the layer's own views in a local layout).
+template <class T>
+struct AttentionKept {
+  Mat<T> q, k, v, o;
+};
 
 template <class T>
 class AttentionStrategy {
@@ -23,10 +36,15 @@ class AttentionStrategy {
   virtual ~AttentionStrategy() = default;
   // Shape of the statistics forward saves for q of `rows` local tokens and `heads` query heads.
   virtual Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const = 0;
-  // o: [S, H*h] (=), stats: stats_shape(S, H) (=).
+  // The layout backward reads q, k, v, o in, for `rows` local tokens of q_cols / kv_cols columns.
+  virtual SavedLayout saved_layout(std::int64_t rows, std::int64_t q_cols, std::int64_t kv_cols) const {
+    return {{rows, q_cols}, {rows, kv_cols}, true};
+  }
+  // o: [S, H*h] (=), stats: stats_shape(S, H) (=); q, k, v: the layer's [S, *];
+  // kept: saved_layout's q, k, v, o (=), the layer's q, k, v, o when local.
   virtual void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
-                       const Mat<const T>& v) = 0;
-  // dq: [S, H*h], dk, dv: [S, G*h] (=).
+                       const Mat<const T>& v, const AttentionKept<T>& kept) = 0;
+  // dq: [S, H*h], dk, dv: [S, G*h] (=); o, q, k, v: what forward kept (saved_layout's).
   virtual void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                         const Mat<const T>& o, const Mat<const A>& saved, const Mat<const T>& q,
                         const Mat<const T>& k, const Mat<const T>& v) = 0;

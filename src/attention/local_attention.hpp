@@ -27,7 +27,7 @@ class LocalAttention final : public AttentionStrategy<T> {
   Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const override { return {rows, heads}; }  // lse [S, H]
 
   void forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
-               const Mat<const T>& v) override {
+               const Mat<const T>& v, const AttentionKept<T>&) override {  // local layout: kept = q, k, v, o
     kernels::attention_forward<T>(kernels_, o, lse, q, k, v, pos_, pos_, head_dim_);
   }
 

@@ -12,7 +12,7 @@
 namespace minilst {
 
 namespace {
-constexpr int kTagKV = 11, kTagDKV = 12;
+constexpr int kTagKV = 11, kTagDKV = 12, kTagAllreduce = 13;
 
 // A block buffer holds K rows then V rows: [rows, Gh] each, both LayoutRight.
 template <class T>
@@ -59,6 +59,7 @@ typename RingAttention<T>::Dims RingAttention<T>::dims(const AttentionGeometry& 
   d.Hl = g.q_heads_here();
   d.Hh = d.Hl * g.head_dim;
   d.Gh = std::int64_t(g.kv_heads_here()) * g.head_dim;
+  d.p_in_stats = g.parallel.rsa_seed_backward();
   return d;
 }
 
@@ -74,7 +75,7 @@ typename RingAttention<T>::FlashForwardBuffers RingAttention<T>::flash_forward_b
 template <class T>
 typename RingAttention<T>::RsaForwardBuffers RingAttention<T>::rsa_forward_buffers(const Dims& d) {
   const auto comm = MemCategory::comm, ws = MemCategory::workspace;
-  return {Tracked<Mat<A>>("rsa_scores", ws, d.Hl * d.Sq, d.total_rows),  // [Hl*Sq, S]: the point of RSA
+  return {d.p_in_stats ? Tracked<Mat<A>>() : Tracked<Mat<A>>("rsa_scores", ws, d.Hl * d.Sq, d.total_rows),  // [Hl*Sq, S]
           {Tracked<Vec<T>>("rsa_block_a", comm, d.max_rows * d.Gh), Tracked<Vec<T>>("rsa_block_b", comm, d.max_rows * d.Gh)},
           Tracked<Mat<A>>("rsa_o_acc", ws, d.Sq, d.Hh)};
 }
@@ -88,6 +89,18 @@ typename RingAttention<T>::BackwardBuffers RingAttention<T>::backward_buffers(co
           Tracked<Vec<T>>("ring_dkv_in", comm, n),
           Tracked<Vec<T>>("ring_dkv_out", comm, n),
           Tracked<Vec<T>>("ring_dkv_block", ws, n)};
+}
+
+template <class T>
+typename RingAttention<T>::RsaBackwardBuffers RingAttention<T>::rsa_backward_buffers(const Dims& d) {
+  const auto comm = MemCategory::comm, ws = MemCategory::workspace;
+  return {Tracked<Mat<A>>(uninitialized, "attn_delta", ws, d.Sq, d.Hl),
+          {Tracked<Vec<T>>("rsa_block_a", comm, d.max_rows * d.Gh), Tracked<Vec<T>>("rsa_block_b", comm, d.max_rows * d.Gh)},
+          Tracked<Mat<A>>(uninitialized, "rsa_dscores", ws, d.Hl * d.Sq, d.total_rows),  // [Hl*Sq, S], as P
+          Tracked<Mat<A>>("rsa_dq_acc", ws, d.Sq, d.Hh),
+          Tracked<Mat<A>>("rsa_dk_partial", comm, d.total_rows, d.Gh),  // zero: skipped blocks add nothing
+          Tracked<Mat<A>>("rsa_dv_partial", comm, d.total_rows, d.Gh),
+          Tracked<Vec<A>>(uninitialized, "rsa_allreduce_in", comm, d.max_rows * d.Gh)};
 }
 
 template <class T>
@@ -107,7 +120,10 @@ void RingAttention<T>::replay_forward(const AttentionGeometry& g) {
 
 template <class T>
 void RingAttention<T>::replay_backward(const AttentionGeometry& g) {
-  backward_buffers(dims(g));
+  if (g.parallel.rsa_seed_backward())
+    rsa_backward_buffers(dims(g));
+  else
+    backward_buffers(dims(g));
 }
 
 template <class T>
@@ -118,6 +134,7 @@ RingAttention<T>::RingAttention(Communicator& ring, const AttentionGeometry& g,
       pos_(position_buffers(g)) {
   for (int b = 0; b < ring.size(); ++b) {
     const auto& p = block_positions.at(b);
+    col_.push_back(b == 0 ? 0 : col_.back() + rows_.back());
     rows_.push_back(std::int64_t(p.size()));
     min_pos_.push_back(p.empty() ? std::numeric_limits<std::int64_t>::max() : *std::min_element(p.begin(), p.end()));
     Kokkos::deep_copy(pos_[b].view(),
@@ -129,13 +146,13 @@ RingAttention<T>::RingAttention(Communicator& ring, const AttentionGeometry& g,
 
 template <class T>
 void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
-                               const Mat<const T>& v) {
-  const std::int64_t Sq = q.extent(0), Gh = k.extent(1);
-  Kokkos::deep_copy(ExecSpace(), lse, -std::numeric_limits<A>::infinity());
+                               const Mat<const T>& v, const AttentionKept<T>&) {
   if (geometry_.parallel.variant == RingVariant::rsa) {
     forward_rsa(o, lse, q, k, v);
     return;
   }
+  const std::int64_t Sq = q.extent(0), Gh = k.extent(1);
+  Kokkos::deep_copy(ExecSpace(), lse, -std::numeric_limits<A>::infinity());
   auto b = flash_forward_buffers(dims(geometry_));
   Kokkos::deep_copy(ExecSpace(), k_rows(b.kv[0].view(), rows_[me_], Gh), k);
   Kokkos::deep_copy(ExecSpace(), v_rows(b.kv[0].view(), rows_[me_], Gh), v);
@@ -157,39 +174,85 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
 }
 
 template <class T>
-void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
+template <class Use>
+void RingAttention<T>::rsa_pass(const Vec<T> (&blocks)[2], const Mat<const T>& own, Use&& use) {
+  const std::int64_t Gh = own.extent(1);
+  Kokkos::deep_copy(ExecSpace(), Mat<T>(blocks[0].data(), rows_[me_], Gh), own);
+  ring_pass(ring_, timers_, geometry_.parallel.overlap, blocks, block_elements(rows_, Gh), kTagKV,
+            [&](int, int blk, const Vec<T>& block, RingHop& hop) {
+              use(blk, Mat<const T>(block.data(), rows_[blk], Gh), hop);
+            });
+}
+
+template <class T>
+void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
                                    const Mat<const T>& v) {
-  const std::int64_t Gh = k.extent(1);
-  std::vector<std::int64_t> col;  // first score column of each block
-  std::int64_t S = 0;
-  for (const auto r : rows_) {
-    col.push_back(S);
-    S += r;
-  }
   auto b = rsa_forward_buffers(dims(geometry_));
+  // The seed's backward keeps P: the scores are built in the statistics, and no LSE is kept.
+  const bool keep_p = geometry_.parallel.rsa_seed_backward();
+  const Mat<A> scores = keep_p ? stats : b.scores.view(), lse = keep_p ? Mat<A>() : stats;
   const auto q_pos = pos_[me_].view();
   const Vec<T> blocks[2] = {b.blocks[0].view(), b.blocks[1].view()};
-  const auto elements = block_elements(rows_, Gh);
-  // One ring pass of K (phase 1) or V (phase 2) blocks; `use` consumes block blk.
-  const auto pass = [&](const Mat<const T>& own, auto&& use) {
-    Kokkos::deep_copy(ExecSpace(), Mat<T>(blocks[0].data(), rows_[me_], Gh), own);
-    ring_pass(ring_, timers_, geometry_.parallel.overlap, blocks, elements, kTagKV,
-              [&](int, int blk, const Vec<T>& block, RingHop&) { use(blk, Mat<const T>(block.data(), rows_[blk], Gh)); });
-  };
-  pass(k, [&](int blk, const Mat<const T>& kb) {  // phase 1: scores of every block, masked
-    kernels::rsa_scores<T>(b.scores.view(), col[blk], q, kb, q_pos, pos_[blk].view(), head_dim_);
+  rsa_pass(blocks, k, [&](int blk, const Mat<const T>& kb, RingHop&) {  // phase 1: scores of every block, masked
+    kernels::rsa_scores<T>(scores, col_[blk], q, kb, q_pos, pos_[blk].view(), head_dim_);
   });
-  kernels::rsa_softmax<T>(b.scores.view(), lse);
-  pass(v, [&](int blk, const Mat<const T>& vb) {  // phase 2: o = P V, block by block
-    kernels::rsa_pv<T>(b.o_acc.view(), b.scores.view(), col[blk], vb, head_dim_);
+  kernels::rsa_softmax<T>(scores, lse);
+  rsa_pass(blocks, v, [&](int blk, const Mat<const T>& vb, RingHop&) {  // phase 2: o = P V, block by block
+    kernels::rsa_pv<T>(b.o_acc.view(), scores, col_[blk], vb, head_dim_);
   });
   cast_copy(o, b.o_acc.view());
+}
+
+template <class T>
+void RingAttention<T>::backward_rsa(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
+                                    const Mat<const T>& o, const Mat<const A>& p, const Mat<const T>& q,
+                                    const Mat<const T>& k, const Mat<const T>& v) {
+  auto b = rsa_backward_buffers(dims(geometry_));
+  const Mat<A> ds = b.dscores.view(), dk_part = b.dk_partial.view(), dv_part = b.dv_partial.view();
+  kernels::rsa_delta<T>(b.delta.view(), d_o, o, head_dim_);  // delta_i = rowsum(dO_i o O_i)
+  const Vec<T> blocks[2] = {b.blocks[0].view(), b.blocks[1].view()};
+  // A visiting block's key rows [j0, j1) at once, with a progress call between slices.
+  const auto slices = [&](int blk, RingHop& hop, auto&& slice) {
+    if (!visible(blk)) return;  // P_b = 0: its partial rows stay 0, its dS is never read
+    in_slices(rows_[blk], [&](std::int64_t j0, std::int64_t j1) {
+      slice(col_[blk] + j0, j0, j1);
+      hop.progress();
+    });
+  };
+  // Pass 1, V blocks: dV~_b = P_b^T dO (this rank's queries' share); dS_b = P_b o (dO V_b^T - delta).
+  rsa_pass(blocks, v, [&](int blk, const Mat<const T>& vb, RingHop& hop) {
+    slices(blk, hop, [&](std::int64_t c0, std::int64_t j0, std::int64_t j1) {
+      kernels::rsa_dv<T>(rows(dv_part, c0, c0 + (j1 - j0)), p, c0, d_o, head_dim_);
+      kernels::rsa_dscores<T>(ds, p, c0, d_o, rows(vb, j0, j1), b.delta.view(), head_dim_);
+    });
+  });
+  // Pass 2, K blocks: dQ += dS_b K_b / sqrt(h); dK~_b = dS_b^T Q / sqrt(h).
+  rsa_pass(blocks, k, [&](int blk, const Mat<const T>& kb, RingHop& hop) {
+    slices(blk, hop, [&](std::int64_t c0, std::int64_t j0, std::int64_t j1) {
+      kernels::rsa_dq<T>(b.dq_acc.view(), ds, c0, rows(kb, j0, j1), head_dim_);
+      kernels::rsa_dk<T>(rows(dk_part, c0, c0 + (j1 - j0)), ds, c0, q, head_dim_);
+    });
+  });
+  // Every rank's share of every key summed (the seed's all-reduces); this rank keeps its block's rows.
+  const std::int64_t Gh = dk.extent(1);
+  const auto offsets = block_elements(col_, Gh), elements = block_elements(rows_, Gh);
+  for (const Mat<A>& part : {dk_part, dv_part})
+    ring_allreduce(ring_, timers_, Vec<A>(part.data(), part.size()), b.allreduce_in.view(), offsets, elements,
+                   kTagAllreduce, "rsa_allreduce");
+  const auto own = [&](const Mat<A>& part) { return Mat<A>(rows(part, col_[me_], col_[me_] + rows_[me_])); };
+  cast_copy(dq, b.dq_acc.view());
+  cast_copy(dk, own(dk_part));
+  cast_copy(dv, own(dv_part));
 }
 
 template <class T>
 void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q,
                                 const Mat<const T>& k, const Mat<const T>& v) {
+  if (geometry_.parallel.rsa_seed_backward()) {
+    backward_rsa(dq, dk, dv, d_o, o, lse, q, k, v);
+    return;
+  }
   const std::int64_t Sq = q.extent(0), Gh = k.extent(1);
   const int next = (me_ + 1) % ring_.size(), prev = (me_ - 1 + ring_.size()) % ring_.size();
   Kokkos::deep_copy(ExecSpace(), dq, T(0));

@@ -10,15 +10,29 @@
 //                  and arrives home after R hops; each hop's transfer overlaps the
 //                  next block's compute. Blocks are computed in slices of query
 //                  rows with a progress call (Communicator::test) between slices.
-// rsa              the seed paper's two-phase Ring Self-Attention: a ring of K
-//                  blocks fills the [Sq, S] score matrix of every head, softmax,
-//                  then a ring of V blocks. It holds Hl x Sq x S scores (why the
-//                  flash variant exists); its backward is the flash one.
-// Blocks whose keys all follow every query (causal) are skipped, not computed.
+// rsa              the seed paper's two-phase Ring Self-Attention (Li et al., arXiv
+//                  2105.13120): a ring of K blocks fills the [Hl Sq, S] score matrix,
+//                  softmax, then a ring of V blocks. It holds Hl x Sq x S scores (why
+//                  the flash variant exists). Its backward (parallel.rsa_backward):
+//   seed (default) the seed's: forward keeps P = softmax [Hl Sq, S] as its statistics
+//                  (B Z L^2 / N of the paper); with delta_i = rowsum(dO_i o O_i),
+//                  a ring of V blocks: dS_b = P_b o (dO V_b^T - delta), dV~_b = P_b^T dO;
+//                  a ring of K blocks: dQ += dS_b K_b / sqrt(h), dK~_b = dS_b^T Q / sqrt(h);
+//                  then ring all-reduces of the [S, Gl h] partials dK~, dV~ (every
+//                  rank's queries' share of every key), of which a rank keeps its
+//                  block's rows. Sent per layer: 2 passes of R - 1 blocks (in T) and two
+//                  all-reduces (in A), 2 (R - 1) / R of [S, Gl h] each: 6 (R - 1) (S/R) Gl h
+//                  elements with equal blocks, the paper's 6 (N-1) B Z (L/N) A (its A: h).
+//   flash          the flash backward above, from LSE [Sq, Hl] (the statistics then).
+// Blocks whose keys all follow every query (causal) are skipped, not computed
+// (RSA's forward computes every block; its seed backward skips them: P_b = 0).
 // Buffers (what forward and backward allocate, for the run and for the replay):
 //   flash forward   kv[2] [2 max_rows Gl h] (comm), o_acc [Sq, Hl h] (A), o_block [Sq, Hl h], lse_block [Sq, Hl] (A)
-//   rsa forward     scores [Hl Sq, S] (A), blocks[2] [max_rows Gl h] (comm), o_acc [Sq, Hl h] (A)
+//   rsa forward     scores [Hl Sq, S] (A; none with the seed backward: P is written into the
+//                   statistics), blocks[2] [max_rows Gl h] (comm), o_acc [Sq, Hl h] (A)
 //   backward        delta [Sq, Hl] (A), kv[2], dkv_in, dkv_out [2 max_rows Gl h] (comm), dkv_block (workspace)
+//   rsa seed bwd    delta [Sq, Hl] (A), blocks[2] [max_rows Gl h] (comm), dS [Hl Sq, S] (A),
+//                   dq_acc [Sq, Hl h] (A), dK~, dV~ [S, Gl h] (A, comm), allreduce_in [max_rows Gl h] (A, comm)
 #pragma once
 
 #include <vector>
@@ -41,20 +55,27 @@ class RingAttention final : public AttentionStrategy<T> {
                 const std::vector<std::vector<std::int64_t>>& block_positions, KernelVariant kernels,
                 PhaseTimers* timers);
 
-  Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const override { return {rows, heads}; }  // lse
+  // LSE [Sq, Hl]; RSA with the seed's backward: P [Hl Sq, S] (the geometry's, as the replay's).
+  Extent2 stats_shape(std::int64_t, std::int64_t) const override { return geometry_.stats_shape(); }
   void forward(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
-               const Mat<const T>& v) override;
+               const Mat<const T>& v, const AttentionKept<T>&) override;  // local layout: kept = q, k, v, o
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override;
 
-  // The rsa variant's forward (public: CUDA's extended lambdas need an accessible enclosing function).
-  void forward_rsa(const Mat<T>& o, const Mat<A>& lse, const Mat<const T>& q, const Mat<const T>& k,
+  // The rsa variant's forward (stats: LSE, or P with the seed's backward) and the seed's
+  // backward (p: the P forward kept) (public: CUDA's extended lambdas need an accessible
+  // enclosing function).
+  void forward_rsa(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
                    const Mat<const T>& v);
+  void backward_rsa(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
+                    const Mat<const T>& o, const Mat<const A>& p, const Mat<const T>& q, const Mat<const T>& k,
+                    const Mat<const T>& v);
 
   // This rank's sizes: query rows, the largest block, all blocks' rows, and the widths.
   struct Dims {
     std::int64_t Sq = 0, max_rows = 0, total_rows = 0, Hh = 0, Gh = 0, Hl = 0;
+    bool p_in_stats = false;  // RSA's seed backward: P lives in the statistics, not in a scores buffer
   };
   static Dims dims(const AttentionGeometry& g);
   struct FlashForwardBuffers {
@@ -64,7 +85,7 @@ class RingAttention final : public AttentionStrategy<T> {
     Tracked<Mat<A>> lse_block;
   };
   struct RsaForwardBuffers {
-    Tracked<Mat<A>> scores;
+    Tracked<Mat<A>> scores;  // empty when P goes to the statistics
     Tracked<Vec<T>> blocks[2];  // K (phase 1) or V (phase 2) rows of a block
     Tracked<Mat<A>> o_acc;
   };
@@ -72,9 +93,17 @@ class RingAttention final : public AttentionStrategy<T> {
     Tracked<Mat<A>> delta;
     Tracked<Vec<T>> kv[2], dkv_in, dkv_out, dkv_block;
   };
+  struct RsaBackwardBuffers {  // the seed's backward
+    Tracked<Mat<A>> delta;
+    Tracked<Vec<T>> blocks[2];  // V (first pass) or K (second pass) rows of a block
+    Tracked<Mat<A>> dscores, dq_acc;
+    Tracked<Mat<A>> dk_partial, dv_partial;  // [S, Gh]: all-reduced over the ring
+    Tracked<Vec<A>> allreduce_in;            // one received chunk of the all-reduce
+  };
   static FlashForwardBuffers flash_forward_buffers(const Dims& d);
   static RsaForwardBuffers rsa_forward_buffers(const Dims& d);
   static BackwardBuffers backward_buffers(const Dims& d);
+  static RsaBackwardBuffers rsa_backward_buffers(const Dims& d);
   // The device positions of every block (the constructor's, and the replay's).
   static std::vector<Tracked<Vec<std::int64_t>>> position_buffers(const AttentionGeometry& g);
 
@@ -84,6 +113,10 @@ class RingAttention final : public AttentionStrategy<T> {
 
  private:
   bool visible(int block) const { return min_pos_[block] <= max_q_pos_; }  // any key before some query
+  // One RSA ring pass of this rank's `own` rows (K or V, [rows, Gl h]) through `blocks`:
+  // use(blk, block [rows_[blk], Gl h], hop) for every member's block as it visits.
+  template <class Use>
+  void rsa_pass(const Vec<T> (&blocks)[2], const Mat<const T>& own, Use&& use);
 
   Communicator& ring_;
   AttentionGeometry geometry_;
@@ -91,6 +124,7 @@ class RingAttention final : public AttentionStrategy<T> {
   KernelVariant kernels_;
   PhaseTimers* timers_;
   std::vector<std::int64_t> rows_, min_pos_;      // per block: token count, smallest position
+  std::vector<std::int64_t> col_;                 // per block: its first key column in [0, S) (RSA)
   std::int64_t max_q_pos_ = -1;
   std::vector<Tracked<Vec<std::int64_t>>> pos_;   // per block, on the device
 };

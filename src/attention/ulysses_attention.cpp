@@ -30,38 +30,27 @@ Tracked<Mat<T>> UlyssesAttention<T>::group_buffer(const char* label, const Atten
 }
 
 template <class T>
-Tracked<Mat<T>> UlyssesAttention<T>::replay_scatter(const AttentionGeometry& g, bool kv, const char* label) {
-  const auto send = exchange_buffer("ulysses_send", g, kv);
-  return group_buffer(label, g, kv, false);
-}
-
-template <class T>
 void UlyssesAttention<T>::replay_forward(const AttentionGeometry& g, const std::function<void()>& inner) {
-  const auto qg = replay_scatter(g, false, "ulysses_q"), kg = replay_scatter(g, true, "ulysses_k"),
-             vg = replay_scatter(g, true, "ulysses_v");
-  const auto og = group_buffer("ulysses_o", g, false, true);
+  for (const bool kv : {false, true, true}) exchange_buffer("ulysses_send", g, kv);  // q, k, v scattered into the kept set
   inner();
   exchange_buffer("ulysses_recv", g, false);
 }
 
 template <class T>
 void UlyssesAttention<T>::replay_backward(const AttentionGeometry& g, const std::function<void()>& inner) {
-  auto d_og = replay_scatter(g, false, "ulysses_do"), og = replay_scatter(g, false, "ulysses_o"),
-       qg = replay_scatter(g, false, "ulysses_q");
-  const auto kg = replay_scatter(g, true, "ulysses_k"), vg = replay_scatter(g, true, "ulysses_v");
+  auto d_og = group_buffer("ulysses_do", g, false, false);
+  exchange_buffer("ulysses_send", g, false);
   const auto dqg = group_buffer("ulysses_dq", g, false, true), dkg = group_buffer("ulysses_dk", g, true, true),
              dvg = group_buffer("ulysses_dv", g, true, true);
   inner();
   d_og.reset();
-  og.reset();
-  qg.reset();
   exchange_buffer("ulysses_recv", g, false);
   exchange_buffer("ulysses_recv", g, true);
   exchange_buffer("ulysses_recv", g, true);
 }
 
 template <class T>
-Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool kv, const char* label) {
+void UlyssesAttention<T>::scatter_heads(const Mat<T>& y, const Mat<const T>& x, bool kv) {
   const std::int64_t S = x.extent(0), h = h_;
   // Send: for each member p, my rows with p's heads, packed [S, count_p h] one after another.
   std::vector<std::int64_t> sc(U_), sd(U_), rc(U_), rd(U_);
@@ -80,9 +69,10 @@ Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool k
                          {std::size_t(S), std::size_t(w)}),
         KOKKOS_LAMBDA(const int i, const int c) { buf(off + i * w + c) = x(i, col0 + c); });
   }
-  // Receive: member p's rows with my heads, in member order: exactly [S_group, count_me h].
-  auto y = group_buffer(label, geometry_, kv, false);
+  // Receive: member p's rows with my heads, in member order: exactly y's [S_group, count_me h].
   const std::int64_t mine = heads_of(me_, kv).count * h;
+  if (std::int64_t(y.extent(0)) != geometry_.group_rows() || std::int64_t(y.extent(1)) != mine)
+    throw std::logic_error("ulysses: the scatter's destination has the wrong shape");
   std::int64_t offset = 0;
   for (int p = 0; p < U_; ++p) {
     rd[p] = offset;
@@ -91,8 +81,7 @@ Tracked<Mat<T>> UlyssesAttention<T>::scatter_heads(const Mat<const T>& x, bool k
   }
   compat::fence("ulysses: packed");
   ScopedPhase phase(timers_, Phase::alltoall);
-  group_.alltoallv(send.view().data(), sc, sd, y.view().data(), rc, rd, dtype_of<T>(), "alltoall");
-  return y;
+  group_.alltoallv(send.view().data(), sc, sd, y.data(), rc, rd, dtype_of<T>(), "alltoall");
 }
 
 template <class T>
@@ -131,30 +120,25 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
 
 template <class T>
 void UlyssesAttention<T>::forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
-                                  const Mat<const T>& v) {
-  auto qg = scatter_heads(q, false, "ulysses_q");
-  auto kg = scatter_heads(k, true, "ulysses_k");
-  auto vg = scatter_heads(v, true, "ulysses_v");
-  const auto og = group_buffer("ulysses_o", geometry_, false, true);
-  inner_->forward(og.view(), stats, qg.view(), kg.view(), vg.view());
-  gather_heads(o, og.view(), false, false);
+                                  const Mat<const T>& v, const AttentionKept<T>& kept) {
+  scatter_heads(kept.q, q, false);
+  scatter_heads(kept.k, k, true);
+  scatter_heads(kept.v, v, true);
+  inner_->forward(kept.o, stats, kept.q, kept.k, kept.v, kept);  // the inner strategy's local layout is the group's
+  gather_heads(o, kept.o, false, false);
 }
 
 template <class T>
 void UlyssesAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
-                                   const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q,
-                                   const Mat<const T>& k, const Mat<const T>& v) {
-  auto d_og = scatter_heads(d_o, false, "ulysses_do");
-  auto og = scatter_heads(o, false, "ulysses_o");
-  auto qg = scatter_heads(q, false, "ulysses_q");
-  auto kg = scatter_heads(k, true, "ulysses_k");
-  auto vg = scatter_heads(v, true, "ulysses_v");
+                                   const Mat<const T>& og, const Mat<const A>& lse, const Mat<const T>& qg,
+                                   const Mat<const T>& kg, const Mat<const T>& vg) {
+  // og, qg, kg, vg: what forward kept, already head-sharded; only dO travels in.
+  auto d_og = group_buffer("ulysses_do", geometry_, false, false);
+  scatter_heads(d_og.view(), d_o, false);
   const auto dqg = group_buffer("ulysses_dq", geometry_, false, true), dkg = group_buffer("ulysses_dk", geometry_, true, true),
              dvg = group_buffer("ulysses_dv", geometry_, true, true);
-  inner_->backward(dqg.view(), dkg.view(), dvg.view(), d_og.view(), og.view(), lse, qg.view(), kg.view(), vg.view());
+  inner_->backward(dqg.view(), dkg.view(), dvg.view(), d_og.view(), og, lse, qg, kg, vg);
   d_og.reset();
-  og.reset();
-  qg.reset();
   gather_heads(dq, dqg.view(), false, false);
   gather_heads(dk, dkg.view(), true, true);  // replicated kv heads: sum the replicas
   gather_heads(dv, dvg.view(), true, true);

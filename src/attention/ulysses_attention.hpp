@@ -3,12 +3,13 @@
 // Ulysses group, a slice of the heads: attention_geometry.hpp says which); an
 // inner strategy attends on that (local attention, or a ring across Ulysses
 // groups: the 2D hybrid); the inverse all-to-all brings o back to [S_local, H, h].
-// In backward the replicas of a replicated kv head have their dK/dV summed. The
-// backward redoes the all-to-all of q, k, v and o (the layer keeps them in the
-// local layout) instead of keeping a second, head-sharded copy.
-// Buffers (comm): an all-to-all's send or receive buffer [S_local x heads of every
-// member x h]; group buffers [S_group, heads here x h] of q, k, v, o (forward) and
-// of dO, O, q, k, v, dq, dk, dv (backward).
+// Forward scatters q, k, v straight into the head-sharded copies the backward
+// reads (saved_layout: the store keeps them, with the inner strategy's o), so the
+// backward does the seed's four all-to-alls: dO in, dQ, dK, dV out; the replicas
+// of a replicated kv head have their dK/dV summed on the way back.
+// Buffers: an all-to-all's send or receive buffer [S_local x heads of every
+// member x h] (comm); in backward, group buffers [S_group, heads here x h] of dO,
+// dq, dk, dv (comm). The kept q, k, v, o are activations (the store's).
 #pragma once
 
 #include <functional>
@@ -34,15 +35,16 @@ class UlyssesAttention final : public AttentionStrategy<T> {
   Extent2 stats_shape(std::int64_t, std::int64_t) const override {
     return inner_->stats_shape(geometry_.group_rows(), geometry_.q_heads_here());
   }
+  SavedLayout saved_layout(std::int64_t, std::int64_t, std::int64_t) const override { return geometry_.saved_layout(); }
   void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
-               const Mat<const T>& v) override;
+               const Mat<const T>& v, const AttentionKept<T>& kept) override;
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override;
 
   // The two all-to-alls (public: CUDA's extended lambdas need an accessible enclosing function).
-  // x: [S_local, *] -> [S_group, heads(me) h]: scatter heads, gather tokens.
-  Tracked<Mat<T>> scatter_heads(const Mat<const T>& x, bool kv, const char* label);
+  // x: [S_local, *] -> y: [S_group, heads(me) h]: scatter heads, gather tokens.
+  void scatter_heads(const Mat<T>& y, const Mat<const T>& x, bool kv);
   // y: [S_group, heads(me) h] -> x: [S_local, *] (=, or += summing replicas when accumulate).
   void gather_heads(const Mat<T>& x, const Mat<const T>& y, bool kv, bool accumulate);
 
@@ -58,7 +60,6 @@ class UlyssesAttention final : public AttentionStrategy<T> {
   HeadRange heads_of(int member, bool kv) const {
     return kv ? ulysses_kv_heads(member, U_, geometry_.kv_heads) : ulysses_q_heads(member, U_, geometry_.heads);
   }
-  static Tracked<Mat<T>> replay_scatter(const AttentionGeometry& g, bool kv, const char* label);
 
   Communicator& group_;
   AttentionGeometry geometry_;

@@ -165,7 +165,7 @@ int run(const Options& opt) {
         mlp.replay_backward(a);
       });
       mlp_gf[k] = 2.0 * S * d * I * 11 / mlp_s[k] / 1e9;  // 3 forward + 8 backward GEMMs (2 recomputed)
-      LmHeadLoss<T> head(cfg, M, KernelVariant::optimized, nullptr, false);
+      LmHeadLoss<T> head(cfg, M, KernelVariant::optimized, nullptr, LogitsKeeping::in_place);
       std::tie(head_s[k], head_ws[k]) = measure(opt.repeats, [&] {
         head.forward_backward(dy.view(), y.view(), labels.view(), params, grads, 1.0 / double(S));
       });

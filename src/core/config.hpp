@@ -65,24 +65,29 @@ struct EnumNames<AttentionKernel> {
 // store_plan() is the one place that says what each policy keeps):
 //   full                every layer's input and saved tensors on the device
 //   checkpoint          every layer's input on the device; the attention block recomputed
+//   hf_checkpoint       Hugging Face's activation recomputation, the papers' measured
+//                       baseline: checkpoint, and the LM head's whole [S, V] logits in bf16
+//                       (the run's type), their fp32 upcast and its gradient; no mini-sequences
 //   checkpoint_offload  checkpoint, the layer inputs in host memory (two device buffers)
 //   offload             MEMO: inputs, o and lse in host memory, a token fraction alpha of
-//                       q, k, v, y too, the other tokens recomputed (two device buffers)
+//                       q, k, v, y and the MLP's tensors too, the other tokens recomputed
+//                       (two device buffers; alpha = 1 recomputes nothing)
 //   vanilla             the papers' baseline: full, the MLP's [S, I] intermediates kept,
 //                       the [S, V] logits and their gradient whole; no mini-sequences
-enum class MemoryPolicy { full, checkpoint, checkpoint_offload, offload, vanilla };
+enum class MemoryPolicy { full, checkpoint, hf_checkpoint, checkpoint_offload, offload, vanilla };
 template <>
 struct EnumNames<MemoryPolicy> {
-  static constexpr std::array<std::pair<MemoryPolicy, const char*>, 5> table{
+  static constexpr std::array<std::pair<MemoryPolicy, const char*>, 6> table{
       {{MemoryPolicy::full, "full"},
        {MemoryPolicy::checkpoint, "checkpoint"},
+       {MemoryPolicy::hf_checkpoint, "hf_checkpoint"},
        {MemoryPolicy::checkpoint_offload, "checkpoint_offload"},
        {MemoryPolicy::offload, "offload"},
        {MemoryPolicy::vanilla, "vanilla"}}};
 };
 
 struct OffloadOptions {
-  double alpha = 1.0;          // offload: token fraction of q, k, v, y kept in host memory
+  double alpha = 1.0;          // offload: token fraction of q, k, v, y and the MLP's kept in host memory
   double bandwidth_gbs = 0.0;  // host copy engine: modelled link bandwidth (0 = unthrottled)
 };
 

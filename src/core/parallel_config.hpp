@@ -24,15 +24,32 @@ struct EnumNames<RingVariant> {
   static constexpr std::array<std::pair<RingVariant, const char*>, 2> table{
       {{RingVariant::flash, "flash"}, {RingVariant::rsa, "rsa"}}};
 };
+// RSA's backward (parallel.rsa_backward; only read with ring_variant rsa):
+//   seed   the seed paper's: forward keeps the softmax probabilities P [Hl Sq, S];
+//          a ring of V blocks (dV partials, dS), a ring of K blocks (dQ, dK
+//          partials), then ring all-reduces of the [S, Gl h] dK and dV partials;
+//   flash  the flash ring's backward, from the log-sum-exp rows.
+enum class RsaBackward { seed, flash };
+template <>
+struct EnumNames<RsaBackward> {  // the deck's default first
+  static constexpr std::array<std::pair<RsaBackward, const char*>, 2> table{
+      {{RsaBackward::seed, "seed"}, {RsaBackward::flash, "flash"}}};
+};
 
 struct ParallelConfig {
   int ulysses = 1;                         // U
   int ring = 1;                            // R
   RingLayout layout = RingLayout::zigzag;
   RingVariant variant = RingVariant::flash;
+  RsaBackward rsa_backward = RsaBackward::seed;  // read only when variant is rsa
   bool overlap = true;                     // ring transfers overlap block compute
   int zero = 0;                            // ZeRO stage over all ranks: 0 none, 1 optimizer, 2 + gradients, 3 + weights
   int sequence_parallel() const { return ulysses * ring; }
+  // Whether the ring runs RSA with the seed's backward: its statistics are the
+  // softmax probabilities [Hl Sq, S] rather than the log-sum-exp rows [Sq, Hl].
+  bool rsa_seed_backward() const {
+    return ring > 1 && variant == RingVariant::rsa && rsa_backward == RsaBackward::seed;
+  }
 };
 
 // Empty when the configuration can run on world_size ranks; otherwise a message

@@ -154,6 +154,10 @@ std::vector<KeySpec> parallel_keys() {
            [](Deck& d) -> auto& { return d.parallel.layout; }),
     choice("parallel.ring_variant", RingVariant::flash, "ring attention algorithm",
            [](Deck& d) -> auto& { return d.parallel.variant; }),
+    choice("parallel.rsa_backward", RsaBackward::seed,
+           "RSA's backward, read with ring_variant rsa (ignored otherwise): seed (the seed paper's: keeps the "
+           "softmax probabilities, all-reduces dK, dV partials) or flash (the flash ring's, from log-sum-exp rows)",
+           [](Deck& d) -> auto& { return d.parallel.rsa_backward; }),
     flag("parallel.ring_overlap", "true", "false", true,
          "overlap ring transfers with compute (where the backend can: the metrics record what ran)",
          [](Deck& d) -> auto& { return d.parallel.overlap; }),
@@ -177,11 +181,12 @@ std::vector<KeySpec> mst_keys() {
 std::vector<KeySpec> memory_keys() {
   return {
     choice("memory.policy", MemoryPolicy::full,
-           "activations kept for backward (offload kinds: in host memory; vanilla: the papers' baseline, no chunks)",
+           "activations kept for backward (offload kinds: in host memory; vanilla, hf_checkpoint: the papers' "
+           "baselines, no chunks)",
            [](Deck& d) -> auto& { return d.options.policy; }),
     row("memory.offload_alpha", "auto", Kind::Float, 0, 1.0, {},
-        "offload: token fraction of q, k, v, y in host memory, the rest recomputed; auto = fit the copy "
-        "into a layer's compute",
+        "offload: token fraction of q, k, v, y and the MLP's tensors in host memory, the rest recomputed "
+        "(1: nothing recomputed); auto = fit the copy into a layer's compute",
         [](Deck& d, const Value& x) {
           d.memory.alpha_auto = x.text == "auto";
           d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : x.f;  // auto starts at 1 (bounded by the budget)

@@ -22,7 +22,7 @@ const std::vector<std::string>& metric_offload_directions() {
 }
 
 const std::vector<std::string>& metric_comm_ops() {
-  static const std::vector<std::string> ops = {"alltoall", "ring", "allreduce", "reduce_scatter", "allgather", "grad_norm"};
+  static const std::vector<std::string> ops = {"alltoall", "ring", "rsa_allreduce", "allreduce", "reduce_scatter", "allgather", "grad_norm"};
   return ops;
 }
 

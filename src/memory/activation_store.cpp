@@ -9,47 +9,86 @@
 
 namespace minilst {
 
-StorePlan store_plan(MemoryPolicy policy, int L) {
+StorePlan store_plan(MemoryPolicy policy, int L, std::int64_t host_rows) {
+  StorePlan p;
   switch (policy) {
-    case MemoryPolicy::full: return {L + 1, L, false};
-    case MemoryPolicy::checkpoint: return {L + 1, 0, false};
-    case MemoryPolicy::checkpoint_offload: return {2, 0, true};
-    case MemoryPolicy::offload: return {2, 2, true};
-    case MemoryPolicy::vanilla: return {L + 1, L, false, /*mlp_saved=*/true, /*whole_sequence=*/true};
+    case MemoryPolicy::full: p = {L + 1, L, L}; break;
+    case MemoryPolicy::checkpoint: p = {L + 1, 0, 0}; break;
+    case MemoryPolicy::hf_checkpoint:  // and the blocks whole, with Hugging Face's loss
+      p = {L + 1, 0, 0};
+      p.whole_sequence = p.hf_head = true;
+      break;
+    case MemoryPolicy::checkpoint_offload: p = {2, 0, 0, /*host=*/true}; break;
+    case MemoryPolicy::offload:  // no host rows: nothing of the row set survives its layer
+      p = {2, 2, host_rows > 0 ? 2 : 0, /*host=*/true, /*mlp_saved=*/host_rows > 0};
+      break;
+    case MemoryPolicy::vanilla: p = {L + 1, L, L, false, /*mlp_saved=*/true, /*whole_sequence=*/true}; break;
+    default: throw std::logic_error("store_plan: unknown policy");
   }
-  throw std::logic_error("store_plan: unknown policy");
+  return p;
 }
 
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens) {
   return std::min<std::int64_t>(tokens, std::llround(alpha * double(tokens)));
 }
 
-HostLayerSizes host_layer_sizes(const ActivationShapes& s, std::int64_t rows) {
-  const auto S = std::size_t(s.tokens), r = std::size_t(rows);
-  return {S * s.hidden, S * s.q_cols, std::size_t(s.stats.rows * s.stats.cols),
-          r * s.q_cols, r * s.kv_cols, r * s.kv_cols, r * s.hidden};
+HostLayerSizes host_layer_sizes(const ActivationShapes& s, std::int64_t rows, bool mlp) {
+  const auto S = std::size_t(s.tokens), r = std::size_t(rows), d = std::size_t(s.hidden),
+             I = std::size_t(s.intermediate);
+  const auto whole = [](Extent2 e) { return std::size_t(e.rows * e.cols); };
+  HostLayerSizes n;
+  n.x = S * d;
+  n.o = S * std::size_t(s.q_cols);
+  n.stats = whole(s.stats);
+  if (s.saved.local) {
+    n.q = r * s.q_cols;
+    n.k = n.v = r * s.kv_cols;
+  } else {
+    n.q = n.o_kept = whole(s.saved.q);
+    n.k = n.v = whole(s.saved.kv);
+  }
+  n.y = r * d;
+  if (mlp) {
+    n.mlp_in = r * d;
+    n.mlp_gate = n.mlp_up = n.mlp_act = r * I;
+  }
+  return n;
 }
+
+namespace {
+// Elements of a layer's whole tensors and of its row tensors (HostLayerSizes split by family).
+struct FamilyElements {
+  std::size_t whole = 0, stats = 0, rows = 0;
+};
+FamilyElements family_elements(const ActivationShapes& s, const HostLayerSizes& n) {
+  const std::size_t qkv = n.q + n.k + n.v;
+  return {n.o + n.o_kept + (s.saved.local ? 0 : qkv), n.stats,
+          (s.saved.local ? qkv : 0) + n.y + n.mlp_in + n.mlp_gate + n.mlp_up + n.mlp_act};
+}
+}  // namespace
 
 template <class T>
 std::uint64_t ActivationStore<T>::host_bytes(MemoryPolicy policy, int L, const ActivationShapes& shapes,
                                              double alpha) {
-  const StorePlan plan = store_plan(policy, L);
-  if (!plan.host) return 0;
   const std::int64_t rows = policy == MemoryPolicy::offload ? offload_host_rows(alpha, shapes.tokens) : 0;
-  const auto n = host_layer_sizes(shapes, rows);
+  const StorePlan plan = store_plan(policy, L, rows);
+  if (!plan.host) return 0;
+  const auto n = host_layer_sizes(shapes, rows, plan.mlp_saved);
+  const auto f = family_elements(shapes, n);
   std::uint64_t bytes = 0;
   for (int l = 0; l < L; ++l) {  // the layers whose buffers are reused before their backward
     if (plan.x_reused(l, L)) bytes += n.x * sizeof(T);
-    if (plan.saved_reused(l, L)) bytes += (n.o + n.q + n.k + n.v + n.y) * sizeof(T) + n.stats * sizeof(A);
+    if (plan.saved_reused(l, L)) bytes += f.whole * sizeof(T) + f.stats * sizeof(A);
+    if (plan.rows_reused(l, L)) bytes += f.rows * sizeof(T);
   }
   return bytes;
 }
 
 template <class T>
 typename ActivationStore<T>::LayerCopyBytes ActivationStore<T>::layer_copy_bytes(const ActivationShapes& shapes) {
-  const auto n = host_layer_sizes(shapes, shapes.tokens);
-  return {double(n.x * sizeof(T)), double(n.o * sizeof(T) + n.stats * sizeof(A)),
-          double((n.q + n.k + n.v + n.y) * sizeof(T))};
+  const auto n = host_layer_sizes(shapes, shapes.tokens, /*mlp=*/true);  // offload's swap set, every token
+  const auto f = family_elements(shapes, n);
+  return {double(n.x * sizeof(T)), double(f.whole * sizeof(T) + f.stats * sizeof(A)), double(f.rows * sizeof(T))};
 }
 
 namespace {
@@ -67,7 +106,7 @@ ActivationStore<T>::ActivationStore(const ModelOptions& opts, int layers, const 
       plan_(store_plan(opts.policy, layers)),
       x_(plan_.x_buffers), x_slot_(plan_.x_buffers), saved_(std::max(1, plan_.saved_buffers)),
       saved_slot_(std::max(1, plan_.saved_buffers)) {
-  set_alpha(policy_ == MemoryPolicy::offload ? opts.offload.alpha : 0.0);
+  set_alpha(policy_ == MemoryPolicy::offload ? opts.offload.alpha : 0.0);  // sets the row buffers
   if (plan_.host) {
     if (!counting_) engine_ = make_copy_engine(opts.offload.bandwidth_gbs);
     host_.resize(L_);
@@ -85,6 +124,10 @@ void ActivationStore<T>::set_alpha(double alpha) {
   if (engine_) engine_->wait_all();  // a larger alpha regrows the pinned buffers copies may still read
   alpha_ = alpha;
   host_rows_ = policy_ == MemoryPolicy::offload ? offload_host_rows(alpha, shapes_.tokens) : 0;
+  plan_ = store_plan(policy_, L_, host_rows_);  // between steps: every row set was released
+  rows_.clear();
+  rows_.resize(std::size_t(std::max(1, plan_.row_buffers)));
+  row_slot_.assign(rows_.size(), Slot());
 }
 
 template <class T>
@@ -140,12 +183,31 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
   if (!s.allocated()) {
     const auto act = MemCategory::activations;
     const std::string n = std::to_string(saved_index(l));
-    const std::int64_t S = shapes_.tokens;
-    s.q = Tracked<Mat<T>>(uninitialized, "q" + n, act, S, shapes_.q_cols);
-    s.k = Tracked<Mat<T>>(uninitialized, "k" + n, act, S, shapes_.kv_cols);
-    s.v = Tracked<Mat<T>>(uninitialized, "v" + n, act, S, shapes_.kv_cols);
-    s.o = Tracked<Mat<T>>(uninitialized, "o" + n, act, S, shapes_.q_cols);
+    const SavedLayout& kept = shapes_.saved;
+    if (!kept.local) {
+      s.q = Tracked<Mat<T>>(uninitialized, "q" + n, act, kept.q.rows, kept.q.cols);
+      s.k = Tracked<Mat<T>>(uninitialized, "k" + n, act, kept.kv.rows, kept.kv.cols);
+      s.v = Tracked<Mat<T>>(uninitialized, "v" + n, act, kept.kv.rows, kept.kv.cols);
+      s.o_kept = Tracked<Mat<T>>(uninitialized, "o_kept" + n, act, kept.q.rows, kept.q.cols);
+    }
+    s.o = Tracked<Mat<T>>(uninitialized, "o" + n, act, shapes_.tokens, shapes_.q_cols);
     s.stats = Tracked<Mat<A>>(uninitialized, "lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
+  }
+  return s;
+}
+
+template <class T>
+typename ActivationStore<T>::RowSet& ActivationStore<T>::row_set(int l) {
+  auto& s = rows_[row_index(l)];
+  if (!s.allocated()) {
+    const auto act = MemCategory::activations;
+    const std::string n = std::to_string(row_index(l));
+    const std::int64_t S = shapes_.tokens;
+    if (shapes_.saved.local) {
+      s.q = Tracked<Mat<T>>(uninitialized, "q" + n, act, S, shapes_.q_cols);
+      s.k = Tracked<Mat<T>>(uninitialized, "k" + n, act, S, shapes_.kv_cols);
+      s.v = Tracked<Mat<T>>(uninitialized, "v" + n, act, S, shapes_.kv_cols);
+    }
     s.y = Tracked<Mat<T>>(uninitialized, "y" + n, act, S, shapes_.hidden);
     if (plan_.mlp_saved) {
       s.mlp_in = Tracked<Mat<T>>(uninitialized, "mlp_in" + n, act, S, shapes_.hidden);
@@ -160,8 +222,24 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
 template <class T>
 LayerActivations<T> ActivationStore<T>::views(int l) {
   auto& s = saved_set(l);
-  return {x_view(l),       s.q.view(),        s.k.view(),      s.v.view(),      s.o.view(),      s.stats.view(),
-          s.y.view(),      plan_.mlp_saved,   s.mlp_in.view(), s.mlp_gate.view(), s.mlp_up.view(), s.mlp_act.view()};
+  auto& r = row_set(l);
+  const bool local = shapes_.saved.local;
+  LayerActivations<T> a;
+  a.x = x_view(l);
+  a.q = local ? r.q.view() : s.q.view();
+  a.k = local ? r.k.view() : s.k.view();
+  a.v = local ? r.v.view() : s.v.view();
+  a.o = s.o.view();
+  a.o_kept = local ? s.o.view() : s.o_kept.view();
+  a.stats = s.stats.view();
+  a.y = r.y.view();
+  a.local = local;
+  a.mlp_saved = plan_.mlp_saved;
+  a.mlp_in = r.mlp_in.view();
+  a.mlp_gate = r.mlp_gate.view();
+  a.mlp_up = r.mlp_up.view();
+  a.mlp_act = r.mlp_act.view();
+  return a;
 }
 
 template <class T>
@@ -169,21 +247,77 @@ typename ActivationStore<T>::HostLayer& ActivationStore<T>::host(int l, bool x_o
   auto& h = host_.at(l);
   const auto cat = MemCategory::host_offload;
   const std::string n = std::to_string(l);
-  const auto size = host_layer_sizes(shapes_, host_rows_);
-  using HostT = Kokkos::View<T*, compat::HostPinnedSpace>;
-  if (h.x.bytes() == 0) h.x = Tracked<HostT>(uninitialized, "host_x" + n, cat, size.x);
+  const auto size = host_layer_sizes(shapes_, host_rows_, plan_.mlp_saved);
+  const bool local = shapes_.saved.local;
+  const auto make = [&](HostView& v, const char* name, std::size_t elements) {
+    v = HostView(uninitialized, std::string("host_") + name + n, cat, elements);
+  };
+  if (h.x.bytes() == 0) make(h.x, "x", size.x);
   if (x_only || h.rows >= host_rows_) return h;
-  // o and stats whole; q, k, v, y for host_rows tokens (grown if alpha grew)
-  if (h.o.bytes() == 0) {
-    h.o = Tracked<HostT>(uninitialized, "host_o" + n, cat, size.o);
+  if (h.o.bytes() == 0) {  // the whole tensors, once
+    make(h.o, "o", size.o);
     h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>(uninitialized, "host_lse" + n, cat, size.stats);
+    if (!local) {
+      make(h.q, "q", size.q);
+      make(h.k, "k", size.k);
+      make(h.v, "v", size.v);
+      make(h.o_kept, "o_kept", size.o_kept);
+    }
   }
-  h.q = Tracked<HostT>(uninitialized, "host_q" + n, cat, size.q);
-  h.k = Tracked<HostT>(uninitialized, "host_k" + n, cat, size.k);
-  h.v = Tracked<HostT>(uninitialized, "host_v" + n, cat, size.v);
-  h.y = Tracked<HostT>(uninitialized, "host_y" + n, cat, size.y);
+  // the row tensors for host_rows tokens (grown if alpha grew)
+  if (local) {
+    make(h.q, "q", size.q);
+    make(h.k, "k", size.k);
+    make(h.v, "v", size.v);
+  }
+  make(h.y, "y", size.y);
+  if (plan_.mlp_saved) {
+    make(h.mlp_in, "mlp_in", size.mlp_in);
+    make(h.mlp_gate, "mlp_gate", size.mlp_gate);
+    make(h.mlp_up, "mlp_up", size.mlp_up);
+    make(h.mlp_act, "mlp_act", size.mlp_act);
+  }
   h.rows = host_rows_;
   return h;
+}
+
+template <class T>
+std::vector<typename ActivationStore<T>::CopyPair> ActivationStore<T>::whole_copies(int l) {
+  auto& h = host(l, false);
+  auto& s = saved_set(l);
+  const auto all = [](const auto& device, const auto& host) {
+    return CopyPair{device.view().data(), host.view().data(), device.bytes()};
+  };
+  std::vector<CopyPair> pairs{all(s.o, h.o), all(s.stats, h.stats)};
+  if (!shapes_.saved.local)
+    for (const auto& p : {all(s.q, h.q), all(s.k, h.k), all(s.v, h.v), all(s.o_kept, h.o_kept)}) pairs.push_back(p);
+  return pairs;
+}
+
+template <class T>
+std::vector<typename ActivationStore<T>::CopyPair> ActivationStore<T>::row_copies(int l) {
+  auto& h = host(l, false);
+  auto& s = row_set(l);
+  const std::int64_t r = host_rows_;
+  const auto first_rows = [r](const Tracked<Mat<T>>& device, const HostView& host) {
+    return CopyPair{device.view().data(), host.view().data(), row_bytes(device.view(), r)};
+  };
+  std::vector<CopyPair> pairs{first_rows(s.y, h.y)};
+  if (shapes_.saved.local)
+    for (const auto& p : {first_rows(s.q, h.q), first_rows(s.k, h.k), first_rows(s.v, h.v)}) pairs.push_back(p);
+  if (plan_.mlp_saved)
+    for (const auto& p : {first_rows(s.mlp_in, h.mlp_in), first_rows(s.mlp_gate, h.mlp_gate),
+                          first_rows(s.mlp_up, h.mlp_up), first_rows(s.mlp_act, h.mlp_act)})
+      pairs.push_back(p);
+  return pairs;
+}
+
+template <class T>
+CopyEngine::Ticket ActivationStore<T>::copy_all(const std::vector<CopyPair>& pairs, CopyEngine::Direction d) {
+  CopyEngine::Ticket t = 0;
+  const bool out = d == CopyEngine::Direction::to_host;
+  for (const auto& p : pairs) t = std::max(t, copy(out ? p.host : p.device, out ? p.device : p.host, p.bytes, d));
+  return t;
 }
 
 // ---- forward ----
@@ -211,10 +345,10 @@ LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
     slot.pending = copy(host(l, true).x.view().data(), x_view(l).data(), row_bytes(x_view(l), shapes_.tokens),
                         CopyEngine::Direction::to_host);
   }
-  auto& slot = saved_slot_[saved_index(l)];
-  if (slot.layer != l) {
-    if (engine_) block_on(slot.pending, false);
-    slot = {l, true, 0};
+  for (Slot* slot : {&saved_slot_[saved_index(l)], &row_slot_[row_index(l)]}) {
+    if (slot->layer == l) continue;
+    if (engine_) block_on(slot->pending, false);  // the buffer changes hands once its copy out is done
+    *slot = {l, true, 0};
   }
   return views(l);
 }
@@ -222,20 +356,13 @@ LayerActivations<T> ActivationStore<T>::forward_begin(int l) {
 template <class T>
 void ActivationStore<T>::to_host_saved(int l) {
   timed_copies_out("activation store: layer saved");
-  auto& h = host(l, false);
-  const auto& s = saved_set(l);
-  const auto out = CopyEngine::Direction::to_host;
-  const std::int64_t r = host_rows_, S = shapes_.tokens;
-  CopyEngine::Ticket t = 0;
-  for (auto ticket : {copy(h.o.view().data(), s.o.view().data(), row_bytes(s.o.view(), S), out),
-                      copy(h.stats.view().data(), s.stats.view().data(),
-                           row_bytes(s.stats.view(), shapes_.stats.rows), out),
-                      copy(h.q.view().data(), s.q.view().data(), row_bytes(s.q.view(), r), out),
-                      copy(h.k.view().data(), s.k.view().data(), row_bytes(s.k.view(), r), out),
-                      copy(h.v.view().data(), s.v.view().data(), row_bytes(s.v.view(), r), out),
-                      copy(h.y.view().data(), s.y.view().data(), row_bytes(s.y.view(), r), out)})
-    t = std::max(t, ticket);
-  saved_slot_[saved_index(l)].pending = t;
+  saved_slot_[saved_index(l)].pending = copy_all(whole_copies(l), CopyEngine::Direction::to_host);
+}
+
+template <class T>
+void ActivationStore<T>::to_host_rows(int l) {
+  timed_copies_out("activation store: layer saved");
+  row_slot_[row_index(l)].pending = copy_all(row_copies(l), CopyEngine::Direction::to_host);
 }
 
 template <class T>
@@ -245,6 +372,12 @@ void ActivationStore<T>::forward_end(int l) {
     saved_slot_[0] = Slot();
   } else if (plan_.host && plan_.saved_reused(l, L_)) {
     to_host_saved(l);
+  }
+  if (plan_.row_buffers == 0) {
+    rows_[0] = RowSet();
+    row_slot_[0] = Slot();
+  } else if (plan_.host && plan_.rows_reused(l, L_)) {
+    to_host_rows(l);
   }
   if (l == L_ - 1 && time_forward_) {
     fence("activation store: forward done");
@@ -271,21 +404,11 @@ void ActivationStore<T>::fetch(int l) {
     const Mat<T> x = x_view(l);
     xs = {l, true, copy(x.data(), host(l, true).x.view().data(), row_bytes(x, shapes_.tokens), in)};
   }
-  if (plan_.saved_buffers == 0) return;  // transient sets are recomputed, not fetched
+  // Transient sets are recomputed, not fetched.
   auto& ss = saved_slot_[saved_index(l)];
-  if (ss.layer == l) return;
-  const auto& h = host(l, false);
-  const auto& s = saved_set(l);
-  const std::int64_t r = host_rows_, S = shapes_.tokens;
-  CopyEngine::Ticket t = 0;
-  for (auto ticket : {copy(s.o.view().data(), h.o.view().data(), row_bytes(s.o.view(), S), in),
-                      copy(s.stats.view().data(), h.stats.view().data(), row_bytes(s.stats.view(), shapes_.stats.rows), in),
-                      copy(s.q.view().data(), h.q.view().data(), row_bytes(s.q.view(), r), in),
-                      copy(s.k.view().data(), h.k.view().data(), row_bytes(s.k.view(), r), in),
-                      copy(s.v.view().data(), h.v.view().data(), row_bytes(s.v.view(), r), in),
-                      copy(s.y.view().data(), h.y.view().data(), row_bytes(s.y.view(), r), in)})
-    t = std::max(t, ticket);
-  ss = {l, r == S, t};
+  if (plan_.saved_buffers > 0 && ss.layer != l) ss = {l, true, copy_all(whole_copies(l), in)};
+  auto& rs = row_slot_[row_index(l)];
+  if (plan_.row_buffers > 0 && rs.layer != l) rs = {l, host_rows_ == shapes_.tokens, copy_all(row_copies(l), in)};
 }
 
 template <class T>
@@ -293,20 +416,19 @@ LayerActivations<T> ActivationStore<T>::backward_begin(int l, const LayerRecompu
   fetch(l);  // nothing to do when it was prefetched or never left
   auto& xs = x_slot_[x_index(l)];
   auto& ss = saved_slot_[saved_index(l)];
-  if (engine_) {
-    block_on(xs.pending, true);
-    block_on(ss.pending, true);
-  }
+  auto& rs = row_slot_[row_index(l)];
+  if (engine_)
+    for (const Slot* slot : {&xs, &ss, &rs}) block_on(slot->pending, true);
   if (l > 0) fetch(l - 1);  // layer l-1 comes back while layer l's backward runs
   const auto a = views(l);
-  if (plan_.saved_buffers == 0) {
+  if (plan_.recompute_attention()) {
     ScopedPhase phase(timers_, Phase::recompute);
     redo.attention_block(l, a);
-    ss = {l, true, 0};
-  } else if (!ss.complete) {
+    ss = rs = {l, true, 0};
+  } else if (plan_.row_buffers == 0 || !rs.complete) {  // transient rows: all of them; else those not fetched
     ScopedPhase phase(timers_, Phase::recompute);
-    redo.token_rows(l, a, Range{host_rows_, shapes_.tokens});
-    ss.complete = true;
+    redo.token_rows(l, a, Range{plan_.row_buffers == 0 ? 0 : host_rows_, shapes_.tokens});
+    rs = {l, true, 0};
   }
   return a;
 }
@@ -319,6 +441,7 @@ void ActivationStore<T>::backward_end(int l) {
     slot = Slot();
   };
   if (plan_.saved_buffers == 0 || l < plan_.saved_buffers) release(saved_[saved_index(l)], saved_slot_[saved_index(l)]);
+  if (plan_.row_buffers == 0 || l < plan_.row_buffers) release(rows_[row_index(l)], row_slot_[row_index(l)]);
   if (l < plan_.x_buffers) release(x_[x_index(l)], x_slot_[x_index(l)]);  // no lower layer shares it
 }
 

@@ -4,22 +4,32 @@
 //   q      [S, H*h]    after RoPE        k, v  [S, G*h]  (k after RoPE)
 //   o      [S, H*h]    attention output  stats           the attention's log-sum-exp rows,
 //   y      [S, d]      x + o Wo                          in the strategy's shape
+//   MLP    mlp_in [S, d] = rmsnorm(y), gate, up, act [S, I]   (policies that keep them)
+// q, k, v are in the attention strategy's saved layout (attention_strategy.hpp):
+// the local one above, or a strategy's own (Ulysses: the group's tokens, this
+// member's heads), which then also keeps its o_kept beside the layer's o.
 // The layer writes them into the buffers the store hands out (forward_begin) and
-// reads them back (backward_begin); it never knows the policy. The policy sets
-// how many device buffers there are, and what becomes of a tensor whose buffer is
-// reused by a later layer before its own backward:
+// reads them back (backward_begin); it never knows the policy. Two families of
+// saved buffers: "whole" tensors (o, stats; q, k, v and o_kept when not in the
+// local layout) that are never recomputed token-wise, and "row" tensors (q, k, v
+// in the local layout, y, the MLP's) whose token rows can be. The policy sets how
+// many device buffers each family has, and what becomes of a tensor whose buffer
+// is reused by a later layer before its own backward:
 //
-//   policy              x buffers  saved buffers  a tensor whose buffer is reused
-//   full                L + 1      L              (none is)
-//   checkpoint          L + 1      transient      q..y: recomputed (the attention block, from x)
-//   checkpoint_offload  2          transient      x: to host and back; q..y recomputed (ALST)
-//   offload             2          2              x, o, stats: to host and back; of q, k, v, y the
-//                                                 first alpha S tokens too, the other tokens
-//                                                 recomputed token-wise from x and o (MEMO)
-//   vanilla             L + 1      L              (none is); the saved set also holds the MLP's
-//                                                 input, gate, up and activation (no recompute), and
-//                                                 the blocks run whole: no mini-sequences, the LM
-//                                                 head keeps the [S, V] logits' gradient beside them
+//   policy         x buffers  whole  rows   a tensor whose buffer is reused
+//   full           L + 1      L      L      (none is); the MLP's are recomputed (mini-sequences)
+//   checkpoint     L + 1      -      -      everything but x: recomputed (the attention block, from x)
+//   hf_checkpoint  L + 1      -      -      as checkpoint; the LM head is Hugging Face's (lm_head.hpp)
+//   checkpoint_    2          -      -      x: to host and back; the rest recomputed (ALST)
+//     offload
+//   offload        2          2      2 (0   x and the whole tensors: to host and back; of the row
+//                                 at a=0)   tensors, MLP's included, the first alpha S tokens too,
+//                                           the other tokens recomputed token-wise (MEMO: alpha = 1
+//                                           recomputes nothing, alpha = 0 keeps one transient row set)
+//   vanilla        L + 1      L      L      (none is); the MLP's kept too (no recompute), and the
+//                                           blocks run whole: no mini-sequences, the LM head keeps
+//                                           the [S, V] logits' gradient beside them
+//   (-: transient, one set allocated for a layer's forward and again for its backward)
 //
 // With n buffers, buffer b holds layers b, b+n, b+2n, ... (n = 2: MEMO's two
 // "rounding buffers"), so the device keeps two layers whatever L is; x_L (the
@@ -43,11 +53,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/config.hpp"
 #include "core/phases.hpp"
 #include "core/range.hpp"
+#include "core/saved_layout.hpp"
 #include "kernels/compat.hpp"
 #include "kernels/types.hpp"
 #include "memory/copy_engine.hpp"
@@ -58,9 +70,12 @@ namespace minilst {
 template <class T>
 struct LayerActivations {  // views into the store's buffers, one layer
   Mat<T> x;                // [S, d]
-  Mat<T> q, k, v, o;       // [S, H*h], [S, G*h], [S, G*h], [S, H*h]
+  Mat<T> q, k, v;          // the saved layout's ([S, H*h], [S, G*h], [S, G*h] when local)
+  Mat<T> o;                // [S, H*h]
+  Mat<T> o_kept;           // the saved layout's o (o itself when local)
   Mat<accum_t<T>> stats;   // the attention strategy's statistics
   Mat<T> y;                // [S, d]
+  bool local = true;       // q, k, v are the layer's own (local layout): token rows can be recomputed
   bool mlp_saved = false;  // the store keeps the MLP's tensors (StorePlan::mlp_saved):
   Mat<T> mlp_in;           //   [S, d] rmsnorm(y), the MLP's input
   Mat<T> mlp_gate, mlp_up, mlp_act;  // [S, I] b Wg, b Wu, silu(b Wg) * b Wu
@@ -73,45 +88,56 @@ class LayerRecompute {
   virtual ~LayerRecompute() = default;
   // q, k, v, o, stats, y := the attention block of a.x (attention included).
   virtual void attention_block(int layer, const LayerActivations<T>& a) const = 0;
-  // Those rows of q, k, v, y := from the same rows of a.x and a.o (token-wise, no attention).
+  // Those rows of the row tensors (q, k, v when local, y, the MLP's when kept) :=
+  // from the same rows of a.x and a.o (token-wise, no attention).
   virtual void token_rows(int layer, const LayerActivations<T>& a, Range rows) const = 0;
 };
 
 struct ActivationShapes {
   std::int64_t tokens = 0, hidden = 0, q_cols = 0, kv_cols = 0;  // S, d, H*h, G*h
-  std::int64_t intermediate = 0;                                 // I (vanilla's MLP tensors)
+  std::int64_t intermediate = 0;                                 // I (the MLP's tensors)
   Extent2 stats;                                                 // the attention strategy's
+  SavedLayout saved;                                             // its q, k, v (and o_kept)
 };
-inline ActivationShapes activation_shapes(const ModelConfig& c, std::int64_t tokens, Extent2 stats) {
-  const std::int64_t h = c.head_dim();
-  return {tokens, c.hidden, c.heads * h, c.kv_heads * h, c.intermediate, stats};
+// saved: the strategy's saved_layout (the local one when left out).
+inline ActivationShapes activation_shapes(const ModelConfig& c, std::int64_t tokens, Extent2 stats,
+                                          std::optional<SavedLayout> saved = std::nullopt) {
+  const std::int64_t h = c.head_dim(), Hh = c.heads * h, Gh = c.kv_heads * h;
+  return {tokens, c.hidden, Hh, Gh, c.intermediate, stats, saved.value_or(SavedLayout{{tokens, Hh}, {tokens, Gh}, true})};
 }
 
 // The buffer counts and host traffic of a policy (see the table above): the one
 // place that says what each policy keeps.
 struct StorePlan {
   int x_buffers = 0;      // device buffers of layer inputs
-  int saved_buffers = 0;  // device buffers of q, k, v, o, stats, y; 0 = transient (recomputed)
+  int saved_buffers = 0;  // device buffers of the whole tensors (o, stats, ...); 0 = transient
+  int row_buffers = 0;    // device buffers of the row tensors (q, k, v, y, ...); 0 = transient
   bool host = false;      // reused tensors go to host memory
-  bool mlp_saved = false;       // the saved set holds the MLP's tensors (no MLP recompute)
-  bool whole_sequence = false;  // no mini-sequences; the LM head keeps the logits' gradient too
+  bool mlp_saved = false;       // the row set holds the MLP's tensors (no MLP recompute)
+  bool whole_sequence = false;  // no mini-sequences; the LM head keeps the logits' gradient too (or hf_head's)
+  bool hf_head = false;         // the LM head is Hugging Face's (bf16 logits, fp32 upcast and gradient)
   bool x_reused(int l, int L) const { return l + x_buffers <= L; }
   bool saved_reused(int l, int L) const { return saved_buffers > 0 && l + saved_buffers <= L - 1; }
+  bool rows_reused(int l, int L) const { return row_buffers > 0 && l + row_buffers <= L - 1; }
+  bool recompute_attention() const { return saved_buffers == 0; }  // the attention block runs again
 };
-StorePlan store_plan(MemoryPolicy policy, int layers);
+// host_rows: offload's token rows of the row tensors in host memory (alpha S): none
+// leaves one transient row set.
+StorePlan store_plan(MemoryPolicy policy, int layers, std::int64_t host_rows = 1);
 inline bool uses_host_memory(MemoryPolicy p) {
   return p == MemoryPolicy::checkpoint_offload || p == MemoryPolicy::offload;
 }
 // Tokens of q, k, v, y that offload keeps in host memory: round(alpha S).
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens);
 
-// One layer's host copies, in elements: x [S, d]; o [S, H*h] and the statistics
-// whole; q, k, v, y for `rows` tokens. What host() allocates, and what the offload
-// controller and `minilst plan` count.
+// One layer's host copies, in elements: x [S, d]; o [S, H*h], the statistics and
+// (not local) q, k, v, o_kept whole; (local) q, k, v, and y and the MLP's for `rows`
+// tokens. What host() allocates, and what the offload controller and `minilst plan` count.
 struct HostLayerSizes {
-  std::size_t x = 0, o = 0, stats = 0, q = 0, k = 0, v = 0, y = 0;
+  std::size_t x = 0, o = 0, stats = 0, q = 0, k = 0, v = 0, o_kept = 0, y = 0;
+  std::size_t mlp_in = 0, mlp_gate = 0, mlp_up = 0, mlp_act = 0;
 };
-HostLayerSizes host_layer_sizes(const ActivationShapes& shapes, std::int64_t rows);
+HostLayerSizes host_layer_sizes(const ActivationShapes& shapes, std::int64_t rows, bool mlp);
 
 template <class T>
 class ActivationStore {
@@ -149,11 +175,11 @@ class ActivationStore {
   void stop_timing_forward() { time_forward_ = false; }
 
   // Bytes of host memory the policy keeps per rank at this alpha (every layer's
-  // host(), summed), and the bytes one layer copies to host: x; o + statistics;
-  // q, k, v, y of all tokens (MEMO's alpha weighs the last).
+  // host(), summed), and the bytes one layer copies to host: x; the whole tensors
+  // (o, statistics, ...); the row tensors of all tokens (MEMO's alpha weighs the last).
   static std::uint64_t host_bytes(MemoryPolicy policy, int layers, const ActivationShapes& shapes, double alpha);
   struct LayerCopyBytes {
-    double x = 0, o = 0, rest = 0;
+    double x = 0, o = 0, rest = 0;  // x; whole; rows
   };
   static LayerCopyBytes layer_copy_bytes(const ActivationShapes& shapes);
 
@@ -163,25 +189,43 @@ class ActivationStore {
     bool complete = false;              // saved sets: every row valid (else rows host_rows.. recompute)
     CopyEngine::Ticket pending = 0;     // the last copy into or out of it
   };
-  struct SavedSet {                     // q, k, v, o, stats, y of one layer (vanilla: + the MLP's)
-    Tracked<Mat<T>> q, k, v, o, y;
+  // One layer's saved tensors; q, k, v in the whole set or the row set by the layout.
+  struct SavedSet {                     // whole: o, stats (o_kept; q, k, v when not local)
+    Tracked<Mat<T>> q, k, v, o, o_kept;
     Tracked<Mat<A>> stats;
-    Tracked<Mat<T>> mlp_in, mlp_gate, mlp_up, mlp_act;
-    bool allocated() const { return q.bytes() > 0 || o.bytes() > 0; }
+    bool allocated() const { return o.bytes() > 0; }
   };
-  struct HostLayer {                    // one layer's tensors in host memory
-    Tracked<Kokkos::View<T*, compat::HostPinnedSpace>> x, q, k, v, o, y;
+  struct RowSet {                       // rows: y (q, k, v when local; the MLP's when kept)
+    Tracked<Mat<T>> q, k, v, y;
+    Tracked<Mat<T>> mlp_in, mlp_gate, mlp_up, mlp_act;
+    bool allocated() const { return y.bytes() > 0; }
+  };
+  using HostView = Tracked<Kokkos::View<T*, compat::HostPinnedSpace>>;
+  struct HostLayer {                    // one layer's tensors in host memory (q, k, v: whole or rows, as kept)
+    HostView x, o, o_kept, q, k, v;
     Tracked<Kokkos::View<A*, compat::HostPinnedSpace>> stats;
-    std::int64_t rows = -1;             // token rows q, k, v, y have room for (-1: none yet)
+    HostView y, mlp_in, mlp_gate, mlp_up, mlp_act;  // the first `rows` token rows
+    std::int64_t rows = -1;             // token rows the row copies have room for (-1: none yet)
+  };
+  struct CopyPair {                     // a device tensor and its host copy (all of it, or its first rows)
+    void* device;
+    void* host;
+    std::size_t bytes;
   };
 
   int x_index(int l) const { return l % plan_.x_buffers; }
   int saved_index(int l) const { return plan_.saved_buffers ? l % plan_.saved_buffers : 0; }
+  int row_index(int l) const { return plan_.row_buffers ? l % plan_.row_buffers : 0; }
   Mat<T> x_view(int l);                 // allocates x_l's buffer if needed
   SavedSet& saved_set(int l);           // allocates layer l's saved buffers if needed
+  RowSet& row_set(int l);
+  std::vector<CopyPair> whole_copies(int l);  // what travels of the whole set, and of the row set
+  std::vector<CopyPair> row_copies(int l);
+  CopyEngine::Ticket copy_all(const std::vector<CopyPair>& pairs, CopyEngine::Direction d);
   LayerActivations<T> views(int l);
   HostLayer& host(int l, bool x_only);  // allocates layer l's host buffers if needed
   void to_host_saved(int l);
+  void to_host_rows(int l);
   void fetch(int l);                    // starts bringing layer l back into its buffers
   void block_on(CopyEngine::Ticket ticket, bool backward);
   void fence(const char* why) const;  // the compute instance (nothing to wait for when counting)
@@ -201,8 +245,10 @@ class ActivationStore {
   std::unique_ptr<CopyEngine> engine_;  // only when the policy uses host memory
   std::vector<Tracked<Mat<T>>> x_;      // device buffers of layer inputs
   std::vector<Slot> x_slot_;
-  std::vector<SavedSet> saved_;         // device buffers of saved sets (one when transient)
+  std::vector<SavedSet> saved_;         // device buffers of whole sets (one when transient)
   std::vector<Slot> saved_slot_;
+  std::vector<RowSet> rows_;            // device buffers of row sets (one when transient)
+  std::vector<Slot> row_slot_;
   std::vector<HostLayer> host_;         // per layer, allocated on first use, kept across steps
   bool time_forward_ = true;
   Kokkos::Timer forward_timer_;

@@ -4,8 +4,9 @@
 //                                                            behind one layer's compute)
 //   host(alpha) <= host budget                               (every offloaded layer fits)
 // B: the copy engine's bandwidth, T_layer: one layer's forward compute time, both
-// measured in the warm-up step; bytes_o includes the lse rows, bytes_rest is q, k,
-// v, y of all tokens; host(alpha) is the store's host footprint
+// measured in the warm-up step; bytes_o is the tensors that always move whole (o,
+// the lse rows; Ulysses' head-sharded q, k, v, o), bytes_rest the row tensors of
+// all tokens (q, k, v, y, the MLP's); host(alpha) is the store's host footprint
 // (ActivationStore::host_bytes; the bound is solved in offload_controller.hpp).
 #pragma once
 

@@ -7,6 +7,28 @@
 
 namespace minilst {
 
+RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, std::uint64_t T, std::uint64_t acc) {
+  using u64 = std::uint64_t;
+  RingLayerBytes r;
+  const u64 R = u64(g.R()), Gh = u64(g.kv_heads_here()) * u64(g.head_dim);
+  if (R == 1) return r;
+  const u64 me = u64(g.me_ring), succ = (me + 1) % R;
+  u64 S = 0, passed = 0;  // every block's rows; the rows of the blocks this rank passes on (all but its successor's)
+  for (u64 b = 0; b < R; ++b) {
+    S += u64(g.block_rows[b]);
+    if (b != succ) passed += u64(g.block_rows[b]);  // the last visitor is never passed on
+  }
+  r.forward = 2 * passed * Gh * T;  // K and V (flash: together; RSA: one pass each)
+  if (g.parallel.rsa_seed_backward()) {
+    r.backward = r.forward;  // a pass of V, a pass of K
+    // two ring all-reduces (dK~, dV~) of [S, Gh]: every chunk but its own, then every chunk but its successor's
+    r.allreduce = 2 * ((S - u64(g.block_rows[me])) + (S - u64(g.block_rows[succ]))) * Gh * acc;
+  } else {
+    r.backward = r.forward + 2 * S * Gh * T;  // K/V again, and every block's dK/dV travels home
+  }
+  return r;
+}
+
 std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, const ModelOptions& o,
                                                         const ParallelConfig& par, const SequenceLayout& layout,
                                                         int s, int world, int A, Precision precision,
@@ -14,11 +36,11 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   using u64 = std::uint64_t;
   const u64 T = scalar_bytes(precision);  // activations travel in the run's storage type
   const auto g = attention_geometry(c, par, layout, s);
-  const u64 U = u64(g.U()), R = u64(g.R()), h = u64(g.head_dim), L = u64(c.layers);
+  const u64 U = u64(g.U()), h = u64(g.head_dim), L = u64(c.layers);
   const u64 q = u64(g.q_heads_here()), k = u64(g.kv_heads_here());  // heads per member after the all-to-all
   const u64 S_l = u64(g.local_rows), S_g = u64(g.group_rows());
   // policies whose saved sets are transient run the forward attention twice (offload recomputes no attention)
-  const bool recompute = store_plan(o.policy, c.layers).saved_buffers == 0;
+  const bool recompute = store_plan(o.policy, c.layers).recompute_attention();
   const u64 passes = recompute ? 2 : 1;
 
   u64 a2a_fwd = 0, a2a_bwd = 0;
@@ -26,20 +48,14 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
     const u64 scatter_q = S_l * (U - 1) * q * h * T, scatter_kv = S_l * (U - 1) * k * h * T;
     const u64 gather_q = (S_g - S_l) * q * h * T, gather_kv = (S_g - S_l) * k * h * T;
     a2a_fwd = scatter_q + 2 * scatter_kv + gather_q;
-    a2a_bwd = 3 * scatter_q + 2 * scatter_kv + gather_q + 2 * gather_kv;
+    a2a_bwd = scatter_q + gather_q + 2 * gather_kv;  // dO in; dQ, dK, dV out (q, k, v, o kept head-sharded)
   }
-  u64 ring_fwd = 0, ring_bwd = 0;
-  if (R > 1) {
-    for (u64 b = 0; b < R; ++b) {
-      const u64 block = 2 * u64(g.block_rows[b]) * k * h * T;  // K and V
-      if (b != (u64(g.me_ring) + 1) % R) ring_fwd += block;     // the last visitor is never passed on
-      ring_bwd += block;                                         // every block's dK/dV travels
-    }
-    ring_bwd += ring_fwd;  // K/V travel again in backward
-  }
+  const u64 acc = master_bytes(precision);  // the accumulation type's bytes: fp32 under bf16, as master weights
+  const auto ring = ring_layer_bytes(g, T, acc);
   std::map<std::string, std::uint64_t> bytes;
   bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
-  bytes["ring"] = u64(A) * L * (passes * ring_fwd + ring_bwd);
+  bytes["ring"] = u64(A) * L * (passes * ring.forward + ring.backward);
+  if (par.rsa_seed_backward()) bytes["rsa_allreduce"] = u64(A) * L * ring.allreduce;
   // The model states' collectives (ZeRO): over every rank, unit by unit (model_states.hpp).
   const u64 G = master_bytes(precision);  // fp32 under bf16
   const auto sl = shard_layout(c, world, zero.stage > 0);

@@ -5,9 +5,20 @@
 //   q = H/U heads per member, k = kv heads per member (G/U, or 1 when replicated),
 //   T bytes of an activation element (2 in bf16), per layer and micro-step:
 //   alltoall (Ulysses)  forward   (S_l (U-1)/U)-style scatters: S_l h T [(U-1) q + 2 (U-1) k] + gather o (S_g - S_l) q h T
-//                       backward  scatter dO, O, Q, K, V; gather dQ, dK, dV
+//                       backward  scatter dO; gather dQ, dK, dV (Q, K, V, O kept head-sharded):
+//                                 the forward's bytes when the shards are equal
 //   ring                forward   every block but the last visitor's: sum_{b != me+1} 2 n_b k h T
-//                       backward  the same for K/V, plus every block's dK/dV: sum_b 2 n_b k h T
+//                                 (flash: K and V together; RSA: a pass of K, a pass of V)
+//                       backward  flash (and RSA with parallel.rsa_backward flash): the same for
+//                                 K/V, plus every block's dK/dV: sum_b 2 n_b k h T;
+//                                 RSA's seed backward: a pass of V, a pass of K, as forward
+//   rsa_allreduce       RSA's seed backward: ring all-reduces of the dK and dV partials [S, k h]
+//                       in the accumulation type (A bytes: 4 under bf16 and float, 8 in double);
+//                       each sends every chunk (block) but its own, then every chunk but its
+//                       successor's: 2 [(S - n_me) + (S - n_{me+1})] k h A, i.e. 2 x 2 (R-1)/R of
+//                       [S, k h] with equal blocks. With equal blocks the seed's backward sends
+//                       2 (R-1) (S/R) k h T + 4 (R-1) (S/R) k h A: the paper's 6 (N-1) B Z (L/N) A
+//                       elements (Z heads of head size A there) when T = A.
 //   checkpoint: the recomputed forward attention sends its forward volume again.
 //   allreduce           ZeRO 0, 1: the gradient, padded (n x 4 bytes, fp32 also under bf16; 8 in double),
 //                       when the world has > 1 rank
@@ -27,6 +38,15 @@
 #include "parallel/sequence_layout.hpp"
 
 namespace minilst {
+
+struct AttentionGeometry;
+
+// One layer's ring bytes on this rank (per micro-step): K/V blocks forward and
+// backward (T bytes an element), and RSA's seed all-reduces (acc bytes an element).
+struct RingLayerBytes {
+  std::uint64_t forward = 0, backward = 0, allreduce = 0;
+};
+RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, std::uint64_t T, std::uint64_t acc);
 
 std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& cfg, const ModelOptions& opts,
                                                         const ParallelConfig& par, const SequenceLayout& layout,

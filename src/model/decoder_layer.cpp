@@ -24,14 +24,16 @@ Tracked<Mat<T>> DecoderLayer<T>::workspace(Buffer b, std::int64_t rows) const {
     case Buffer::q_grad: return make("q_grad", Hh);
     case Buffer::k_grad: return make("k_grad", Gh);
     case Buffer::v_grad: return make("v_grad", Gh);
+    case Buffer::q_local: return make("q_local", Hh);
+    case Buffer::k_local: return make("k_local", Gh);
+    case Buffer::v_local: return make("v_local", Gh);
   }
   throw std::logic_error("decoder layer: unknown buffer");
 }
 
 template <class T>
-void DecoderLayer<T>::project_qkv(const LayerActivations<T>& a, const LayerWeights<T>& w, Range r) const {
-  const auto x = rows(a.x, r.begin, r.end);
-  const auto q = rows(a.q, r.begin, r.end), k = rows(a.k, r.begin, r.end), v = rows(a.v, r.begin, r.end);
+void DecoderLayer<T>::project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
+                                  const LayerWeights<T>& w, Range r) const {
   const auto pos = Kokkos::subview(pos_, Kokkos::make_pair(r.begin, r.end));
   const std::size_t h = cfg_.head_dim();
   {
@@ -47,10 +49,17 @@ void DecoderLayer<T>::project_qkv(const LayerActivations<T>& a, const LayerWeigh
 
 template <class T>
 void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const {
-  project_qkv(a, w, Range{0, std::int64_t(a.x.extent(0))});
-  {
+  const std::int64_t S = a.x.extent(0);
+  const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
+  if (a.local) {  // q, k, v straight into what the backward reads
+    project_qkv(a.q, a.k, a.v, a.x, w, Range{0, S});
     ScopedPhase phase(timers_, Phase::attention);
-    attention_.forward(a.o, a.stats, a.q, a.k, a.v);
+    attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
+  } else {  // the strategy keeps its own layout: the local q, k, v are workspace
+    const auto q = workspace(Buffer::q_local, S), k = workspace(Buffer::k_local, S), v = workspace(Buffer::v_local, S);
+    project_qkv(q.view(), k.view(), v.view(), a.x, w, Range{0, S});
+    ScopedPhase phase(timers_, Phase::attention);
+    attention_.forward(a.o, a.stats, q.view(), k.view(), v.view(), kept);
   }
   Kokkos::deep_copy(ExecSpace(), a.y, a.x);                              // y = x
   kernels::gemm(kernels_, Op::N, Op::N, T(1), a.o, w.wo, T(1), a.y);     // y += o Wo
@@ -58,22 +67,33 @@ void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const Laye
 
 template <class T>
 void DecoderLayer<T>::replay_forward_attention(const LayerActivations<T>& a) const {
-  workspace(Buffer::attn_in, std::int64_t(a.x.extent(0)));
-  attention_.forward(a.o, a.stats, a.q, a.k, a.v);
+  const std::int64_t S = a.x.extent(0);
+  const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
+  if (a.local) {
+    workspace(Buffer::attn_in, S);
+    attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
+  } else {
+    const auto q = workspace(Buffer::q_local, S), k = workspace(Buffer::k_local, S), v = workspace(Buffer::v_local, S);
+    workspace(Buffer::attn_in, S);
+    attention_.forward(a.o, a.stats, q.view(), k.view(), v.view(), kept);
+  }
 }
 
 template <class T>
 void DecoderLayer<T>::recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range r) const {
   if (r.size() <= 0) return;
-  project_qkv(a, w, r);
+  if (a.local)  // (else q, k, v are kept whole)
+    project_qkv(rows(a.q, r.begin, r.end), rows(a.k, r.begin, r.end), rows(a.v, r.begin, r.end),
+                rows(a.x, r.begin, r.end), w, r);
   const auto y = rows(a.y, r.begin, r.end);
   Kokkos::deep_copy(ExecSpace(), y, rows(a.x, r.begin, r.end));                          // y = x
   kernels::gemm(kernels_, Op::N, Op::N, T(1), rows(a.o, r.begin, r.end), w.wo, T(1), y);  // y += o Wo
+  if (a.mlp_saved) mlp_.recompute_rows(a, w, r);
 }
 
 template <class T>
-void DecoderLayer<T>::replay_recompute_rows(Range r) const {
-  if (r.size() > 0) workspace(Buffer::attn_in, r.size());
+void DecoderLayer<T>::replay_recompute_rows(const LayerActivations<T>& a, Range r) const {
+  if (r.size() > 0 && a.local) workspace(Buffer::attn_in, r.size());
 }
 
 template <class T>
@@ -96,7 +116,7 @@ void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<master_t<T>>
              dv = workspace(Buffer::v_grad, S);  // the strategies overwrite them
   {
     ScopedPhase phase(timers_, Phase::attention);
-    attention_.backward(dq.view(), dk.view(), dv.view(), d_o.view(), a.o, a.stats, a.q, a.k, a.v);
+    attention_.backward(dq.view(), dk.view(), dv.view(), d_o.view(), a.o_kept, a.stats, a.q, a.k, a.v);
   }
   d_o.reset();
   kernels::rope_backward<T>(dq.view(), pos_, h, cfg_.rope_theta);
@@ -124,7 +144,7 @@ void DecoderLayer<T>::replay_backward(const LayerActivations<T>& a) const {
   mlp_.replay_backward(a);
   auto d_o = workspace(Buffer::o_grad, S);
   const auto dq = workspace(Buffer::q_grad, S), dk = workspace(Buffer::k_grad, S), dv = workspace(Buffer::v_grad, S);
-  attention_.backward(dq.view(), dk.view(), dv.view(), d_o.view(), a.o, a.stats, a.q, a.k, a.v);
+  attention_.backward(dq.view(), dk.view(), dv.view(), d_o.view(), a.o_kept, a.stats, a.q, a.k, a.v);
   d_o.reset();
   const auto an = workspace(Buffer::attn_in, S);
 }

@@ -33,7 +33,8 @@ class DecoderLayer {
   // a.q, a.k, a.v, a.o, a.stats, a.y := attention block of a.x
   void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
   // The same, token-wise, for `rows` only and without attention (o is given):
-  // q, k, v = rope(rmsnorm(x) W*) and y = x + o Wo on those rows (MEMO's recompute).
+  // q, k, v = rope(rmsnorm(x) W*) (when local) and y = x + o Wo on those rows, and
+  // the MLP's kept tensors from y (MEMO's recompute).
   void recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range rows) const;
   // z := y + mlp(a.y);  z: [S, d]
   void forward_mlp(const Mat<T>& z, const LayerActivations<T>& a, const LayerWeights<T>& w) const {
@@ -44,22 +45,30 @@ class DecoderLayer {
                 const LayerWeights<T>& w) const;
   // The attention strategy's statistics shape for this layer's S tokens.
   Extent2 stats_shape() const { return attention_.stats_shape(std::int64_t(pos_.extent(0)), cfg_.heads); }
+  // Where the strategy's backward reads q, k, v, o (the store keeps them so).
+  SavedLayout saved_layout() const {
+    const std::int64_t h = cfg_.head_dim();
+    return attention_.saved_layout(std::int64_t(pos_.extent(0)), cfg_.heads * h, cfg_.kv_heads * h);
+  }
 
   // `minilst plan`'s twins of the methods above.
   void replay_forward_attention(const LayerActivations<T>& a) const;
-  void replay_recompute_rows(Range rows) const;
+  void replay_recompute_rows(const LayerActivations<T>& a, Range rows) const;
   void replay_forward_mlp(const LayerActivations<T>& a) const { mlp_.replay_forward(a); }
   void replay_backward(const LayerActivations<T>& a) const;
 
   // The layer's own buffers (workspace), each [rows, width]:
   //   attn_in  [rows, d]: rmsnorm(x) in the forward, then its gradient in the backward
   //   y_grad [rows, d]   o_grad, q_grad [rows, H*h]   k_grad, v_grad [rows, G*h]
-  enum class Buffer { attn_in, y_grad, o_grad, q_grad, k_grad, v_grad };
+  //   q_local [rows, H*h], k_local, v_local [rows, G*h]: the forward's q, k, v where the
+  //   strategy keeps them in its own layout (not local: the store does not hold these)
+  enum class Buffer { attn_in, y_grad, o_grad, q_grad, k_grad, v_grad, q_local, k_local, v_local };
   Tracked<Mat<T>> workspace(Buffer b, std::int64_t rows) const;
 
  private:
-  // q, k, v rows := rope(rmsnorm(x rows) W*), for tokens [r.begin, r.end)
-  void project_qkv(const LayerActivations<T>& a, const LayerWeights<T>& w, Range r) const;
+  // q, k, v := rope(rmsnorm(x) W*); x: the rows [r.begin, r.end) of the layer's input
+  void project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
+                   const LayerWeights<T>& w, Range r) const;
 
   ModelConfig cfg_;
   KernelVariant kernels_;

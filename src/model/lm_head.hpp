@@ -5,9 +5,13 @@
 //   dlogits = (softmax - onehot) / N_valid   dWout += f^T dlogits   dx_c = rmsnorm'(dlogits Wout^T)
 // The loss gradient is known in the forward, so each chunk's backward runs at
 // once and the [S, V] logits never exist. Workspace per chunk: f [C,d] + logits [C,V].
-// With `logits_grad` (the activation store's whole-sequence plan: memory.policy
-// vanilla, the papers' baseline) the gradient of the logits has a buffer of its
-// own beside them, as autograd keeps both: f [C,d] + 2 [C,V] (one chunk: C = S).
+// The papers' baselines keep more beside the logits (LogitsKeeping; one chunk, C = S):
+//   separate   memory.policy vanilla: the logits' gradient has a buffer of its own,
+//              as autograd keeps both: f [C,d] + 2 [C,V]
+//   hf_upcast  memory.policy hf_checkpoint, Hugging Face's loss: the logits in the run's
+//              type, their fp32 upcast (when the type is narrower) and the upcast's
+//              gradient, fp32: f [C,d] + [C,V] (T) + 2 [C,V] (A) under bf16; the gradient
+//              is cast back into the logits' buffer, as autograd hands it to the matmul
 #pragma once
 
 #include "core/config.hpp"
@@ -17,11 +21,14 @@
 
 namespace minilst {
 
+enum class LogitsKeeping { in_place, separate, hf_upcast };
+
 template <class T>
 class LmHeadLoss {
  public:
-  LmHeadLoss(const ModelConfig& cfg, int chunks, KernelVariant kernels, PhaseTimers* timers, bool logits_grad)
-      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), logits_grad_(logits_grad) {}
+  using A = accum_t<T>;
+  LmHeadLoss(const ModelConfig& cfg, int chunks, KernelVariant kernels, PhaseTimers* timers, LogitsKeeping keeping)
+      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), keeping_(keeping) {}
 
   // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=.
   // grad_scale = 1 / (global valid labels ...). Returns sum_i loss_i over local valid labels.
@@ -30,9 +37,11 @@ class LmHeadLoss {
   // `minilst plan`'s twin: the chunks' buffers for S tokens, no compute.
   void replay(std::int64_t S) const;
 
-  // One chunk's workspace: f [C, d], logits [C, V], and the logits' gradient [C, V] when kept apart.
+  // One chunk's workspace: f [C, d], logits [C, V], and the logits' gradient [C, V] when kept
+  // apart (separate), or the fp32 upcast and its gradient [C, V] (hf_upcast).
   struct ChunkBuffers {
     Tracked<Mat<T>> f, logits, logits_grad;
+    Tracked<Mat<A>> upcast, upcast_grad;
   };
   ChunkBuffers chunk_buffers(std::int64_t C) const;
   // Workspace elements per token of a chunk: what `auto` budgets.
@@ -43,7 +52,7 @@ class LmHeadLoss {
   int chunks_;
   KernelVariant kernels_;
   PhaseTimers* timers_;
-  bool logits_grad_;
+  LogitsKeeping keeping_;
 };
 
 }  // namespace minilst

@@ -51,6 +51,13 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
 }
 
 template <class T>
+void MlpBlock<T>::recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>& w, Range r) const {
+  const auto part = [&](const Mat<T>& m) { return rows(m, r.begin, r.end); };
+  gate_and_up(part(keep.mlp_in), part(keep.mlp_gate), part(keep.mlp_up), part(keep.y), w);
+  kernels::swiglu_forward<T>(kernels_, part(keep.mlp_act), part(keep.mlp_gate), part(keep.mlp_up));
+}
+
+template <class T>
 void MlpBlock<T>::replay_forward(const LayerActivations<T>& keep) const {
   replay_chunks(keep, false);
 }

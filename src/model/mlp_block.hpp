@@ -8,12 +8,14 @@
 // so the peak falls from S (d + 3I) to ceil(S/M) (d + 3I) as M grows.
 // Results equal the unchunked block's to rounding (same math, other order).
 // Where the activation store keeps the MLP's tensors (LayerActivations::mlp_saved:
-// memory.policy vanilla, the papers' baseline) the forward writes b, g, u and m
-// into them, whole, and the backward reads them back, recomputing nothing.
+// memory.policy vanilla, the papers' baseline, and offload, MEMO's swap set) the
+// forward writes b, g, u and m into them, whole, and the backward reads them back,
+// recomputing nothing (offload: the token rows it did not fetch, recompute_rows).
 #pragma once
 
 #include "core/config.hpp"
 #include "core/phases.hpp"
+#include "core/range.hpp"
 #include "memory/activation_store.hpp"
 #include "model/parameters.hpp"
 
@@ -32,6 +34,9 @@ class MlpBlock {
   // dw.w_gate, dw.w_up, dw.w_down, dw.mlp_norm += their gradients.
   void backward(const Mat<T>& dy, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz, const Mat<const T>& y,
                 const LayerWeights<T>& w, const LayerActivations<T>& keep) const;
+
+  // Where the store keeps the MLP's tensors: their rows r := from y's rows (MEMO's token-wise recompute).
+  void recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>& w, Range r) const;
 
   // `minilst plan`'s twins: the chunks' buffers, no compute.
   void replay_forward(const LayerActivations<T>& keep) const;

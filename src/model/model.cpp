@@ -8,6 +8,11 @@
 namespace minilst {
 
 namespace {
+LogitsKeeping logits_keeping(const StorePlan& plan) {
+  return plan.hf_head ? LogitsKeeping::hf_upcast
+                      : plan.whole_sequence ? LogitsKeeping::separate : LogitsKeeping::in_place;
+}
+
 // What the activation store may ask the layers to redo, with this step's weights.
 template <class T>
 class Recompute final : public LayerRecompute<T> {
@@ -31,7 +36,9 @@ class ReplayRecompute final : public LayerRecompute<T> {
  public:
   explicit ReplayRecompute(const DecoderLayer<T>& layer) : layer_(layer) {}
   void attention_block(int, const LayerActivations<T>& a) const override { layer_.replay_forward_attention(a); }
-  void token_rows(int, const LayerActivations<T>&, Range rows) const override { layer_.replay_recompute_rows(rows); }
+  void token_rows(int, const LayerActivations<T>& a, Range rows) const override {
+    layer_.replay_recompute_rows(a, rows);
+  }
 
  private:
   const DecoderLayer<T>& layer_;
@@ -42,8 +49,8 @@ template <class T>
 Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
                 Vec<const std::int64_t> positions, PhaseTimers* timers)
     : cfg_(cfg), kernels_(opts.kernels), tokens_(std::int64_t(positions.extent(0))), layer_(cfg, opts, attention, positions, timers),
-      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, store_plan(opts.policy, cfg.layers).whole_sequence),
-      store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape()), timers), timers_(timers) {}
+      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_plan(opts.policy, cfg.layers))),
+      store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape(), layer_.saved_layout()), timers), timers_(timers) {}
 
 template <class T>
 double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::int64_t>& tokens,

@@ -55,7 +55,7 @@ for bad in "$MINILST_SOURCE"/tests/fuzz/corpus/*.yaml; do  # decks that once cra
 done
 set_ "model.layers = '2.5': expected an integer"                       model.layers=2.5
 set_ "run.precision = 'half': allowed values: float\|double\|bf16"     run.precision=half
-set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|checkpoint_offload\|offload" memory.policy=swap
+set_ "memory.policy = 'swap': allowed values: full\|checkpoint\|hf_checkpoint\|checkpoint_offload\|offload\|vanilla" memory.policy=swap
 set_ "memory.offload_alpha = '1.5': must be in \[0, 1\]"               memory.offload_alpha=1.5
 set_ "run.attention_kernel = 'flash': allowed values: auto\|portable\|tensor_core" run.attention_kernel=flash
 set_ "run.attention_kernel: tensor_core: the tensor-core kernels "      run.attention_kernel=tensor_core run.precision=double
@@ -81,6 +81,7 @@ set_ "model.kv_heads \(3\) and parallel.ulysses \(2\): the kv heads must be a mu
      model.hidden=48 model.heads=6 model.kv_heads=3 parallel.ulysses=2
 set_ "unknown key 'parallel.degree'"                                   parallel.degree=2
 set_ "parallel.ring_variant = 'fast': allowed values: flash\|rsa"      parallel.ring_variant=fast
+set_ "parallel.rsa_backward = 'autograd': allowed values: seed\|flash" parallel.rsa_backward=autograd
 set_ "unknown section 'modle'"                                          modle.hidden=8
 set_ "--set 'nodot': expected section.key=value"                        nodot
 run  "file '.*/missing.yaml' not found"                                 "$tmp/missing.yaml"

@@ -11,7 +11,7 @@ grep -E "vanilla|4 ranks" bench.log
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 s = f["cpu/longest_seq_len"][:]
-ok = np.all(np.diff(s[:7]) > 0) and len(f["llama3_8b/longest_seq_len"][:]) == 6
+ok = np.all(np.diff(s[:7]) > 0) and len(f["llama3_8b/longest_seq_len"][:]) == 7
 print(f"CPU stack S {s.tolist()}: {'grows with each technique' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY

@@ -4,9 +4,10 @@ bandwidth cap (see offload.sh).
 
 Bytes each step must move (one micro-step, L layers, S tokens, scalar bytes T):
   checkpoint_offload  (L-1) S d T each way (the inputs of layers 0..L-2)
-  offload             the same, plus (L-2) (S Hh T + S H T + r (Hh + 2Gh + d) T) each
-                      way, r = round(alpha S) (o, lse, and r tokens of q, k, v, y of
-                      layers 0..L-3)
+  offload             the same, plus (L-2) (S Hh T + S H T + r (Hh + 2Gh + 2d + 3I) T)
+                      each way, r = round(alpha S) (o, lse, and r tokens of q, k, v, y
+                      and of the MLP's input, gate, up and activation, of layers 0..L-3);
+                      at alpha = 1 (auto's warm-up step) nothing is recomputed
 """
 import sys
 
@@ -27,8 +28,10 @@ full, off, ckpt, auto = (h5py.File(p, "r") for p in sys.argv[1:5])
 cfg = yaml.safe_load(off.attrs["config"])
 m, S = cfg["model"], int(cfg["run"]["seq_len"])
 d, L, H, G = int(m["hidden"]), int(m["layers"]), int(m["heads"]), int(m["kv_heads"])
+I = int(m["intermediate"])
 h, T = d // H, 8
 Hh, Gh = H * h, G * h
+row = (Hh + 2 * Gh + 2 * d + 3 * I) * T  # one token of the row tensors
 
 for name, f in (("offload", off), ("checkpoint_offload", ckpt), ("auto", auto)):
     check(np.allclose(f["loss"][:], full["loss"][:], rtol=1e-12, atol=0), f"{name}: losses equal full's to 1e-12")
@@ -47,7 +50,7 @@ for name, f in (("offload", off), ("checkpoint_offload", ckpt), ("auto", auto)):
 
 x_bytes = (L - 1) * S * d * T
 r = round(0.37 * S)
-saved_bytes = (L - 2) * (S * Hh * T + S * H * T + r * (Hh + 2 * Gh + d) * T)
+saved_bytes = (L - 2) * (S * Hh * T + S * H * T + r * row)
 for name, f, want in (("checkpoint_offload", ckpt, x_bytes), ("offload", off, x_bytes + saved_bytes)):
     for direction in ("to_host", "to_device"):
         got = f["offload"]["bytes_" + direction][:]
@@ -61,10 +64,11 @@ check(auto.attrs["offload_alpha_mode"] == "auto" and 0 <= a <= 1, f"auto: alpha 
 check(abs(float(auto.attrs["offload_bandwidth_measured_gbs"]) - 0.05) <= 0.005,
       f"auto: measured bandwidth {float(auto.attrs['offload_bandwidth_measured_gbs']):.4f} GB/s at the 0.05 cap")
 moved = auto["offload"]["bytes_to_host"][:, 0]
-check(moved[0] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + S * (Hh + 2 * Gh + d) * T),
-      "auto: the warm-up step moves alpha = 1")
+check(moved[0] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + S * row), "auto: the warm-up step moves alpha = 1")
+check(np.all(auto["timings"]["recompute"][0] == 0), "auto: the warm-up step (alpha = 1, full swap) recomputes nothing")
+check(np.all(off["timings"]["recompute"][:] > 0), "offload: alpha 0.37 recomputes the other tokens")
 r_auto = int(auto.attrs["offload_host_rows"])
-check(np.all(moved[1:] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + r_auto * (Hh + 2 * Gh + d) * T)),
+check(np.all(moved[1:] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + r_auto * row)),
       f"auto: later steps move the chosen alpha ({r_auto} tokens)")
 print(f"offload checks: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -27,7 +27,7 @@ sys.exit(1 if bad else 0)
 PY
 }
 common=(--set model.layers=4 --set run.steps=2)
-for policy in full checkpoint checkpoint_offload vanilla "offload --set memory.offload_alpha=0.37"; do
+for policy in full checkpoint hf_checkpoint checkpoint_offload vanilla "offload --set memory.offload_alpha=0.37"; do
   check "np1_${policy%% *}" 1 -- "${common[@]}" --set memory.policy=$policy
 done
 check ring2 2 -- "${common[@]}" --set parallel.ring=2 --set mst.mlp_chunks=3
