@@ -17,7 +17,8 @@
 //   rsa_dscores  dS[n Sq + i][c0 + j] = P[n Sq + i][c0 + j] (dO_i^n . v_j^(n / group) - delta[i][n])  (=)
 //   rsa_dq       dQ[i][n h + c] += scale sum_j dS[n Sq + i][c0 + j] k_j[(n / group) h + c]   (+=)
 //   rsa_dk       dK[j][g h + c] = scale sum_{n: n / group = g} sum_i dS[n Sq + i][c0 + j] q_i[n h + c]   (=)
-// (dV, dK: the rows j of one visiting block, or a slice of it, as the caller's views.)
+// (dV, dK: the rows j of one visiting block, or a slice of it, as the caller's views.) rsa_pv and
+// rsa_dq are one product, rsa_times_block; rsa_dv and rsa_dk the other, rsa_block_times.
 #pragma once
 
 #include <limits>
@@ -61,19 +62,47 @@ void rsa_softmax(const Mat<accum_t<T>>& scores, const Mat<accum_t<T>>& lse) {
   });
 }
 
+// The two products over a block's probability (or score-gradient) columns [c0, c0 + n)
+// of w [Hl Sq, S], every query head n reading kv head n / group:
+//   rsa_times_block  out[i][n h + c] += scale sum_j w[n Sq + i][c0 + j] x[j][(n / group) h + c]   out: [Sq, Hl h], x: [n, G h]
+//   rsa_block_times  out[j][g h + c]  = scale sum_{n of g, i} w[n Sq + i][c0 + j] x[i][n h + c]   out: [n, G h], x: [Sq, Hl h]
 template <class T>
-void rsa_pv(const Mat<accum_t<T>>& O, const Mat<const accum_t<T>>& scores, std::int64_t c0, const Mat<const T>& vb,
-            int head_dim) {
+void rsa_times_block(const Mat<accum_t<T>>& out, const Mat<const accum_t<T>>& w, std::int64_t c0, const Mat<const T>& x,
+                     int head_dim, accum_t<T> scale) {
   using A = accum_t<T>;
-  const int h = head_dim, Sq = int(O.extent(0)), group = int(O.extent(1) / vb.extent(1));
-  const std::int64_t nb = std::int64_t(vb.extent(0));
-  Kokkos::parallel_for("rsa_pv", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {O.extent(0), O.extent(1)}),
+  const int h = head_dim, Sq = int(out.extent(0)), group = int(out.extent(1) / x.extent(1));
+  const std::int64_t nb = std::int64_t(x.extent(0));
+  Kokkos::parallel_for("rsa_times_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0},
+                       {out.extent(0), out.extent(1)}),
       KOKKOS_LAMBDA(const int i, const int col) {
         const int n = col / h, c = col % h;
         A acc = 0;
-        for (std::int64_t j = 0; j < nb; ++j) acc += scores(n * Sq + i, c0 + j) * A(vb(j, (n / group) * h + c));
-        O(i, col) += acc;
+        for (std::int64_t j = 0; j < nb; ++j) acc += w(n * Sq + i, c0 + j) * A(x(j, (n / group) * h + c));
+        out(i, col) += scale * acc;
       });
+}
+
+template <class T>
+void rsa_block_times(const Mat<accum_t<T>>& out, const Mat<const accum_t<T>>& w, std::int64_t c0, const Mat<const T>& x,
+                     int head_dim, accum_t<T> scale) {
+  using A = accum_t<T>;
+  const int h = head_dim, Sq = int(x.extent(0)), group = int(x.extent(1) / out.extent(1));
+  Kokkos::parallel_for("rsa_block_times", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0},
+                       {out.extent(0), out.extent(1)}),
+      KOKKOS_LAMBDA(const int j, const int col) {
+        const int g = col / h, c = col % h;
+        A acc = 0;
+        for (int n = g * group; n < (g + 1) * group; ++n)
+          for (int i = 0; i < Sq; ++i) acc += w(n * Sq + i, c0 + j) * A(x(i, n * h + c));
+        out(j, col) = scale * acc;
+      });
+}
+
+// O [Sq, Hl h] += P_block V_block (the forward's phase 2).
+template <class T>
+void rsa_pv(const Mat<accum_t<T>>& O, const Mat<const accum_t<T>>& scores, std::int64_t c0, const Mat<const T>& vb,
+            int head_dim) {
+  rsa_times_block<T>(O, scores, c0, vb, head_dim, accum_t<T>(1));
 }
 
 // delta: [Sq, Hl]; d_o, o: [Sq, Hl h].
@@ -90,20 +119,11 @@ void rsa_delta(const Mat<accum_t<T>>& delta, const Mat<const T>& d_o, const Mat<
       });
 }
 
-// dv: [n, G h], the block's rows j = 0..n-1 at probability columns c0 + j; p: [Hl Sq, S]; d_o: [Sq, Hl h].
+// dv: [n, G h] (=), the block's rows at probability columns c0 + j: P_block^T dO; d_o: [Sq, Hl h].
 template <class T>
 void rsa_dv(const Mat<accum_t<T>>& dv, const Mat<const accum_t<T>>& p, std::int64_t c0, const Mat<const T>& d_o,
             int head_dim) {
-  using A = accum_t<T>;
-  const int h = head_dim, Sq = int(d_o.extent(0)), group = int(d_o.extent(1) / dv.extent(1));
-  Kokkos::parallel_for("rsa_dv", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {dv.extent(0), dv.extent(1)}),
-      KOKKOS_LAMBDA(const int j, const int col) {
-        const int g = col / h, c = col % h;
-        A acc = 0;
-        for (int n = g * group; n < (g + 1) * group; ++n)
-          for (int i = 0; i < Sq; ++i) acc += p(n * Sq + i, c0 + j) * A(d_o(i, n * h + c));
-        dv(j, col) = acc;
-      });
+  rsa_block_times<T>(dv, p, c0, d_o, head_dim, accum_t<T>(1));
 }
 
 // ds, p: [Hl Sq, S], columns [c0, c0 + n) written; d_o: [Sq, Hl h]; vb: [n, G h]; delta: [Sq, Hl].
@@ -124,38 +144,18 @@ void rsa_dscores(const Mat<accum_t<T>>& ds, const Mat<const accum_t<T>>& p, std:
       });
 }
 
-// dq: [Sq, Hl h] (+=); ds: [Hl Sq, S]; kb: [n, G h] at columns [c0, c0 + n).
+// dq: [Sq, Hl h] (+=) dS_block K_block / sqrt(h); kb: [n, G h] at columns [c0, c0 + n).
 template <class T>
 void rsa_dq(const Mat<accum_t<T>>& dq, const Mat<const accum_t<T>>& ds, std::int64_t c0, const Mat<const T>& kb,
             int head_dim) {
-  using A = accum_t<T>;
-  const int h = head_dim, Sq = int(dq.extent(0)), group = int(dq.extent(1) / kb.extent(1));
-  const std::int64_t nb = std::int64_t(kb.extent(0));
-  const A scale = A(1) / compat::sqrt(A(h));
-  Kokkos::parallel_for("rsa_dq", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {dq.extent(0), dq.extent(1)}),
-      KOKKOS_LAMBDA(const int i, const int col) {
-        const int n = col / h, c = col % h;
-        A acc = 0;
-        for (std::int64_t j = 0; j < nb; ++j) acc += ds(n * Sq + i, c0 + j) * A(kb(j, (n / group) * h + c));
-        dq(i, col) += scale * acc;
-      });
+  rsa_times_block<T>(dq, ds, c0, kb, head_dim, accum_t<T>(1) / compat::sqrt(accum_t<T>(head_dim)));
 }
 
-// dk: [n, G h], the block's rows at columns c0 + j; ds: [Hl Sq, S]; q: [Sq, Hl h].
+// dk: [n, G h] (=) dS_block^T Q / sqrt(h), the block's rows at columns c0 + j; q: [Sq, Hl h].
 template <class T>
 void rsa_dk(const Mat<accum_t<T>>& dk, const Mat<const accum_t<T>>& ds, std::int64_t c0, const Mat<const T>& q,
             int head_dim) {
-  using A = accum_t<T>;
-  const int h = head_dim, Sq = int(q.extent(0)), group = int(q.extent(1) / dk.extent(1));
-  const A scale = A(1) / compat::sqrt(A(h));
-  Kokkos::parallel_for("rsa_dk", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {dk.extent(0), dk.extent(1)}),
-      KOKKOS_LAMBDA(const int j, const int col) {
-        const int g = col / h, c = col % h;
-        A acc = 0;
-        for (int n = g * group; n < (g + 1) * group; ++n)
-          for (int i = 0; i < Sq; ++i) acc += ds(n * Sq + i, c0 + j) * A(q(i, n * h + c));
-        dk(j, col) = scale * acc;
-      });
+  rsa_block_times<T>(dk, ds, c0, q, head_dim, accum_t<T>(1) / compat::sqrt(accum_t<T>(head_dim)));
 }
 
 }  // namespace minilst::kernels

@@ -61,6 +61,7 @@ TEST(Names, EveryEnumHasCompleteUniqueRoundTrippingNames) {
   check_names<MemoryPolicy>(6);
   check_names<RingLayout>(2);
   check_names<RingVariant>(2);
+  check_names<RsaBackward>(2);
   check_names<PlanSolver>(2);
   check_names<Phase>(kNumPhases);
 }

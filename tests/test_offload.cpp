@@ -82,16 +82,22 @@ TEST(Offload, EveryPolicyGivesFullLossAndGradients) {
 }
 
 TEST(Offload, AlphaMayChangeBetweenSteps) {  // alpha auto lowers it after the warm-up step
+  // Every pair of steps is the reference's two; across 0 and > 0 the row buffers go 2 <-> 0 (transient).
   const auto cfg = tiny_config(4);
   const auto ref = run(cfg, policy(MemoryPolicy::full), 1);
-  Trainer<double> t(cfg, policy(MemoryPolicy::offload, 1.0), train_options(), iota(kSeq), nullptr);
-  const std::vector<Batch> batch = {synthetic_batch(cfg.vocab, kSeq, 3, 0, 0)};
-  double loss = t.compute_gradients(batch);
-  t.activations().set_alpha(0.37);
-  loss += t.compute_gradients(batch);
-  EXPECT_EQ(t.activations().host_rows(), 7);
-  EXPECT_NEAR(loss, ref.loss, 1e-12 * std::abs(ref.loss));
-  EXPECT_LT(rel_err(host(t.grads().flat()), ref.grads), 1e-12);
+  for (const auto& alphas : {std::vector<double>{1.0, 0.37}, std::vector<double>{1.0, 0.0},
+                             std::vector<double>{0.0, 1.0}, std::vector<double>{0.0, 0.37}}) {
+    Trainer<double> t(cfg, policy(MemoryPolicy::offload, alphas[0]), train_options(), iota(kSeq), nullptr);
+    const std::vector<Batch> batch = {synthetic_batch(cfg.vocab, kSeq, 3, 0, 0)};
+    double loss = t.compute_gradients(batch);
+    t.activations().set_alpha(alphas[1]);
+    loss += t.compute_gradients(batch);
+    const std::string where = "alpha " + std::to_string(alphas[0]) + " then " + std::to_string(alphas[1]);
+    EXPECT_EQ(t.activations().host_rows(), offload_host_rows(alphas[1], kSeq)) << where;
+    EXPECT_EQ(t.activations().plan().row_buffers, alphas[1] > 0 ? 2 : 0) << where;
+    EXPECT_NEAR(loss, ref.loss, 1e-12 * std::abs(ref.loss)) << where;
+    EXPECT_LT(rel_err(host(t.grads().flat()), ref.grads), 1e-12) << where;
+  }
 }
 
 // Measured against analytic, byte for byte, with the copies really made.

@@ -2,7 +2,7 @@
 // q, k, v (after RoPE) and gets o back; it does not know whether the other
 // tokens live on this rank (LocalAttention), arrive by all-to-all (Ulysses) or
 // travel around a ring. What the backward needs beyond q, k, v, o (the
-// log-sum-exp rows, the "statistics") is written by forward into a buffer the
+// log-sum-exp rows, or RSA's softmax probabilities: the "statistics") is written by forward into a buffer the
 // caller provides in the shape the strategy names (stats_shape): the activation
 // store keeps it with the layer's other saved tensors.
 // Where the backward reads q, k, v and o is the strategy's choice too

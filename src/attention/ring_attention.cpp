@@ -20,7 +20,7 @@ Mat<T> k_rows(const Vec<T>& buf, std::int64_t rows, std::int64_t Gh) { return Ma
 template <class T>
 Mat<T> v_rows(const Vec<T>& buf, std::int64_t rows, std::int64_t Gh) { return Mat<T>(buf.data() + rows * Gh, rows, Gh); }
 
-// The block's query rows in slices, with a progress call between slices: MPI
+// A block's rows (query rows, or the RSA backward's key rows) in slices, with a progress call between slices: MPI
 // (without a progress thread) moves a large message only inside MPI calls, so
 // this is what lets a transfer advance while the block computes.
 template <class F>

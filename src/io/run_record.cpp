@@ -96,6 +96,7 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   text["attention"] = facts.geometry.name();
   text["ring_layout"] = name_of(deck.parallel.layout);
   text["ring_variant"] = name_of(deck.parallel.variant);
+  text["rsa_backward"] = name_of(deck.parallel.rsa_backward);
   text["ring_overlap"] = par.ring_overlaps() ? "true" : "false";  // what ran, not what was asked
   text["cuda_aware_mpi"] = cuda_aware_mpi() ? "true" : "false";
   text["mlp_chunks_mode"] = deck.mst.mlp.automatic ? "auto" : "deck";

@@ -191,7 +191,7 @@ typename ActivationStore<T>::SavedSet& ActivationStore<T>::saved_set(int l) {
       s.o_kept = Tracked<Mat<T>>(uninitialized, "o_kept" + n, act, kept.q.rows, kept.q.cols);
     }
     s.o = Tracked<Mat<T>>(uninitialized, "o" + n, act, shapes_.tokens, shapes_.q_cols);
-    s.stats = Tracked<Mat<A>>(uninitialized, "lse" + n, act, shapes_.stats.rows, shapes_.stats.cols);
+    s.stats = Tracked<Mat<A>>(uninitialized, "stats" + n, act, shapes_.stats.rows, shapes_.stats.cols);
   }
   return s;
 }
@@ -256,7 +256,7 @@ typename ActivationStore<T>::HostLayer& ActivationStore<T>::host(int l, bool x_o
   if (x_only || h.rows >= host_rows_) return h;
   if (h.o.bytes() == 0) {  // the whole tensors, once
     make(h.o, "o", size.o);
-    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>(uninitialized, "host_lse" + n, cat, size.stats);
+    h.stats = Tracked<Kokkos::View<A*, compat::HostPinnedSpace>>(uninitialized, "host_stats" + n, cat, size.stats);
     if (!local) {
       make(h.q, "q", size.q);
       make(h.k, "k", size.k);

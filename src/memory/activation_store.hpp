@@ -2,8 +2,8 @@
 // Per layer l, on S local tokens (h head dim, H/G query/kv heads):
 //   x      [S, d]      the layer's input (the residual stream)
 //   q      [S, H*h]    after RoPE        k, v  [S, G*h]  (k after RoPE)
-//   o      [S, H*h]    attention output  stats           the attention's log-sum-exp rows,
-//   y      [S, d]      x + o Wo                          in the strategy's shape
+//   o      [S, H*h]    attention output  stats           the attention's statistics (log-sum-exp
+//   y      [S, d]      x + o Wo                          rows, RSA's P), in the strategy's shape
 //   MLP    mlp_in [S, d] = rmsnorm(y), gate, up, act [S, I]   (policies that keep them)
 // q, k, v are in the attention strategy's saved layout (attention_strategy.hpp):
 // the local one above, or a strategy's own (Ulysses: the group's tokens, this
@@ -127,7 +127,7 @@ StorePlan store_plan(MemoryPolicy policy, int layers, std::int64_t host_rows = 1
 inline bool uses_host_memory(MemoryPolicy p) {
   return p == MemoryPolicy::checkpoint_offload || p == MemoryPolicy::offload;
 }
-// Tokens of q, k, v, y that offload keeps in host memory: round(alpha S).
+// Tokens of the row tensors (q, k, v, y, the MLP's) that offload keeps in host memory: round(alpha S).
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens);
 
 // One layer's host copies, in elements: x [S, d]; o [S, H*h], the statistics and

@@ -97,7 +97,7 @@ void OffloadController<T>::after_first_step(ActivationStore<T>& store, const Cop
   store.set_alpha(alpha);
   if (!print) return;
   std::printf("offload: alpha = %.4f (auto: measured %.2f GB/s and %.4f s of forward per layer; one layer moves "
-              "%.2f MiB of x, %.2f MiB of o + lse (whole) and alpha x %.2f MiB of q, k, v, y and the MLP's; "
+              "%.2f MiB of x, %.2f MiB of whole tensors (o, statistics) and alpha x %.2f MiB of q, k, v, y and the MLP's; "
               "time bound %.4f, host bound %.4f)\n",
               alpha, bandwidth_ / 1e9, layer_seconds_, bytes.x / kMiB, bytes.o / kMiB, bytes.rest / kMiB,
               alpha_for_time(in), alpha_host_max_);

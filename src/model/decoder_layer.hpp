@@ -30,7 +30,7 @@ class DecoderLayer {
       : cfg_(cfg), kernels_(opts.kernels), mlp_(cfg, opts.mlp_chunks, opts.kernels, timers), attention_(attention),
         pos_(positions), timers_(timers) {}
 
-  // a.q, a.k, a.v, a.o, a.stats, a.y := attention block of a.x
+  // a.q, a.k, a.v, a.o (and a.o_kept), a.stats, a.y := attention block of a.x
   void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
   // The same, token-wise, for `rows` only and without attention (o is given):
   // q, k, v = rope(rmsnorm(x) W*) (when local) and y = x + o Wo on those rows, and

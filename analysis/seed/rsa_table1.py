@@ -1,0 +1,131 @@
+"""RSA Table 1: the MLP block's memory per device under tensor and sequence parallelism, the
+paper's formulas evaluated beside miniLST's MLP on a ring of N ranks (measured at CPU scale,
+predicted at a BERT-Base-sized shape).
+
+    /usr/bin/python3 analysis/seed/rsa_table1.py DIR [--tiny]     (DIR: scripts/bench/seed/rsa_table1.sh's output)
+"""
+import numpy as np
+
+import seed_common as sc
+
+# RSA, arXiv 2105.13120, Table 1 ("MLP block memory usage comparison"), the Memory column as
+# printed, in elements (B batch, L sequence length, H hidden size, N devices), and split into its
+# terms: the weights with their gradients and Adam states (the H^2 term), and the activations.
+PAPER_TEX = {"tensor parallelism": "32H^2/N + 4BLH/N + BLH", "sequence parallelism": "32H^2 + 5BLH/N"}
+PAPER_TERMS = {"tensor parallelism": {"states": "32*H**2/N", "activations": "4*B*L*H/N + B*L*H"},
+               "sequence parallelism": {"states": "32*H**2", "activations": "5*B*L*H/N"}}
+# Section 3.2.2: "there is no communication in the MLP layer" under sequence parallelism; tensor
+# parallelism's MLP runs 2 of its 4 collectives per layer, each 2(N-1)*B*Z*(L/N)*A elements.
+PAPER_COMM = {"tensor parallelism": "2 * 2*(N-1)*B*Z*(L/N)*A", "sequence parallelism": "0"}
+PAPER_CONDITION = "B*L > 32*H"  # sequence parallelism needs less memory (Eq. 5)
+
+
+def ev(expr, **v) -> float:
+    return float(eval(expr, {"__builtins__": {}}, v))
+
+
+def mlp_bytes(vanilla, full, layers, shape, bpp, model=False):
+    """The MLP's state and activation bytes per layer per rank: its 3 d I parameters times the bytes
+    per parameter, and the activations `vanilla` keeps beyond `full` (its input, gate, up, act)."""
+    d, i = shape
+    act = lambda r, m: float(np.max(r.model_memory["activations"] if m else r.memory["activations"]))
+    if hasattr(vanilla, "memory"):
+        extra = act(vanilla, model) - act(full, model)
+    else:  # two plans
+        extra = sc.plan_mem(vanilla, "activations") - sc.plan_mem(full, "activations")
+    return 3 * d * i * bpp, extra / layers
+
+
+def main():
+    st = sc.parse_args(__doc__)
+    first = st.run(next(n for n, r in st.rows.items() if r["kind"] == "run"))
+    bpp = sc.states(first) / float(first.attrs["parameters"])  # bytes of model state per parameter
+    T = 8 if first.attrs.get("precision") == "double" else (2 if first.attrs.get("precision") == "bf16" else 4)
+
+    def scale_rows(kind, names_n, shape_of):
+        rows, out = [], {k: [] for k in ("N", "tp_states", "tp_act", "sp_states", "sp_act", "states", "act",
+                                          "act_model", "measured_equals_model")}
+        for n in names_n:
+            if kind == "cpu":
+                v, f = st.run(f"cpu_n{n}_vanilla"), st.run(f"cpu_n{n}_full")
+                cfg = v.config["model"]
+                L, layers = int(v.attrs["seq_len"]), cfg["layers"]
+                ok = sc.model_matches(v) and sc.model_matches(f)
+            else:
+                v, f = st.plan(f"gpu_n{n}_vanilla"), st.plan(f"gpu_n{n}_full")
+                if v is None or f is None:
+                    continue
+                cfg, L, layers, ok = shape_of, v["seq_len"], shape_of["layers"], True
+            H, Z = cfg["hidden"], cfg["heads"]
+            var = dict(B=1, L=L, H=H, N=n, Z=Z, A=H // Z)
+            states, act = mlp_bytes(v, f, layers, (H, cfg["intermediate"]), bpp)
+            act_model = mlp_bytes(v, f, layers, (H, cfg["intermediate"]), bpp, model=True)[1] if kind == "cpu" else act
+            tp = {k: ev(e, **var) * T for k, e in PAPER_TERMS["tensor parallelism"].items()}
+            sp = {k: ev(e, **var) * T for k, e in PAPER_TERMS["sequence parallelism"].items()}
+            sp_wins = ev(PAPER_CONDITION, **var) > 0
+            rows.append([n, f"{L:,}", sc.mib(tp["states"]), sc.mib(tp["activations"]), sc.mib(sp["states"]),
+                         sc.mib(sp["activations"]), "yes" if sp_wins else "no", sc.mib(states), sc.mib(act),
+                         sc.num(act / sp["activations"], ".2f"),
+                         sc.mib(ev(PAPER_COMM["tensor parallelism"], **var) * T), "0",
+                         ("yes" if ok and act == act_model else "**no**") if kind == "cpu" else "(predicted)"])
+            for k, val in zip(out, (n, tp["states"], tp["activations"], sp["states"], sp["activations"], states, act,
+                                    act_model, ok and act == act_model)):
+                out[k].append(val)
+        return rows, out
+
+    cpu_n = sorted(int(n.split("_")[1][1:]) for n in st.rows if n.startswith("cpu_n") and n.endswith("_vanilla"))
+    gpu_n = sorted(int(n.split("_")[1][1:]) for n in st.rows if n.startswith("gpu_n") and n.endswith("_vanilla"))
+    bert = dict(layers=12, hidden=768, heads=12, intermediate=3072)
+    cpu_rows, cpu = scale_rows("cpu", cpu_n, None)
+    gpu_rows, gpu = scale_rows("gpu", gpu_n, bert)
+    cols = ["N", "L", "TP: states MiB", "TP: activations MiB", "SP: states MiB", "SP: activations MiB",
+            "SP < TP (BL > 32H)", "miniLST: MLP states MiB", "miniLST: MLP activations MiB",
+            "miniLST / SP activations", "TP: MLP comm MiB", "SP and miniLST: MLP comm", "measured = model"]
+    c = first.config["model"]
+    sections = [
+        ("The paper's Table 1 (memory of the MLP block per device, elements)",
+         sc.md_table(["parallelism", "memory"], [[k, f"`{v}`"] for k, v in PAPER_TEX.items()])),
+        (f"CPU scale: H = {c['hidden']}, {c['heads']} heads, I = {c['intermediate']}, float, a contiguous ring of N "
+         "ranks; per layer and rank, formulas x 4 bytes beside miniLST measured (MiB)", sc.md_table(cols, cpu_rows)),
+        ("Paper scale: BERT-Base-sized decoder (H = 768, 12 heads, I = 3072, 12 layers, float), predicted "
+         "(MiB per layer and rank)", sc.md_table(cols, gpu_rows)),
+    ]
+    notes = [
+        "TP and SP columns are the paper's formulas with B = 1, in bytes (elements x 4, float); the states term "
+        "(32H^2) is the two H x 4H weights with their gradients and two Adam moments. miniLST has no tensor "
+        "parallelism: its columns are its ring (sequence parallelism), whose MLP runs on the rank's L / N "
+        "tokens with the whole weights.",
+        "miniLST's MLP activations are measured as what `memory.policy: vanilla` keeps beyond `full` (the MLP's "
+        "input, gate, up and SwiGLU output, kept for the backward), per layer; both runs' memory equals the "
+        "memory model's to the byte. They fall as 1/N, as the SP formula's do, and the states stay whole.",
+        "miniLST's MLP is SwiGLU: three d x I weights (12H^2 parameters at I = 4H, against the GeLU MLP's 8H^2: "
+        "x 1.5 the states) and it keeps H + 3I = 13H values per token against the formula's 5H (x 2.6 the "
+        "activations), the ratio the miniLST / SP column shows. With `full` (or any policy but vanilla) "
+        "miniLST's MLP keeps nothing and recomputes its gate and up from the saved input of the block.",
+        "Communication: the MLP under sequence parallelism sends nothing, in the paper and in miniLST (its ring "
+        "and gradient traffic belong to the attention and the optimizer step); tensor parallelism's MLP "
+        "all-reduces twice per layer.",
+    ]
+    if not all(cpu["measured_equals_model"]):
+        notes.append("**A run's memory or communication differs from its prediction** (see the table).")
+    fig, ax = sc.plt.subplots(1, 2, figsize=(11, 4.2))
+    for a, d, title in ((ax[0], cpu, "CPU scale (measured)"), (ax[1], gpu, "BERT-Base size (predicted)")):
+        if d["N"]:
+            a.plot(d["N"], np.asarray(d["tp_act"]) / sc.MiB, "s--", label="TP activations (formula)")
+            a.plot(d["N"], np.asarray(d["sp_act"]) / sc.MiB, "o--", label="SP activations (formula)")
+            a.plot(d["N"], np.asarray(d["act"]) / sc.MiB, "o-", label="miniLST MLP activations")
+            a.plot(d["N"], np.asarray(d["states"]) / sc.MiB, "^-", label="miniLST MLP states")
+            a.plot(d["N"], np.asarray(d["tp_states"]) / sc.MiB, "v--", label="TP states (formula)")
+            a.set_xscale("log", base=2), a.set_yscale("log")
+        a.set_xlabel("N devices"), a.set_ylabel("MiB per layer and device"), a.set_title(title)
+        a.legend(fontsize=7)
+    fig.suptitle("RSA Table 1: MLP block memory, tensor vs sequence parallelism")
+    data = {"paper/formulas": [f"{k}: {v}" for k, v in PAPER_TEX.items()]}
+    data.update({f"cpu/{k}": v for k, v in cpu.items()})
+    data.update({f"gpu/{k}": v for k, v in gpu.items() if k != "measured_equals_model"})
+    sc.finish(st, "rsa_table1", "rsa", "RSA Table 1: MLP block memory, tensor vs sequence parallelism", sections,
+              notes, data, fig, attrs={"bytes_per_element": T, "bytes_per_parameter": bpp})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# MsT (arXiv 2407.15892) Table 11: distributed training, Llama-2-7B on 2, 4 and 8
+# GPUs with DeepSpeed-Ulysses sequence parallelism, the longest sequence with
+# activation recomputation alone and with MsT's mini-sequences: both grow
+# linearly with the GPUs, MsT's longer.
+#   CPU scale: Ulysses over 2 and 4 ranks (--tiny: 2) of inputs/max_seq_cpu.yaml
+#   (float, ZeRO-3, optimizer offload): the longest S within 32 MiB per rank
+#   (--tiny: 24), predicted and run for one step. Under a minute; 4 ranks
+#   oversubscribe a 2-core machine (correct, not fast).
+#   Paper scale: inputs/llama2_7b.yaml, Ulysses over 2, 4 and 8 ranks, bf16, ZeRO-3,
+#   AdamW on the host, 80 GiB devices and 240 GiB host per rank, predicted
+#   (--tiny: 8 ranks only).
+#   scripts/bench/seed/mst_table11.sh [--tiny]
+# The recomputation rows need memory.policy hf_checkpoint (Hugging Face's, with its
+# whole fp32 logits); a build without it skips them.
+source "$(dirname "$0")/lib.sh"
+
+stacks=(  # name|label|policy
+  "ar|activation recomputation|hf_checkpoint"
+  "mst|MsT (recomputation + mini-sequences)|checkpoint"
+)
+sharded=(--set parallel.zero=3 --set memory.optimizer_offload=true)
+
+budget=32
+ranks=(2 4)
+((tiny)) && { budget=24; ranks=(2); }
+echo "$budget" > "$out/cpu_budget_mib.txt"
+for u in "${ranks[@]}"; do
+  for s in "${stacks[@]}"; do
+    IFS='|' read -r name label policy <<< "$s"
+    if ! has_choice memory.policy "$policy"; then
+      skip_row "cpu_u${u}_$name" "$u" "$label" "this build has no memory.policy $policy"
+      continue
+    fi
+    sets=("${sharded[@]}" --set parallel.ulysses="$u" --set memory.policy="$policy")
+    plan_row "cpu_u${u}_$name" "$u" "$label" "$root/inputs/max_seq_cpu.yaml" "${sets[@]}" \
+      --max-seq-len --device-mib "$budget"
+    [[ -f $out/cpu_u${u}_$name.json ]] && run_row "cpu_u${u}_${name}_run" "$u" "$label" \
+      "$root/inputs/max_seq_cpu.yaml" "${sets[@]}" --set run.seq_len="$(json_field "cpu_u${u}_$name" seq_len)"
+  done
+done
+
+gpus=(2 4 8)
+((tiny)) && gpus=(8)
+for u in "${gpus[@]}"; do
+  for s in "${stacks[@]}"; do
+    IFS='|' read -r name label policy <<< "$s"
+    if ! has_choice memory.policy "$policy"; then
+      skip_row "gpu${u}_$name" "$u" "$label" "this build has no memory.policy $policy"
+      continue
+    fi
+    plan_row "gpu${u}_$name" "$u" "$label" "$root/inputs/llama2_7b.yaml" "${sharded[@]}" \
+      --set parallel.ulysses="$u" --set memory.policy="$policy" --max-seq-len --device-mib 81920 --host-mib 245760
+  done
+done
+
+analyse
