@@ -476,6 +476,15 @@ class PassLoggingAttention final : public AttentionStrategy<T> {
     inner_->forward(o, stats, q, k, v, kept);
     record(false, before);
   }
+  // The layer's two-step forward (a non-local saved layout): one pass from the first input to forward_kept.
+  void keep_input(int input, const Mat<const T>& x, const AttentionKept<T>& kept) override {
+    if (input == 0) forward_start_ = log_.calls.size();
+    inner_->keep_input(input, x, kept);
+  }
+  void forward_kept(const Mat<T>& o, const Mat<A>& stats, const AttentionKept<T>& kept) override {
+    inner_->forward_kept(o, stats, kept);
+    record(false, forward_start_);
+  }
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o, const Mat<const T>& o,
                 const Mat<const A>& saved, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override {
@@ -492,6 +501,7 @@ class PassLoggingAttention final : public AttentionStrategy<T> {
   std::unique_ptr<AttentionStrategy<T>> inner_;
   const AlltoallLog& log_;
   std::vector<Pass>& passes_;
+  std::size_t forward_start_ = 0;
 };
 
 // The ranks [0, n) of the world as a communicator of their own (none on the others).

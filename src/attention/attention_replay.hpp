@@ -26,13 +26,19 @@ class ReplayAttention final : public AttentionStrategy<T> {
 
   SavedLayout saved_layout(std::int64_t, std::int64_t, std::int64_t) const override { return g_.saved_layout(); }
 
-  void forward(const Mat<T>&, const Mat<A>&, const Mat<const T>&, const Mat<const T>&, const Mat<const T>&,
-               const AttentionKept<T>&) override {
-    const auto inner = [this] {
-      if (g_.R() > 1) RingAttention<T>::replay_forward(g_);  // local attention allocates nothing
-    };
-    if (g_.U() > 1) UlyssesAttention<T>::replay_forward(g_, inner);
-    else inner();
+  void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
+               const Mat<const T>& v, const AttentionKept<T>& kept) override {
+    if (g_.U() == 1) return inner_forward();
+    keep_input(0, q, kept);
+    keep_input(1, k, kept);
+    keep_input(2, v, kept);
+    forward_kept(o, stats, kept);
+  }
+  void keep_input(int input, const Mat<const T>&, const AttentionKept<T>&) override {
+    UlyssesAttention<T>::replay_keep_input(g_, input);
+  }
+  void forward_kept(const Mat<T>&, const Mat<A>&, const AttentionKept<T>&) override {
+    UlyssesAttention<T>::replay_forward_kept(g_, [this] { inner_forward(); });
   }
 
   void backward(const Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<const T>&, const Mat<const T>&,
@@ -46,6 +52,10 @@ class ReplayAttention final : public AttentionStrategy<T> {
   }
 
  private:
+  void inner_forward() const {
+    if (g_.R() > 1) RingAttention<T>::replay_forward(g_);  // local attention allocates nothing
+  }
+
   AttentionGeometry g_;
   std::vector<Tracked<Vec<std::int64_t>>> positions_;
 };

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "core/saved_layout.hpp"
 #include "kernels/types.hpp"
@@ -44,6 +45,18 @@ class AttentionStrategy {
   // kept: saved_layout's q, k, v, o (=), the layer's q, k, v, o when local.
   virtual void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
                        const Mat<const T>& v, const AttentionKept<T>& kept) = 0;
+  // The same in two steps, for strategies whose saved layout is not local: the layer
+  // hands over q (input 0), k (1), v (2) one at a time as it projects them, each
+  // written into kept's (so one local tensor lives at a time), then forward_kept
+  // attends on what is kept. Local layouts use forward alone.
+  virtual void keep_input(int input, const Mat<const T>& x, const AttentionKept<T>& kept) {
+    (void)input, (void)x, (void)kept;
+    throw std::logic_error("attention: keep_input of a strategy that reads the layer's own q, k, v");
+  }
+  virtual void forward_kept(const Mat<T>& o, const Mat<A>& stats, const AttentionKept<T>& kept) {
+    (void)o, (void)stats, (void)kept;
+    throw std::logic_error("attention: forward_kept of a strategy that reads the layer's own q, k, v");
+  }
   // dq: [S, H*h], dk, dv: [S, G*h] (=); o, q, k, v: what forward kept (saved_layout's).
   virtual void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                         const Mat<const T>& o, const Mat<const A>& saved, const Mat<const T>& q,

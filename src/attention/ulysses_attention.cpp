@@ -30,8 +30,12 @@ Tracked<Mat<T>> UlyssesAttention<T>::group_buffer(const char* label, const Atten
 }
 
 template <class T>
-void UlyssesAttention<T>::replay_forward(const AttentionGeometry& g, const std::function<void()>& inner) {
-  for (const bool kv : {false, true, true}) exchange_buffer("ulysses_send", g, kv);  // q, k, v scattered into the kept set
+void UlyssesAttention<T>::replay_keep_input(const AttentionGeometry& g, int input) {
+  exchange_buffer("ulysses_send", g, input > 0);  // q, k or v scattered into the kept set
+}
+
+template <class T>
+void UlyssesAttention<T>::replay_forward_kept(const AttentionGeometry& g, const std::function<void()>& inner) {
   inner();
   exchange_buffer("ulysses_recv", g, false);
 }
@@ -119,13 +123,23 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
 }
 
 template <class T>
-void UlyssesAttention<T>::forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
-                                  const Mat<const T>& v, const AttentionKept<T>& kept) {
-  scatter_heads(kept.q, q, false);
-  scatter_heads(kept.k, k, true);
-  scatter_heads(kept.v, v, true);
+void UlyssesAttention<T>::keep_input(int input, const Mat<const T>& x, const AttentionKept<T>& kept) {
+  scatter_heads(input == 0 ? kept.q : input == 1 ? kept.k : kept.v, x, input > 0);
+}
+
+template <class T>
+void UlyssesAttention<T>::forward_kept(const Mat<T>& o, const Mat<A>& stats, const AttentionKept<T>& kept) {
   inner_->forward(kept.o, stats, kept.q, kept.k, kept.v, kept);  // the inner strategy's local layout is the group's
   gather_heads(o, kept.o, false, false);
+}
+
+template <class T>
+void UlyssesAttention<T>::forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
+                                  const Mat<const T>& v, const AttentionKept<T>& kept) {
+  keep_input(0, q, kept);
+  keep_input(1, k, kept);
+  keep_input(2, v, kept);
+  forward_kept(o, stats, kept);
 }
 
 template <class T>

@@ -38,6 +38,8 @@ class UlyssesAttention final : public AttentionStrategy<T> {
   SavedLayout saved_layout(std::int64_t, std::int64_t, std::int64_t) const override { return geometry_.saved_layout(); }
   void forward(const Mat<T>& o, const Mat<A>& stats, const Mat<const T>& q, const Mat<const T>& k,
                const Mat<const T>& v, const AttentionKept<T>& kept) override;
+  void keep_input(int input, const Mat<const T>& x, const AttentionKept<T>& kept) override;  // scatter into kept
+  void forward_kept(const Mat<T>& o, const Mat<A>& stats, const AttentionKept<T>& kept) override;
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override;
@@ -53,7 +55,8 @@ class UlyssesAttention final : public AttentionStrategy<T> {
   static Tracked<Mat<T>> group_buffer(const char* label, const AttentionGeometry& g, bool kv, bool zero);
   // What forward and backward allocate, in their order, without compute; `inner`
   // replays the inner strategy's.
-  static void replay_forward(const AttentionGeometry& g, const std::function<void()>& inner);
+  static void replay_keep_input(const AttentionGeometry& g, int input);
+  static void replay_forward_kept(const AttentionGeometry& g, const std::function<void()>& inner);
   static void replay_backward(const AttentionGeometry& g, const std::function<void()>& inner);
 
  private:

@@ -55,11 +55,21 @@ void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const Laye
     project_qkv(a.q, a.k, a.v, a.x, w, Range{0, S});
     ScopedPhase phase(timers_, Phase::attention);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
-  } else {  // the strategy keeps its own layout: the local q, k, v are workspace
-    const auto q = workspace(Buffer::q_local, S), k = workspace(Buffer::k_local, S), v = workspace(Buffer::v_local, S);
-    project_qkv(q.view(), k.view(), v.view(), a.x, w, Range{0, S});
+  } else {  // the strategy keeps its own layout: each local q, k, v is workspace until handed over
+    {
+      const auto an = workspace(Buffer::attn_in, S);  // [S, d]
+      kernels::rmsnorm_forward<T>(kernels_, an.view(), a.x, w.attn_norm, cfg_.norm_eps);
+      const Mat<T> weight[3] = {w.wq, w.wk, w.wv};
+      for (int i = 0; i < 3; ++i) {  // t = rope(an W_i) (v: no rope), then into the strategy's layout
+        const auto t = workspace(kLocalInput[i], S);
+        kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), weight[i], T(0), t.view());
+        if (i < 2) kernels::rope_forward<T>(t.view(), pos_, cfg_.head_dim(), cfg_.rope_theta);
+        ScopedPhase phase(timers_, Phase::attention);
+        attention_.keep_input(i, t.view(), kept);
+      }
+    }
     ScopedPhase phase(timers_, Phase::attention);
-    attention_.forward(a.o, a.stats, q.view(), k.view(), v.view(), kept);
+    attention_.forward_kept(a.o, a.stats, kept);
   }
   Kokkos::deep_copy(ExecSpace(), a.y, a.x);                              // y = x
   kernels::gemm(kernels_, Op::N, Op::N, T(1), a.o, w.wo, T(1), a.y);     // y += o Wo
@@ -73,9 +83,11 @@ void DecoderLayer<T>::replay_forward_attention(const LayerActivations<T>& a) con
     workspace(Buffer::attn_in, S);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
   } else {
-    const auto q = workspace(Buffer::q_local, S), k = workspace(Buffer::k_local, S), v = workspace(Buffer::v_local, S);
-    workspace(Buffer::attn_in, S);
-    attention_.forward(a.o, a.stats, q.view(), k.view(), v.view(), kept);
+    {
+      const auto an = workspace(Buffer::attn_in, S);
+      for (int i = 0; i < 3; ++i) attention_.keep_input(i, workspace(kLocalInput[i], S).view(), kept);
+    }
+    attention_.forward_kept(a.o, a.stats, kept);
   }
 }
 

@@ -61,8 +61,9 @@ class DecoderLayer {
   //   attn_in  [rows, d]: rmsnorm(x) in the forward, then its gradient in the backward
   //   y_grad [rows, d]   o_grad, q_grad [rows, H*h]   k_grad, v_grad [rows, G*h]
   //   q_local [rows, H*h], k_local, v_local [rows, G*h]: the forward's q, k, v where the
-  //   strategy keeps them in its own layout (not local: the store does not hold these)
+  //   strategy keeps them in its own layout (not local), one at a time until handed over
   enum class Buffer { attn_in, y_grad, o_grad, q_grad, k_grad, v_grad, q_local, k_local, v_local };
+  static constexpr Buffer kLocalInput[3] = {Buffer::q_local, Buffer::k_local, Buffer::v_local};
   Tracked<Mat<T>> workspace(Buffer b, std::int64_t rows) const;
 
  private:
