@@ -98,6 +98,21 @@ bench_mst_row() {  # bench_mst_row NAME LABEL [minilst_bench_mst options]: the M
   echo "$name: $label ($(grep -c -E '^ *[0-9]+ +[0-9]+ \|' "$out/$name.log") points)"
 }
 
+bench_mst_sweep() {  # bench_mst_sweep: MsT Tables 12-15's CPU sweep of both blocks into cpu_bench.h5 (--tiny: small)
+  if ((tiny)); then
+    bench_mst_row cpu_bench "d = 32, I = 112, V = 1024" --seq-lens 64,256 --chunks 1,2,4 --hidden 32 \
+      --intermediate 112 --vocab 1024 --repeats 1
+  else
+    bench_mst_row cpu_bench "d = 256, I = 896, V = 8192" --seq-lens 1024,2048,4096,8192 --chunks 1,2,4,8,16,32 \
+      --hidden 256 --intermediate 896 --vocab 8192 --repeats 3
+  fi
+}
+
+policy_of() {  # policy_of SETTINGS: the memory.policy they set
+  local p=${1#*memory.policy=}
+  echo "${p%% *}"
+}
+
 block_plan_rows() {  # block_plan_rows BLOCK "S..." "M...": Llama-3-8B's one-layer deck predicted at each S and
   # chunk count M of BLOCK (mlp or lm_head), the other block cut into single-token chunks (at most 16384) so
   # that the swept block's transient memory is what the step's workspace high-water shows; gpu_s<S>_m<M>.json

@@ -13,13 +13,10 @@
 #   scripts/bench/seed/mst_table13.sh [--tiny]
 source "$(dirname "$0")/lib.sh"
 
+bench_mst_sweep
 if ((tiny)); then
-  bench_mst_row cpu_bench "d = 32, I = 112, V = 1024" --seq-lens 64,256 --chunks 1,2,4 --hidden 32 \
-    --intermediate 112 --vocab 1024 --repeats 1
   block_plan_rows lm_head "1024 80000" "1 32"
 else
-  bench_mst_row cpu_bench "d = 256, I = 896, V = 8192" --seq-lens 1024,2048,4096,8192 --chunks 1,2,4,8,16,32 \
-    --hidden 256 --intermediate 896 --vocab 8192 --repeats 3
   block_plan_rows lm_head "1024 2048 4096 8192 20000 40000 80000" "1 2 4 8 16 32"
 fi
 analyse

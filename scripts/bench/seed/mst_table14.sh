@@ -10,11 +10,5 @@
 #   scripts/bench/seed/mst_table14.sh [--tiny]
 source "$(dirname "$0")/lib.sh"
 
-if ((tiny)); then
-  bench_mst_row cpu_bench "d = 32, I = 112, V = 1024" --seq-lens 64,256 --chunks 1,2,4 --hidden 32 \
-    --intermediate 112 --vocab 1024 --repeats 1
-else
-  bench_mst_row cpu_bench "d = 256, I = 896, V = 8192" --seq-lens 1024,2048,4096,8192 --chunks 1,2,4,8,16,32 \
-    --hidden 256 --intermediate 896 --vocab 8192 --repeats 3
-fi
+bench_mst_sweep
 analyse

@@ -19,10 +19,6 @@ stacks=(  # name|label|settings
   "ar|activation recomputation (Hugging Face)|--set memory.policy=hf_checkpoint"
   "mst|MsT (recomputation + mini-sequences)|--set memory.policy=checkpoint"
 )
-policy_of() {  # policy_of SETTINGS: the memory.policy they set
-  local p=${1#*memory.policy=}
-  echo "${p%% *}"
-}
 
 budget=64
 ((tiny)) && budget=40

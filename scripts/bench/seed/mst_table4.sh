@@ -20,10 +20,6 @@ stacks=(  # name|label|settings
   "ar|activation recomputation (Hugging Face)|--set memory.policy=hf_checkpoint"
   "mst|MsT (recomputation + mini-sequences)|$mst"
 )
-policy_of() {  # policy_of SETTINGS: the memory.policy they set
-  local p=${1#*memory.policy=}
-  echo "${p%% *}"
-}
 
 deck="$root/inputs/step_cpu.yaml"
 steps=(--set run.precision=bf16 --set run.steps=3 --set run.warmup_steps=1)
