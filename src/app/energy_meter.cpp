@@ -1,0 +1,1 @@
+#include "app/energy_meter.hpp"

@@ -1,0 +1,1 @@
+#include "io/json_summary.hpp"

@@ -1,0 +1,1 @@
+# analysis/compare.py on runs and sweeps of two machines (registered below).

@@ -1,0 +1,1 @@
+# The installed tree, the exported CMake package and the Spack recipe (registered below).
