@@ -31,17 +31,23 @@
 #   the deck a larger seq_len (and model) so each rank has enough work; the
 #            ring layout with RING_LAYOUT=contiguous (default zigzag).
 #   BUILD_DIR / build options as for scripts/build.sh (e.g. a CUDA build), and
-#   SKIP_SETUP=1 where scripts/setup.sh (Debian packages) does not apply.
+#   SKIP_SETUP=1 where scripts/setup.sh (Debian packages) does not apply;
+#   MINILST=path/to/minilst runs that program (no set-up, no build).
+#   RUNS_DIR the parent of the sweep's directory (default: runs/ of the checkout).
+# In an installed tree (PREFIX/share/minilst/scripts/scaling.sh) nothing is set up
+# or built: it runs the installed program (scripts/lib/minilst_program.sh), in
+# ./runs/scaling_... (RUNS_DIR to put it elsewhere).
 # More ranks than cores (the default "1 2 4" on a 2-core machine) oversubscribes:
 # such timings only show that the code runs, not how it scales.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [[ -n ${SLURM_JOB_ID:-} ]]; then  # inside a job: never install or build (build on the login node)
-  [[ -x $root/${BUILD_DIR:-build}/minilst ]] || { echo "scaling: no $root/${BUILD_DIR:-build}/minilst: build first" >&2; exit 2; }
-else
+source "$root/scripts/lib/minilst_program.sh"
+# Set up and build only in a checkout, outside a job (inside one, build on the login node first).
+if minilst_checkout "$root" && [[ -z ${MINILST:-}${SLURM_JOB_ID:-} ]]; then
   [[ ${SKIP_SETUP:-0} == 1 ]] || bash "$root/scripts/setup.sh"
   bash "$root/scripts/build.sh"
 fi
+exe=$(minilst_program "$root") || { echo "scaling: build or install miniLST first" >&2; exit 2; }
 source "$root/scripts/env.sh"
 source "$root/scripts/lib/unique_dir.sh"
 
@@ -51,10 +57,9 @@ if [[ $# -gt 0 && $1 != --* ]]; then deck=$(realpath "$1"); shift; fi
 read -r -a launch <<< "${LAUNCH:-mpiexec --oversubscribe -n}"
 read -r -a ranks <<< "${RANKS:-1 2 4}"
 layout=${RING_LAYOUT:-zigzag}
-exe="$root/${BUILD_DIR:-build}/minilst"
 
-out=$(unique_dir "$root/runs" scaling)
-mkdir -p "$out"
+out=$(unique_dir "$(minilst_runs_dir "$root")" scaling)
+out=$(realpath "$out")
 cd "$out"
 echo "scaling: deck $deck, ranks ${ranks[*]}, launcher '${launch[*]}', into $out"
 cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS, which env.sh sets to 1

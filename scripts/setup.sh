@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin                              # MPI
   libhdf5-dev                                             # metrics and tensor dump files
   libgtest-dev libyaml-cpp-dev libcli11-dev               # tests, deck, command line
+  nlohmann-json3-dev                                      # the JSON summary, MLPerf-style log lines
   libglpk-dev                                             # the memory planner's exact solver
   python3-torch python3-h5py python3-numpy python3-yaml   # reference and metrics checks
   python3-matplotlib python3-pandas                       # analysis/

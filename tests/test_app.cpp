@@ -12,7 +12,9 @@
 #include "app/job_clock.hpp"
 #include "app/kokkos_flags.hpp"
 #include "io/h5.hpp"
+#include "io/json_summary.hpp"
 #include "io/metrics_recorder.hpp"
+#include "io/run_rules.hpp"
 
 namespace fs = std::filesystem;
 using namespace minilst;
@@ -137,4 +139,64 @@ TEST(MetricsRecorder, RescueWritesTheFinishedSteps) {
             std::string::npos);
   EXPECT_EQ(h5::read_doubles(file.id(), "loss"), (std::vector<double>{9.0, 8.0, 7.0}));
   EXPECT_FALSE(fs::exists(path + ".partial"));
+  // The JSON summary beside it says the same.
+  const auto json = nlohmann::json::parse(read_text(dir / "m.json"));
+  EXPECT_EQ(json.at("schema"), "minilst-summary");
+  EXPECT_EQ(json.at("verdict"), "INCOMPLETE");
+  EXPECT_EQ(json.at("exit_code"), 4);
+  EXPECT_EQ(json.at("steps_done"), 3);
+  EXPECT_EQ(json.at("loss"), (std::vector<double>{9.0, 8.0, 7.0}));
+  EXPECT_FALSE(json.at("reportable").get<bool>());
+  EXPECT_EQ(json.at("energy").at("source"), "unavailable");
+  EXPECT_FALSE(fs::exists(dir / "m.json.partial"));
+}
+
+TEST(Outputs, TheJsonSummaryReplacesOnlyItsOwnKind) {
+  const auto dir = scratch("json");
+  const std::string metrics = (dir / "run.h5").string();
+  EXPECT_EQ(json_summary_path(metrics), (dir / "run.json").string());
+  EXPECT_EQ(json_summary_path("run.hdf5"), "run.hdf5.json");
+  EXPECT_EQ(json_summary_problem(metrics, false), "");  // nothing there
+  std::ofstream(dir / "run.json") << "{\"a user's\": \"settings\"}\n";
+  EXPECT_NE(json_summary_problem(metrics, false).find("is not a miniLST summary"), std::string::npos);
+  EXPECT_EQ(json_summary_problem(metrics, true), "");  // output.overwrite
+  std::ofstream(dir / "run.json") << "not json at all";
+  EXPECT_NE(json_summary_problem(metrics, false).find("not overwritten"), std::string::npos);
+  std::ofstream(dir / "run.json") << "{\"schema\": \"minilst-summary\"}";
+  EXPECT_EQ(json_summary_problem(metrics, false), "");  // a summary of an earlier run: replaced
+  fs::remove(dir / "run.json");
+  fs::create_directory(dir / "run.json");
+  EXPECT_NE(json_summary_problem(metrics, true).find("not a regular file"), std::string::npos);
+}
+
+TEST(RunRules, EveryRuleNamesItself) {
+  RunRuleFacts ok;
+  ok.build_type = "Release";
+  ok.reference_given = true;
+  ok.warmup_steps = 1;
+  ok.valid = ok.complete = true;
+  ok.measured_steps = kReportableMeasuredSteps;
+  ok.reference_check = "PASSED";
+  EXPECT_TRUE(check_run_rules(ok).yes());
+  EXPECT_EQ(check_run_rules(ok).verdict(), "yes");
+  const auto broken = [&](auto change) {
+    RunRuleFacts f = ok;
+    change(f);
+    return check_run_rules(f).verdict();
+  };
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.measured_steps = 4; }), "no (fewer than 5 measured steps)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.measured_steps = 2, f.warmup_steps = 0; }),
+            "no (fewer than 5 measured steps; no warm-up step)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.reference_given = false, f.reference_check = "none"; }),
+            "no (no reference answer)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.reference_check = "FAILED", f.valid = false; }),
+            "no (not VALID; reference check failed)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.data_parallel = 2, f.reference_check = "none"; }),
+            "no (no reference answer for data parallelism D = 2)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.problem_matches = false; }), "no (the deck's problem differs from its reference's)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.build_type = "Debug"; }), "no (build type Debug, not Release)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.build_type = "RelWithDebInfo"; }), "yes");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.offload_bandwidth_gbs = 0.5; }),
+            "no (copy engine throttled (memory.offload_bandwidth_gbs = 0.5))");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.complete = false; }), "no (stopped before its last step)");
 }

@@ -228,3 +228,23 @@ TEST(Deck, KeyReferenceListsEveryKey) {
                         "output.metrics", "output.dump"})
     EXPECT_NE(ref.find(k), std::string::npos) << k;
 }
+
+TEST(Deck, ProblemDigestCoversTheProblemKeysOnly) {
+  const std::string base = "model:\n  hidden: 64\n  heads: 4\n  kv_heads: 2\nrun:\n  seq_len: 40\n  learning_rate: 3e-4\n";
+  const auto digest = [&](const std::vector<std::string>& sets) { return load_deck(write_deck(base), sets).problem_digest; };
+  const std::string d0 = digest({});
+  EXPECT_EQ(d0.size(), 16u);
+  // What may be tuned leaves the problem as it is; the same value written another way too.
+  EXPECT_EQ(digest({"run.steps=7", "run.warmup_steps=2", "memory.policy=checkpoint", "run.precision=double",
+                    "parallel.ulysses=2", "output.metrics=x.h5", "reference.rtol=1e-3"}), d0);
+  EXPECT_EQ(digest({"run.learning_rate=0.0003", "model.hidden=064"}), d0);
+  // Every key that defines the problem changes it.
+  for (const char* set : {"model.hidden=128", "model.layers=3", "model.vocab=999", "model.rope_theta=500000",
+                          "run.seq_len=41", "run.grad_accum=2", "run.seed=7", "run.learning_rate=1e-3",
+                          "run.weight_decay=0", "run.init_std=0.01", "run.norm_init_noise=0.5"})
+    EXPECT_NE(digest({set}), d0) << set;
+  // reference.problem: matched, or not given (not checked), or another problem's.
+  EXPECT_TRUE(load_deck(write_deck(base), {"reference.problem=" + d0}).problem_matches_reference());
+  EXPECT_TRUE(load_deck(write_deck(base), {}).problem_matches_reference());
+  EXPECT_FALSE(load_deck(write_deck(base), {"reference.problem=" + d0, "model.layers=3"}).problem_matches_reference());
+}

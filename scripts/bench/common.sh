@@ -1,16 +1,25 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts: strict mode, the repository root, set-up and
 # build (skipped when MINILST=path/to/minilst or MINILST_BIN_DIR=dir names a
-# build), the run-time environment, and where the programs are: $minilst, $bin, $py.
+# build, and in an installed tree), the run-time environment, and where the
+# programs are: $minilst, $bin (the directory of minilst_bench_mst and
+# minilst_bench_kernels: MINILST_BIN_DIR, else minilst's own), $py.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-if [[ -z ${MINILST:-}${MINILST_BIN_DIR:-} ]]; then
+source "$root/scripts/lib/minilst_program.sh"
+if minilst_checkout "$root" && [[ -z ${MINILST:-}${MINILST_BIN_DIR:-} ]]; then
   bash "$root/scripts/setup.sh"
   bash "$root/scripts/build.sh" > /dev/null
 fi
 source "$root/scripts/env.sh"
 source "$root/scripts/lib/unique_dir.sh"
-bin=${MINILST_BIN_DIR:-$(dirname "${MINILST:-$root/build/minilst}")}
-minilst=${MINILST:-$bin/minilst}
+if [[ -n ${MINILST_BIN_DIR:-} ]]; then
+  bin=$MINILST_BIN_DIR
+  minilst=${MINILST:-$bin/minilst}
+else
+  minilst=$(minilst_program "$root") || exit 2  # the build tree, or the installed bin/
+  bin=$(dirname "$minilst")
+fi
 py=/usr/bin/python3
 
 # OpenBLAS kernel sets this CPU can run: scripts/lib/blas.sh (sourced by env.sh above).

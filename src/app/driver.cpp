@@ -12,6 +12,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "app/energy_meter.hpp"
 #include "app/machine.hpp"
 #include "app/plan.hpp"
 #include "app/report.hpp"
@@ -20,6 +21,8 @@
 #include "attention/strategy_factory.hpp"
 #include "core/attention_kernel.hpp"
 #include "io/h5.hpp"
+#include "io/json_summary.hpp"
+#include "io/mllog.hpp"
 #include "io/provenance.hpp"
 #include "io/metrics_recorder.hpp"
 #include "io/run_record.hpp"
@@ -126,13 +129,17 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
                      make_attention_factory<T>(geometry, par, opts.kernels, &timers),
                      zero_options(deck, ctx.nranks), &par.world());
   const int D = par.dp_size();
+  EnergyMeter energy(ctx.comm);  // collective: who reads which counter, the same verdict everywhere
+  RunAttributes energy_facts;     // the GPU driver and Slurm's energy, filled at the end
   if (root) {
     print_setup(deck, opts, geometry, ctx.nranks, D, sizeof(T),
                 offload.active() ? offload.describe(trainer.activations()) : "");
     std::printf("peak for MFU: %s GEMM %d^3 at %.1f GFLOP/s per rank (measured, mean over ranks)", name_of(deck.run.precision).c_str(),
                 kPeakGemmSize, peak);
     if (nominal.gflops > 0) std::printf("; %s datasheet %.0f GFLOP/s", nominal.device.c_str(), nominal.gflops);
-    std::printf("\n");
+    std::printf("\nenergy: %s (%s)\n", energy.source().c_str(), energy.note().c_str());
+    mllog("init_stop", nullptr, {}, MllogEvent::interval_end);
+    mllog("run_start", nullptr, {}, MllogEvent::interval_start);
   }
   const auto record = [&] {  // what the metrics file holds besides the steps (collective)
     ModelOptions now = opts;
@@ -143,6 +150,9 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
       m.attributes.text["peak_source"] = "measured: " + name_of(deck.run.precision) + " GEMM " +
                                          std::to_string(kPeakGemmSize) + "^3 (kernels::gemm), mean over ranks";
       if (!nominal.device.empty()) m.attributes.text["device_name"] = nominal.device;
+      m.energy_source = energy.source();
+      m.energy_note = energy.note();
+      m.attributes.merge(energy_facts);
       record_run(m, deck, par, {geometry, now, offload.largest_alpha(), offload.attributes(trainer.activations()),
                                 ctx.argc, ctx.argv});
     });
@@ -158,6 +168,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   for (long step = 0; step < deck.run.steps; ++step) {
     const compat::ScopedRegion step_region("step");  // what Kokkos Tools show as the step
     timers.clear();
+    energy.joules_since_last();  // the step's energy starts here
     Kokkos::Timer wall;
     arena.begin_step();
     double loss = trainer.compute_gradients(par.shard(batches_of(deck, step, par.dp_index())), 1.0 / D);
@@ -174,12 +185,16 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
     trainer.apply_optimizer();
     compat::fence("end of step");
     timers.add(Phase::step, wall.seconds() - dump_seconds);
+    const double joules = energy.joules_since_last();
     for (const auto& [op, bytes] : par.take_comm_bytes()) sent[op] += bytes;  // ZeRO 1, 2: the weights' gathers
     recorder.add_step({loss, gnorm, timers.by_name(), std::move(sent),
                        {{"to_host", moved.bytes_to_host}, {"to_device", moved.bytes_to_device}},
-                       arena.allocations_in_step()});
+                       arena.allocations_in_step(), joules});
     if (step == 0) record();  // what a rescue writes besides the steps
-    if (root) print_step(step, deck, loss, gnorm, timers.get(Phase::step), recorder.metrics().tokens_per_step);
+    if (root) {
+      print_step(step, deck, loss, gnorm, timers.get(Phase::step), recorder.metrics().tokens_per_step);
+      mllog("train_loss", loss, {{"step_num", step + 1}, {"step_seconds", timers.get(Phase::step)}});
+    }
     slowest = std::max(slowest, timers.get(Phase::step));
     ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), slowest), "step " + std::to_string(step + 2));
 
@@ -195,6 +210,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   }
 
   ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), slowest), "the final write");
+  energy_facts = energy.attributes();  // rank 0 asks Slurm (sstat) where it runs in a job step
   record();
   arena.reset();  // every step buffer is gone; the arena goes before Kokkos does
   protect_results_write(true);  // no signal abandons the final write
@@ -202,7 +218,16 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   protect_results_write(false);
   if (!root) return 0;  // the verdict is rank 0's, shared by run_deck
   print_summary(summary, recorder.path());
-  return print_result(summary, recorder.metrics(), deck, ctx.nranks, recorder.path());
+  const int code = print_result(summary, recorder.metrics(), deck, ctx.nranks, recorder.path());
+  mllog("minilst_result", {{"verdict", code == 0 ? "VALID" : code == 3 ? "INVALID" : "INCOMPLETE"},
+                           {"fom", summary.fom},
+                           {"fom_unit", "tokens/s per rank"},
+                           {"reportable", summary.reportable.yes()},
+                           {"reportable_reasons", summary.reportable.reasons},
+                           {"tokens_per_joule", summary.energy_known ? nlohmann::json(summary.tokens_per_joule) : nlohmann::json()}});
+  mllog("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}}, MllogEvent::interval_end);
+  std::fflush(stdout);
+  return code;
 }
 
 // The outputs, created and probed by rank 0 before the first step (not after the last); "" when fine.
@@ -215,6 +240,8 @@ std::string prepare_outputs(const Deck& deck, const std::string& path) {
         !problem.empty())
       return key + std::string(": ") + problem;
   }
+  if (const auto problem = json_summary_problem(path, deck.output.overwrite); !problem.empty())
+    return "output.metrics: " + problem;
   return "";
 }
 
@@ -247,7 +274,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   }
   std::string path, output_error;
   if (ctx.rank == 0) {
-    path = metrics_path(deck.output.metrics);
+    path = metrics_path(deck, ctx.nranks);
     output_error = prepare_outputs(deck, path);
   }
   int output_ok = output_error.empty();
@@ -258,6 +285,9 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   }
   path = broadcast_string(path, ctx.comm);  // every rank can write the finished steps (a rescue)
   if (ctx.rank == 0) {
+    mllog("init_start", nullptr, {}, MllogEvent::interval_start);
+    mllog("submission_benchmark", "minilst");
+    mllog("seq_len", deck.run.seq_len);
     std::printf("%s\ndeck: %s\nresolved configuration:\n%s\n", version_string().c_str(), deck.path.c_str(),
                 deck.resolved_yaml.c_str());
     std::fflush(stdout);

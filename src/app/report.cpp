@@ -121,6 +121,11 @@ void print_summary(const RunSummary& s, const std::string& path) {
   std::printf("  communication, MiB sent per step (max over ranks):");
   for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
   std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
+  if (s.energy_known)
+    std::printf("  energy: %.1f J over the measured steps (%s: %s), %.2f tokens/J; whole run %.1f J\n", s.energy_joules,
+                s.energy_source.c_str(), s.energy_note.c_str(), s.tokens_per_joule, s.energy_joules_run);
+  else
+    std::printf("  energy: unavailable (%s)\n", s.energy_note.c_str());
   if (s.mfu_known) {
     std::printf("  MFU: %.3f of the measured GEMM rate (%.1f GFLOP/s per rank)", s.mfu, s.peak_gflops);
     if (s.nominal_peak_gflops > 0)
@@ -141,9 +146,13 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
                 "%.3g (step %d), tolerance %.3g\n",
                 s.reference_check.c_str(), s.reference_steps, s.reference_max_rel_error, s.reference_worst_step,
                 m.reference_rtol);
+  if (s.reportable.yes())
+    std::printf("run rules: reportable (RUN_RULES.md)\n");
+  else
+    std::printf("run rules: not reportable: %s (RUN_RULES.md)\n", s.reportable.reasons_text().c_str());
   const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
   std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks,
-                                  s.mfu_known ? s.mfu : -1.0, path).c_str());
+                                  s.mfu_known ? s.mfu : -1.0, s.reportable.verdict(), path).c_str());
   std::fflush(stdout);
   return !m.complete ? 4 : s.valid ? 0 : 3;
 }

@@ -20,7 +20,7 @@ namespace minilst {
 
 namespace {
 
-enum class Kind { Int, Float, Choice, Path, ChunkCount, Numbers };  // ChunkCount: integer >= 1 or "auto"; Numbers: a list
+enum class Kind { Int, Float, Choice, Path, Text, ChunkCount, Numbers };  // ChunkCount: integer >= 1 or "auto"; Numbers: a list
 
 // Typed value of one key, validated against its row.
 struct Value {
@@ -218,7 +218,8 @@ std::vector<KeySpec> memory_keys() {
 std::vector<KeySpec> output_keys() {
   return {
     row("output.metrics", "auto", Kind::Path, 0, 0, {},
-        "HDF5 metrics file; auto = minilst_<UTC>[_<job>[_<array task>]]_<pid>.h5",
+        "HDF5 metrics file (a JSON summary beside it: .h5 -> .json); auto = <deck>_<layout>_<ranks>r_<UTC>_<job or "
+        "local>[_<array task>]_<pid>.h5 (layout: single, u<U>, r<R>, u<U>xr<R>, _dp<D>)",
         [](Deck& d, const Value& x) { d.output.metrics = x.text; }),
     row("output.dump", "", Kind::Path, 0, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none",
         [](Deck& d, const Value& x) { d.output.dump = x.text; }),
@@ -239,6 +240,11 @@ std::vector<KeySpec> reference_keys() {
         [](Deck& d, const Value& x) { d.reference.losses = x.list; }),
     number("reference.rtol", "1e-4", 0, 1.0, "relative tolerance of the reference check (at least 5e-3 in bf16, its stated loss tolerance)",
            [](Deck& d) -> auto& { return d.reference.rtol; }),
+    row("reference.problem", "", Kind::Text, 0, 0, {},
+        "digest of the problem the losses were computed for (model.*, run.seq_len, grad_accum, seed, learning_rate, "
+        "weight_decay, init_std, norm_init_noise; scripts/reference_losses.sh prints it): a run whose problem differs "
+        "is not reportable; \"\" = not checked",
+        [](Deck& d, const Value& x) { d.reference.problem = x.text; }),
   };
 }
 
@@ -347,7 +353,8 @@ Value convert(const KeySpec& spec, const std::string& text) {
       if (!parse_integer(text, v.i) || v.i < 1 || double(v.i) > spec.max)
         throw DeckError(where + "expected an integer in [1, " + integer_text(spec.max) + "] or 'auto'");
       break;
-    case Kind::Path: break;
+    case Kind::Path:
+    case Kind::Text: break;
     case Kind::Numbers: {
       std::istringstream in(text);
       std::string word;
@@ -499,6 +506,30 @@ std::map<std::string, std::string> keys_in_file(const std::string& path) {
   return given;
 }
 
+// The keys that define the problem (RUN_RULES.md): changing one changes the loss curve.
+bool defines_problem(const KeySpec& spec) {
+  static const std::set<std::string> run = {"seq_len", "grad_accum", "seed", "learning_rate", "weight_decay",
+                                            "init_std", "norm_init_noise"};
+  return spec.section == "model" || (spec.section == "run" && run.count(spec.key));
+}
+
+// 64-bit FNV-1a of "key=value;" over the problem's keys in schema order, in hex: the
+// resolved values (integers as numbers, floats in their shortest exact text).
+std::string problem_digest(const std::map<std::string, Value>& v) {
+  std::uint64_t h = 14695981039346656037ull;
+  const auto mix = [&h](const std::string& text) {
+    for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  };
+  for (const auto& spec : schema()) {
+    if (!defines_problem(spec)) continue;
+    const Value& x = v.at(spec.name());
+    mix(spec.name() + "=" + (spec.kind == Kind::Int ? std::to_string(x.i) : x.text) + ";");
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 }  // namespace
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
@@ -545,6 +576,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());
   check(parallel_error.empty(), parallel_error);
 
+  d.problem_digest = problem_digest(v);
+
   YAML::Emitter out;
   out << YAML::BeginMap;
   std::string section;
@@ -577,7 +610,7 @@ std::string deck_key_reference() {
                               : k.min > 0 ? "number > 0" : "number >= " + yaml_float(k.min);
       if (k.or_auto) rule += " | auto";
     } else {
-      rule = k.kind == Kind::Numbers ? "numbers" : "path";
+      rule = k.kind == Kind::Numbers ? "numbers" : k.kind == Kind::Text ? "text" : "path";
     }
     s << "  " << k.name() << std::string(k.name().size() < 22 ? 22 - k.name().size() : 1, ' ') << "default "
       << (k.default_value.empty() ? "\"\"" : k.default_value) << "  (" << rule << ")  " << k.help << "\n";

@@ -51,7 +51,7 @@ struct MemoryConfig {  // memory.*: the activation policy's run-time choices
 };
 
 struct OutputConfig {
-  std::string metrics;  // HDF5 metrics file path ("auto": minilst_<UTC time>_<job or pid>.h5)
+  std::string metrics;  // HDF5 metrics file path ("auto": named by the run, io/run_record.hpp)
   std::string dump;     // tensor dump path ("" = none)
   bool overwrite = false;  // replace an existing file that is not a miniLST output of the same kind
   long long flush_every = 0;  // write the metrics every this many steps too (0: at the end only)
@@ -60,6 +60,7 @@ struct OutputConfig {
 struct ReferenceConfig {  // the expected answer: a run is VALID only if its losses match
   std::vector<double> losses;  // expected loss of steps 1, 2, ... (empty: no check)
   double rtol = 1e-4;
+  std::string problem;  // the digest of the problem the losses belong to ("" = not checked)
 };
 
 struct Deck {
@@ -73,6 +74,8 @@ struct Deck {
   ReferenceConfig reference;
   std::string path;           // the deck file
   std::string resolved_yaml;  // every key with its resolved value
+  std::string problem_digest; // of the keys that define the problem (reference.problem)
+  bool problem_matches_reference() const { return reference.problem.empty() || reference.problem == problem_digest; }
 };
 
 // The loss tolerance of bf16 mixed precision against the float64 answer (relative):

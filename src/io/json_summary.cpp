@@ -1,1 +1,167 @@
 #include "io/json_summary.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+
+namespace minilst {
+
+namespace {
+using Json = nlohmann::ordered_json;
+
+// A text attribute, or null where the run did not record it.
+Json text_or_null(const RunAttributes& a, const std::string& key) {
+  const auto it = a.text.find(key);
+  return it == a.text.end() ? Json() : Json(it->second);
+}
+Json integer_or_null(const RunAttributes& a, const std::string& key) {
+  const auto it = a.integers.find(key);
+  return it == a.integers.end() ? Json() : Json(it->second);
+}
+// A text attribute that holds a whole number (memory_bytes, cpu_cores), as a number.
+Json number_text_or_null(const RunAttributes& a, const std::string& key) {
+  const auto it = a.text.find(key);
+  if (it == a.text.end()) return Json();
+  try {
+    return Json(std::stoll(it->second));
+  } catch (...) {
+    return Json(it->second);
+  }
+}
+Json number_or_null(bool known, double x) { return known ? Json(x) : Json(); }
+
+template <class V>
+V max_of(const std::vector<V>& v) {
+  return v.empty() ? V{} : *std::max_element(v.begin(), v.end());
+}
+}  // namespace
+
+std::string json_summary_path(const std::string& metrics_path) {
+  std::filesystem::path p(metrics_path);
+  if (p.extension() == ".h5") return p.replace_extension(".json").string();
+  return metrics_path + ".json";
+}
+
+std::string json_summary_problem(const std::string& metrics_path, bool overwrite) {
+  namespace fs = std::filesystem;
+  const std::string path = json_summary_path(metrics_path);
+  std::error_code ec;
+  const auto status = fs::symlink_status(path, ec);
+  if (!fs::exists(status)) return "";
+  if (!fs::is_regular_file(status))
+    return "its JSON summary '" + path + "' exists and is not a regular file: not replaced";
+  if (overwrite) return "";
+  std::ifstream in(path);
+  const Json found = Json::parse(in, nullptr, false);  // no exception: a discarded value when not JSON
+  if (found.is_object() && found.value("schema", "") == "minilst-summary") return "";
+  return "its JSON summary '" + path + "' exists and is not a miniLST summary: not overwritten (choose another "
+         "name, remove it, or set output.overwrite: true)";
+}
+
+Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMetrics& m, const std::string& path) {
+  const auto& a = m.attributes;
+  Json j;
+  j["schema"] = "minilst-summary";
+  j["schema_version"] = 1;
+  j["run_name"] = text_or_null(a, "run_name");
+  j["metrics_file"] = path;
+  const std::string verdict = !m.complete ? "INCOMPLETE" : s.valid ? "VALID" : "INVALID";
+  j["verdict"] = verdict;
+  j["exit_code"] = !m.complete ? 4 : s.valid ? 0 : 3;
+  j["stop_reason"] = m.stop_reason;
+  j["reportable"] = s.reportable.yes();
+  j["reportable_reasons"] = s.reportable.reasons;
+  j["reference_check"] = s.reference_check;
+  j["fom"] = {{"value", s.fom}, {"unit", "tokens/s per rank"}};
+  j["tokens_per_s"] = s.fom * g.nranks;
+  j["mfu"] = number_or_null(s.mfu_known, s.mfu);
+  j["steps_done"] = g.nsteps;
+  j["warmup_steps"] = m.warmup_steps;
+  j["measured_steps"] = s.measured_steps;
+  std::vector<double> loss;
+  for (const auto& st : m.steps) loss.push_back(st.loss);
+  j["final_loss"] = loss.empty() ? Json() : Json(loss.back());
+  j["loss"] = loss;
+  j["step_seconds"] = s.slowest_step_seconds;  // each step's slowest rank
+  j["layout"] = {{"ranks", g.nranks},
+                 {"data_parallel", integer_or_null(a, "data_parallel")},
+                 {"sequence_parallel", integer_or_null(a, "sequence_parallel")},
+                 {"ulysses", integer_or_null(a, "ulysses")},
+                 {"ring", integer_or_null(a, "ring")},
+                 {"attention", text_or_null(a, "attention")},
+                 {"memory_policy", text_or_null(a, "memory_policy")},
+                 {"precision", text_or_null(a, "precision")},
+                 {"seq_len", integer_or_null(a, "seq_len")},
+                 {"zero_stage", integer_or_null(a, "zero_stage")}};
+  j["deck"] = {{"path", text_or_null(a, "deck")}, {"problem_digest", text_or_null(a, "problem_digest")}};
+  j["machine"] = {{"hostname", text_or_null(a, "hostname")},
+                  {"hostlist", text_or_null(a, "hostlist")},
+                  {"numhosts", number_text_or_null(a, "numhosts")},
+                  {"cpu_model", text_or_null(a, "cpu_model")},
+                  {"cpu_isa", text_or_null(a, "cpu_isa")},
+                  {"cpu_cores", number_text_or_null(a, "cpu_cores")},
+                  {"memory_bytes", number_text_or_null(a, "memory_bytes")},
+                  {"gpu", text_or_null(a, "gpu")},
+                  {"gpu_driver_version", text_or_null(a, "gpu_driver_version")},
+                  {"cuda_driver_version", text_or_null(a, "cuda_driver_version")},
+                  {"kokkos_threads", integer_or_null(a, "kokkos_threads")},
+                  {"blas_threads", integer_or_null(a, "blas_threads")}};
+  j["build"] = {{"version", text_or_null(a, "version")},
+                {"git_commit", text_or_null(a, "git_commit")},
+                {"git_dirty", text_or_null(a, "git_dirty")},
+                {"cmake_build_type", text_or_null(a, "cmake_build_type")},
+                {"compiler", text_or_null(a, "compiler")},
+                {"kokkos_version", text_or_null(a, "kokkos_version")},
+                {"kokkos_devices", text_or_null(a, "kokkos_devices")},
+                {"blas", text_or_null(a, "blas")}};
+  j["job"] = {{"launchdate", text_or_null(a, "launchdate")},
+              {"slurm_job_id", text_or_null(a, "SLURM_JOB_ID")},
+              {"slurm_array_job_id", text_or_null(a, "SLURM_ARRAY_JOB_ID")},
+              {"slurm_array_task_id", text_or_null(a, "SLURM_ARRAY_TASK_ID")},
+              {"cmdline", text_or_null(a, "cmdline")}};
+  Json phases = Json::object();  // mean over ranks of each rank's mean over the measured steps
+  for (const auto& [phase, per_rank] : s.phase_avg_per_rank) {
+    const double mean = per_rank.empty() ? 0.0 : std::accumulate(per_rank.begin(), per_rank.end(), 0.0) / per_rank.size();
+    if (mean > 0) phases[phase] = mean;
+  }
+  j["timings_s"] = phases;
+  Json memory = Json::object(), model = Json::object(), comm = Json::object();  // max over ranks
+  for (const auto& [k, v] : s.memory) memory[k] = max_of(v);
+  for (const auto& [k, v] : s.memory_model) model[k] = max_of(v);
+  for (const auto& [op, v] : s.comm_bytes)
+    if (max_of(v) > 0) comm[op] = max_of(v);
+  j["memory_bytes"] = memory;
+  j["memory_model_bytes"] = model;
+  j["comm_bytes_per_step"] = comm;
+  const auto slurm = a.reals.find("slurm_energy_joules");
+  j["energy"] = {{"source", s.energy_source},
+                 {"note", s.energy_note},
+                 {"joules_measured_steps", number_or_null(s.energy_known, s.energy_joules)},
+                 {"joules_run", number_or_null(s.energy_known, s.energy_joules_run)},
+                 {"tokens_per_joule", number_or_null(s.energy_known && s.tokens_per_joule > 0, s.tokens_per_joule)},
+                 {"slurm_joules", slurm == a.reals.end() ? Json() : Json(slurm->second)}};
+  return j;
+}
+
+void write_json_summary(const std::string& path, const Json& summary, const std::string& partial_suffix) {
+  const std::string partial = path + partial_suffix;
+  {
+    std::FILE* f = std::fopen(partial.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write '" + partial + "'");
+    const std::string text = summary.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+      std::remove(partial.c_str());
+      throw std::runtime_error("cannot write '" + partial + "' (disk full?)");
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw std::runtime_error("cannot rename '" + partial + "' to '" + path + "'");
+  }
+}
+
+}  // namespace minilst

@@ -1,1 +1,29 @@
+// The JSON summary written beside every metrics file (X.h5 -> X.json), for
+// dashboards and checkers that read results without HDF5: the verdict and the
+// run rules', the figures of merit, the layout, the machine, the build, the job,
+// per-phase times, memory, communication and energy (docs/metrics.md lists the keys).
 #pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "io/metrics.hpp"
+
+namespace minilst {
+
+// Where a metrics file's summary goes: its name with .h5 replaced by .json (or .json appended).
+std::string json_summary_path(const std::string& metrics_path);
+
+// Why the summary of a run writing metrics_path cannot be written ("" when it can): a
+// file there that is not a miniLST summary (unless overwrite), a link, a directory.
+std::string json_summary_problem(const std::string& metrics_path, bool overwrite);
+
+nlohmann::ordered_json run_summary_json(const GatheredMetrics& gathered, const RunSummary& summary,
+                                        const RunMetrics& local, const std::string& metrics_path);
+
+// Written atomically: built as path + partial_suffix, then renamed.
+void write_json_summary(const std::string& path, const nlohmann::ordered_json& summary,
+                        const std::string& partial_suffix = ".partial");
+
+}  // namespace minilst

@@ -10,6 +10,7 @@
 
 #include "core/phases.hpp"
 #include "io/h5.hpp"
+#include "io/json_summary.hpp"
 #include "memory/tracker.hpp"
 
 namespace minilst {
@@ -90,6 +91,8 @@ GatheredMetrics gather_step(MPI_Comm comm, const StepMetrics& step) {
   const auto allocations = allgather_by_key<std::uint64_t>(comm, {"allocations"}, 1,
                                                            [&](int, const std::string&) { return step.allocations; });
   g.allocations = allocations.at("allocations");
+  g.energy = allgather_by_key<double>(comm, {"energy"}, 1, [&](int, const std::string&) { return step.energy_joules; })
+                 .at("energy");
   g.nsteps = 1;
   return g;
 }
@@ -102,6 +105,7 @@ void append_steps(GatheredMetrics& to, const GatheredMetrics& from) {
   append(to.comm_bytes, from.comm_bytes);
   append(to.offload_bytes, from.offload_bytes);
   to.allocations.insert(to.allocations.end(), from.allocations.begin(), from.allocations.end());
+  to.energy.insert(to.energy.end(), from.energy.begin(), from.energy.end());
   to.nranks = from.nranks;
   to.nsteps += from.nsteps;
 }
@@ -183,16 +187,36 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     for (int s = 1; s < nsteps; ++s) most = std::max(most, g.allocations[std::size_t(s) * nranks + r]);
     summary.allocations_after_first.push_back(most);
   }
+  summary.energy_known = local.energy_source != "unavailable";
+  summary.energy_source = local.energy_source;
+  summary.energy_note = local.energy_note;
+  if (summary.energy_known) {
+    for (int s = 0; s < nsteps; ++s)
+      for (int r = 0; r < nranks; ++r) {
+        const double joules = g.energy[std::size_t(s) * nranks + r];
+        summary.energy_joules_run += joules;
+        if (s >= first) summary.energy_joules += joules;
+      }
+    if (summary.energy_joules > 0) summary.tokens_per_joule = local.tokens_per_step * measured / summary.energy_joules;
+  }
+  summary.measured_steps = measured;
+  RunRuleFacts rules = local.rules;
+  rules.valid = summary.valid;
+  rules.complete = local.complete;
+  rules.measured_steps = measured;
+  rules.warmup_steps = local.warmup_steps;
+  rules.reference_check = summary.reference_check;
+  summary.reportable = check_run_rules(rules);
   return summary;
 }
 
 std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks,
-                        double mfu, const std::string& path) {
+                        double mfu, const std::string& reportable, const std::string& path) {
   char numbers[200], utilisation[40] = "";
   if (mfu >= 0) std::snprintf(utilisation, sizeof utilisation, " MFU=%.3f", mfu);
-  std::snprintf(numbers, sizeof numbers, " FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d%s metrics=", fom,
-                steps, final_loss, nranks, utilisation);
-  return "RESULT: " + verdict + numbers + path;
+  std::snprintf(numbers, sizeof numbers, " FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d%s", fom, steps,
+                final_loss, nranks, utilisation);
+  return "RESULT: " + verdict + numbers + (reportable.empty() ? "" : " reportable=" + reportable) + " metrics=" + path;
 }
 
 std::pair<std::string, int> result_of_file(const std::string& path) {
@@ -210,8 +234,13 @@ std::pair<std::string, int> result_of_file(const std::string& path) {
   const std::string verdict =
       !complete ? "INCOMPLETE (" + h5::read_string_attr(f, "stop_reason") + ")" : valid ? "VALID" : "INVALID";
   const double mfu = H5Aexists(f, "mfu") > 0 ? h5::read_number_attr(f, "mfu") : -1.0;  // files before MFU: none
+  std::string reportable;  // files before the run rules: none
+  if (H5Aexists(f, "reportable") > 0) {
+    reportable = h5::read_string_attr(f, "reportable");
+    if (reportable != "yes") reportable += " (" + h5::read_string_attr(f, "reportable_reasons") + ")";
+  }
   return {result_line(verdict, h5::read_number_attr(f, "fom"), loss.size(), loss.empty() ? 0.0 : loss.back(), ranks,
-                      mfu, path),
+                      mfu, reportable, path),
           !complete ? 4 : valid ? 0 : 3};
 }
 
@@ -253,6 +282,16 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
     h5::attr(f, "mfu_nominal", summary.mfu_nominal);
   }
   h5::attr(f, "reference_check", summary.reference_check);
+  h5::attr(f, "measured_steps", std::int64_t(summary.measured_steps));
+  h5::attr(f, "reportable", std::string(summary.reportable.yes() ? "yes" : "no"));
+  h5::attr(f, "reportable_reasons", summary.reportable.reasons_text());
+  h5::attr(f, "energy_source", local.energy_source);
+  h5::attr(f, "energy_note", local.energy_note);
+  if (summary.energy_known) {
+    h5::attr(f, "energy_joules", summary.energy_joules);
+    h5::attr(f, "energy_joules_run", summary.energy_joules_run);
+    h5::attr(f, "tokens_per_joule", summary.tokens_per_joule);
+  }
   if (!local.expected_loss.empty()) {
     h5::attr(f, "reference_rtol", local.reference_rtol);
     h5::attr(f, "reference_max_rel_error", summary.reference_max_rel_error);
@@ -280,9 +319,12 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   }
   for (const auto& [dir, b] : g.offload_bytes) h5::write(f, "offload/bytes_" + dir, as_int64(b), {steps, ranks}, "B");
   h5::write(f, "memory/plan/allocations_per_step", as_int64(g.allocations), {steps, ranks}, "1");
+  if (summary.energy_known)
+    h5::write(f, "energy/joules", g.energy, {steps, ranks}, "J (read by each rank's meters: its node's CPU packages, its GPU)");
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
   file.commit();
+  write_json_summary(json_summary_path(path), run_summary_json(g, summary, local, path), partial_suffix);
 }
 
 }  // namespace minilst

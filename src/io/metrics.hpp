@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/attributes.hpp"
+#include "io/run_rules.hpp"
 
 namespace minilst {
 
@@ -38,6 +39,7 @@ struct StepMetrics {
   std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes sent to other ranks
   std::map<std::string, std::uint64_t> offload_bytes;  // to_host | to_device -> bytes the copy engine moved
   std::uint64_t allocations = 0;                     // buffers allocated (not taken from the step arena)
+  double energy_joules = 0;  // energy of the step that this rank's meters read (its node's CPUs, its GPU); 0: none
 };
 
 struct RunMetrics {
@@ -59,6 +61,10 @@ struct RunMetrics {
   // in this run (kernels/gemm_rate.hpp; mean over ranks) and the device's nominal peak
   // where it is known (0: unknown). GFLOP/s.
   double peak_gflops = 0, nominal_peak_gflops = 0;
+  RunRuleFacts rules;  // what the run rules need to know besides the steps (the build, the deck)
+  // Where the steps' energy comes from ("rapl", "nvml", "rapl+nvml"), or "unavailable" with the reason in energy_note.
+  std::string energy_source = "unavailable";
+  std::string energy_note = "not measured";
 };
 
 struct RunSummary {  // what rank 0 prints
@@ -81,6 +87,13 @@ struct RunSummary {  // what rank 0 prints
   std::string reference_check = "none";   // none | PASSED | FAILED: the losses against the deck's reference
   double reference_max_rel_error = 0;     // over the steps compared
   int reference_steps = 0, reference_worst_step = 0;  // steps compared; the worst (1-based)
+  int measured_steps = 0;                 // the steps after the warm-up
+  Reportability reportable;               // the run rules' verdict
+  // Energy (energy_known: a meter ran): the measured steps' joules over every rank's meters, the
+  // whole run's, and the tokens of the measured steps per joule.
+  bool energy_known = false;
+  std::string energy_source, energy_note;  // RunMetrics'
+  double energy_joules = 0, energy_joules_run = 0, tokens_per_joule = 0;
 };
 
 // Every rank's records on rank 0, by name: [steps x ranks] (row-major) or [ranks].
@@ -91,6 +104,7 @@ struct GatheredMetrics {
   std::map<std::string, std::vector<std::uint64_t>> comm_model;      // operation -> [ranks]
   std::map<std::string, std::vector<std::uint64_t>> offload_bytes;   // to_host | to_device -> [steps x ranks]
   std::vector<std::uint64_t> allocations;                            // [steps x ranks]
+  std::vector<double> energy;                                         // [steps x ranks] J
   std::map<std::string, std::vector<std::uint64_t>> memory, memory_model, plan;  // key -> [ranks]
 };
 
@@ -103,10 +117,10 @@ void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& gath
 // Validity, figure of merit, per-rank means over the measured steps.
 RunSummary summarise_metrics(const GatheredMetrics& gathered, const RunMetrics& local);
 // The line a batch log is grepped for:
-//   "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... MFU=... metrics=...".
-// mfu < 0: not known (no MFU= field).
+//   "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... MFU=... reportable=yes|no (rules) metrics=...".
+// mfu < 0: not known (no MFU= field); reportable "": not known (files written before the run rules).
 std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks, double mfu,
-                        const std::string& path);
+                        const std::string& reportable, const std::string& path);
 // The RESULT line of a metrics file, and the exit code its run gave (0 VALID, 3 INVALID, 4 INCOMPLETE).
 std::pair<std::string, int> result_of_file(const std::string& path);
 // The metrics file, written atomically (h5::AtomicFile: built as path + partial_suffix, then renamed).

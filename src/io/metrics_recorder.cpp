@@ -80,7 +80,7 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
                  gathered_.nsteps, path_.c_str());
     std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),
                                      m.steps.back().loss, gathered_.nranks, summary.mfu_known ? summary.mfu : -1.0,
-                                     path_).c_str());
+                                     summary.reportable.verdict(), path_).c_str());
     std::fflush(stdout);
     std::fflush(stderr);
     return true;

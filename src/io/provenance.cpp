@@ -191,6 +191,7 @@ void add_build_and_machine_keys(std::map<std::string, std::string>& p) {
   const auto [cpu, isa] = cpu_model_and_isa();
   p["cpu_model"] = cpu;
   p["cpu_isa"] = isa;
+  p["cpu_cores"] = std::to_string(sysconf(_SC_NPROCESSORS_ONLN));  // the node's online CPUs (cores_allowed: this rank's)
   p["memory_bytes"] = std::to_string(std::uint64_t(sysconf(_SC_PHYS_PAGES)) * std::uint64_t(sysconf(_SC_PAGE_SIZE)));
   // The run-time environment that changes performance: threads, BLAS, MPI and its transports, NCCL.
   std::string tuning;

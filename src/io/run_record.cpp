@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/attention_kernel.hpp"
 #include "io/provenance.hpp"
+#include "minilst_build_info.hpp"  // generated: MINILST_BUILD_TYPE
 #include "kernels/gemm_bf16_dot.hpp"
 #include "kernels/tile_ops.hpp"
 #include "memory/step_arena.hpp"
@@ -35,6 +37,15 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
   if (D == 1) m.expected_loss = deck.reference.losses;
   m.reference_rtol = reference_tolerance(deck);
   m.config_yaml = deck.resolved_yaml;
+  m.rules.build_type = MINILST_BUILD_TYPE;
+  m.rules.data_parallel = D;
+  m.rules.reference_given = !deck.reference.losses.empty();
+  m.rules.problem_matches = deck.problem_matches_reference();
+  m.rules.offload_bandwidth_gbs = deck.options.offload.bandwidth_gbs;
+  m.rules.warmup_steps = deck.run.warmup_steps;
+  m.attributes.text["deck"] = deck.path;
+  m.attributes.text["problem_digest"] = deck.problem_digest;
+  m.attributes.text["run_name"] = run_name(deck, D * P);
   return m;
 }
 
@@ -120,10 +131,21 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   m.attributes.merge(facts.reported);
 }
 
-std::string metrics_path(const std::string& configured) {
-  if (configured != "auto") return configured;
-  std::string name = "minilst_" + utc_time(true);
-  if (const char* job = std::getenv("SLURM_JOB_ID")) name += std::string("_") + job;
+std::string run_name(const Deck& deck, int nranks) {
+  const int U = deck.parallel.ulysses, R = deck.parallel.ring, D = std::max(1, nranks / std::max(1, U * R));
+  std::string layout = U > 1 && R > 1 ? "u" + std::to_string(U) + "xr" + std::to_string(R)
+                       : U > 1        ? "u" + std::to_string(U)
+                       : R > 1        ? "r" + std::to_string(R)
+                                      : "single";
+  if (D > 1) layout += "_dp" + std::to_string(D);
+  return std::filesystem::path(deck.path).stem().string() + "_" + layout + "_" + std::to_string(nranks) + "r";
+}
+
+std::string metrics_path(const Deck& deck, int nranks) {
+  if (deck.output.metrics != "auto") return deck.output.metrics;
+  std::string name = run_name(deck, nranks) + "_" + utc_time(true) + "_";
+  const char* job = std::getenv("SLURM_JOB_ID");
+  name += job ? std::string(job) : "local";
   if (const char* task = std::getenv("SLURM_ARRAY_TASK_ID")) name += std::string("_") + task;
   return name + "_" + std::to_string(getpid()) + ".h5";
 }

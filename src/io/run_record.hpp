@@ -34,9 +34,12 @@ struct RunFacts {
 // Collective over the world (provenance gathers host names).
 void record_run(RunMetrics& metrics, const Deck& deck, ParallelSetup& par, const RunFacts& facts);
 
+// What a run is, as its files are named: <deck stem>_<layout>_<ranks>r, the layout
+// single, u<U>, r<R> or u<U>xr<R>, with _dp<D> under data parallelism.
+std::string run_name(const Deck& deck, int nranks);
 // output.metrics: the deck's path, or for "auto"
-// minilst_<UTC time>[_<SLURM_JOB_ID>[_<SLURM_ARRAY_TASK_ID>]]_<pid>.h5, unique
-// for runs started in the same second (the process id), in the same job step too.
-std::string metrics_path(const std::string& configured);
+// <run name>_<UTC time>_<SLURM_JOB_ID or "local">[_<SLURM_ARRAY_TASK_ID>]_<pid>.h5,
+// unique for runs started in the same second (the process id), in the same job step too.
+std::string metrics_path(const Deck& deck, int nranks);
 
 }  // namespace minilst

@@ -5,7 +5,8 @@
 # set-up and the build), and sets:
 #   --tiny    $tiny = 1: the seconds-long variant the CI smoke test runs
 #             (default 0: the CPU-scale study, a few minutes at most)
-#   $out      OUT=dir, or runs/bench/<script>_<UTC time>_<job>_<pid>/
+#   $out      OUT=dir, or runs/bench/<script>_<UTC time>_<job>_<pid>/ (runs/: RUNS_DIR,
+#             the checkout's, or ./runs in an installed tree: scripts/lib/minilst_program.sh)
 #   $launch   the MPI launcher (LAUNCH, default scripts/env.sh's MINILST_LAUNCH)
 # Every row a script plans or runs is recorded in $out/rows.txt as
 #   name|kind|ranks|label|detail
@@ -23,7 +24,7 @@ while (($#)); do  # before common.sh, so that --help and a bad argument never se
   esac
 done
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
-out=${OUT:-$(unique_dir "$root/runs/bench" "$seed")}
+out=${OUT:-$(unique_dir "$(minilst_runs_dir "$root")/bench" "$seed")}
 mkdir -p "$out"
 read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 : > "$out/rows.txt"

@@ -1,1 +1,0 @@
-#include "app/run_rules.hpp"

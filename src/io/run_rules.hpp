@@ -1,0 +1,41 @@
+// The run rules (RUN_RULES.md) as a check: whether a result may be reported, and
+// every rule it breaks. A run can be VALID (its computation is right) and still not
+// reportable (too few measured steps, no reference answer, a debug build, ...), as
+// HPL and HPCG separate "correct" from "may be reported".
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace minilst {
+
+// The minimum of measured steps (after the warm-up) a reportable run has.
+constexpr int kReportableMeasuredSteps = 5;
+
+struct RunRuleFacts {
+  // Known before the first step (from the deck and the build).
+  std::string build_type;            // CMAKE_BUILD_TYPE of the program
+  int data_parallel = 1;             // D: the reference answer is a D = 1 problem
+  bool reference_given = false;      // the deck has reference.losses
+  bool problem_matches = true;       // reference.problem is empty or equals the deck's problem digest
+  double offload_bandwidth_gbs = 0;  // memory.offload_bandwidth_gbs (a throttled copy engine when > 0)
+  int warmup_steps = 0;
+  // Known at the end.
+  bool valid = false, complete = false;
+  int measured_steps = 0;
+  std::string reference_check = "none";  // none | PASSED | FAILED
+};
+
+struct Reportability {
+  std::vector<std::string> reasons;  // every broken rule, in the order RUN_RULES.md lists them; empty: reportable
+  bool yes() const { return reasons.empty(); }
+  std::string reasons_text() const;  // "a; b" ("" when reportable)
+  std::string verdict() const;       // "yes" or "no (a; b)"
+};
+
+Reportability check_run_rules(const RunRuleFacts& facts);
+
+// The build types that count as optimised builds.
+bool optimised_build(const std::string& build_type);
+
+}  // namespace minilst
