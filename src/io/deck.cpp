@@ -1,4 +1,5 @@
 #include "io/deck.hpp"
+#include "io/json_summary.hpp"  // json_summary_path: the summary beside the metrics file
 
 #include <yaml-cpp/yaml.h>
 
@@ -390,8 +391,15 @@ bool same_file(const std::string& a, const std::string& b) {
 // Outputs never overwrite the deck or each other (what the file system allows is
 // probed at start, where the output is created).
 void check_output_paths(const Deck& d) {
-  if (d.output.metrics != "auto")
+  if (d.output.metrics != "auto") {
+    const std::string summary = json_summary_path(d.output.metrics);
     check(!same_file(d.output.metrics, d.path), "output.metrics '" + d.output.metrics + "' is the deck itself");
+    check(!same_file(summary, d.path), "output.metrics '" + d.output.metrics + "': its JSON summary '" + summary +
+                                           "' would replace the deck itself");
+    if (!d.output.dump.empty())
+      check(!same_file(d.output.dump, summary) && !same_file(d.output.dump, summary + ".partial"),
+            "output.dump '" + d.output.dump + "' is output.metrics' JSON summary '" + summary + "' (or its temporary name)");
+  }
   if (!d.output.dump.empty()) {
     check(!same_file(d.output.dump, d.path), "output.dump '" + d.output.dump + "' is the deck itself");
     if (d.output.metrics != "auto") {  // each file is built under its name + ".partial": those collide too

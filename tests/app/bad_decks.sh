@@ -110,6 +110,12 @@ run  "output.metrics: 'user/link.h5' is a symbolic link"               "$deck" -
 run  "output.metrics: 'user/p.h5.partial' is a symbolic link"          "$deck" --set output.metrics=user/p.h5
 run  "output.dump: 'user/notes.txt' exists and is not a miniLST output" "$deck" --set output.dump=user/notes.txt
 set_ "one is the other's temporary name"                                output.metrics=x.h5 output.dump=x.h5.partial
+set_ "output.dump 'x.json' is output.metrics' JSON summary 'x.json'"     output.metrics=x.h5 output.dump=x.json
+echo '{"a user": "file"}' > user/run.json && cp "$deck" user/deck.json
+run  "output.metrics: its JSON summary 'user/run.json' exists and is not a miniLST summary" "$deck" --set output.metrics=user/run.h5
+run  "its JSON summary 'user/deck.json' would replace the deck itself" user/deck.json --set output.metrics=user/deck.h5
+[[ $(cat user/run.json) == '{"a user": "file"}' ]] && cmp -s "$deck" user/deck.json \
+  || { echo "FAIL: a JSON file of the user's was changed"; failures=$((failures + 1)); }
 [[ $(cat user/notes.txt) == "a user's notes" && -L user/link.h5 && -L user/p.h5.partial && ! -e user/p.h5 ]] \
   || { echo "FAIL: a file of the user's was changed"; failures=$((failures + 1)); }
 
