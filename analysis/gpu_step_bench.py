@@ -15,6 +15,9 @@ other (embedding, q/k/v/o projections, RoPE, residuals: the projections' FLOPs),
 step. Both sides leave out the first run.warmup_steps steps (from the metrics
 file). FLOPs come from the metrics file (src/model/flops.hpp, forward + backward):
 flops_per_step_<phase>, and flops_per_step for the step; one rank.
+Per S, whether the two step times differ by more than the noise: the spread over
+rounds, or with one round "single run: no spread" and a warning where a run's own
+measured steps vary by more than the difference.
 """
 import glob
 import json
@@ -28,6 +31,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
 
 PHASES = ["attention", "mlp", "lm_head", "optimizer", "other", "step"]
 TIMED = ["attention", "mlp", "lm_head", "optimizer"]  # timed on their own; other = step - these
@@ -46,15 +52,16 @@ def with_other(t):
 
 
 def minilst_run(path):
-    f = h5py.File(path, "r")
-    a, w = f.attrs, int(f.attrs["warmup_steps"])
-    t = with_other({p: float(f["timings"][p][w:].max(axis=1).mean()) for p in ["step"] + TIMED})
-    return {"t": t, "warmup": w, "flops": {p: float(a[k]) for p, k in FLOPS.items()},
+    run = mm.load(path)
+    a = run.attrs
+    t = with_other({p: mm.slowest_rank_time(run, p) for p in ["step"] + TIMED})
+    return {"t": t, "warmup": run.warmup, "flops": {p: float(a[k]) for p, k in FLOPS.items()},
             "peak": float(a["peak_gflops_per_rank"]), "peak_source": text(a.get("peak_source", "")),
             "nominal": float(a["nominal_peak_gflops_per_rank"]) if "nominal_peak_gflops_per_rank" in a else None,
             "device": text(a["gpu"] if "gpu" in a else a["cpu_model"]), "precision": text(a["precision"]),
             "attention_kernel": text(a.get("attention_kernel", "")),
-            "memory": float(f["memory/device_total"][:].max())}
+            "memory": float(run.memory["device_total"].max()), "run": run,
+            "steps": mm.spread(mm.slowest_rank_steps(run, "step"))}
 
 
 def torch_run(path, warmup):
@@ -63,7 +70,15 @@ def torch_run(path, warmup):
     if not steps:
         sys.exit(f"error: {path}: no step after the {warmup} warm-up steps")
     j["t"] = with_other({p: float(np.mean([s.get(p, 0.0) for s in steps])) for p in ["step"] + TIMED})
+    j["steps"] = mm.spread(s.get("step", np.nan) for s in steps)
     return j
+
+
+def noise_note(S, pairs):
+    """Whether miniLST's and PyTorch's step times at S differ by more than their spread (mm.difference_note)."""
+    ml, pt = (mm.spread(pair[side]["t"]["step"] for pair in pairs) for side in (0, 1))
+    return mm.difference_note(f"S = {S}, miniLST against PyTorch", ml, pt,
+                              [pair[side]["steps"] for pair in pairs for side in (0, 1)])
 
 
 def mean_times(pairs, side):  # per phase, the mean over rounds of one side (0: miniLST, 1: PyTorch)
@@ -113,6 +128,7 @@ def main():
         ml, pt = table[S]["minilst"], table[S]["pytorch"]
         print(f"\nS = {S}: miniLST {ml['step']:.3f} s, PyTorch {pt['step']:.3f} s per step: "
               f"ratio miniLST/PyTorch {ml['step'] / pt['step']:.3f} ({table[S]['rounds']} round(s))")
+        print(f"  {noise_note(S, runs[S])}")
         rates = [table[S]["peak"]] + ([nominal] if nominal else [])  # MFU columns: measured peak, datasheet
         print(f"  {'phase':10s} {'miniLST s':>10s} {'PyTorch s':>10s} {'ratio':>7s} {'GFLOP':>9s} "
               f"{'miniLST MFU':>12s} {'PyTorch MFU':>12s}" + (f" {'(datasheet)':>12s}" * 2 if nominal else ""))
@@ -167,7 +183,7 @@ def main():
 
     fig, axes = plt.subplots(2, len(seq), figsize=(6.5 * len(seq), 8), squeeze=False, constrained_layout=True)
     fig.suptitle(f"{device}, {m0['precision']}: miniLST against PyTorch {t0['torch_version']} "
-                 f"({t0['attention']} attention)")
+                 f"({t0['attention']} attention)\n{mm.provenance([m['run'] for m, _ in pairs])}")
     timed = [p for p in PHASES if p != "step"]
     fp = [p for p in PHASES if p in FLOPS]
     for col, S in enumerate(seq):

@@ -5,12 +5,20 @@
     summary_frame(runs)   # one row per file
     comm_stats(run)       # per communication op: bytes per step per rank, measured vs analytic
     parallel_layout(run)  # attention strategy and the U x R x D decomposition
+    metrics_files(dir)    # the metrics files in a directory, found by their schema attribute
+    sweep_points(dir)     # a sweep made by scripts/slurm/sweep.sh: each point with its metrics file
+    run_label(run)        # what a run is: deck, layout, ranks, job
+    provenance(runs)      # machines, dates, commits, jobs: the title of every plot
+    spread(values)        # median and min..max over repeats
 Unknown attributes, phases and memory categories are kept as they come.
 """
 from __future__ import annotations
 
+import csv
+import glob
 import os
 import re
+import statistics
 from dataclasses import dataclass, field
 
 import h5py
@@ -192,11 +200,13 @@ def timings_frame(runs) -> pd.DataFrame:
 
 
 def summary_frame(runs) -> pd.DataFrame:
-    """One row per file; <phase>_s = mean s/step averaged over ranks, step_s_mean = slowest rank."""
+    """One row per file, named by what the run is (run_label); <phase>_s = mean s/step averaged over ranks,
+    step_s_mean = slowest rank; reportable = the run rules' verdict ("?" for files before the rules)."""
     rows = []
-    for r in runs:
+    for r, label in zip(runs, unique_labels([run_label(r) for r in runs])):
         a, mem = r.attrs, lambda k: float(r.memory[k].max()) / MIB if k in r.memory else np.nan
-        row = dict(file=r.path, ranks=r.ranks, seq_len=_int(a.get("seq_len", r.cfg("run", "seq_len"))),
+        row = dict(run=label, file=r.path, host=text(a, "hostname", "?"), layout=layout_name(r), ranks=r.ranks,
+                   job=run_job(a), seq_len=_int(a.get("seq_len", r.cfg("run", "seq_len"))),
                    layers=r.cfg("model", "layers"), hidden=r.cfg("model", "hidden"),
                    policy=a.get("memory_policy", r.cfg("memory", "policy")),
                    precision=a.get("precision", r.cfg("run", "precision")), fom=a.get("fom", np.nan),
@@ -204,6 +214,280 @@ def summary_frame(runs) -> pd.DataFrame:
         row.update({f"{ph}_s": v for ph, v in phase_stats(r)["avg"].items()})
         row.update(device_total_MiB=mem("device_total"), activations_MiB=mem("activations"),
                    workspace_MiB=mem("workspace"), final_loss=r.loss[-1] if len(r.loss) else np.nan,
-                   valid=a.get("valid"))
+                   valid=a.get("valid"), reportable=reportable(a))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Finding metrics files. A run names its file as the user or the program chose (metrics.h5 in older job and sweep
+# directories, <deck>_<layout>_<N>r_<UTC>_<job>_<pid>.h5 now): recognise it by its schema attribute, not its name.
+
+def is_metrics_file(path: str) -> bool:
+    """True for an HDF5 file whose root attribute schema is SCHEMA; False for anything else or an unreadable file."""
+    try:
+        with h5py.File(path, "r") as f:
+            return _decode(f.attrs.get("schema")) == SCHEMA
+    except OSError:
+        return False
+
+
+def metrics_files(directory: str) -> list:
+    """The metrics files directly inside a directory, sorted by name."""
+    return sorted(p for p in glob.glob(os.path.join(glob.escape(directory), "*.h5")) if is_metrics_file(p))
+
+
+def is_sweep(directory: str) -> bool:
+    """A sweep directory of scripts/slurm/sweep.sh: points.tsv and point_<i>/."""
+    return os.path.isfile(os.path.join(directory, "points.tsv"))
+
+
+def sweep_points(directory: str) -> list:
+    """The rows of a sweep's points.tsv (index, ranks, seq_len, strategy, repeat, ...), each with "metrics": the
+    metrics file in point_<index>/, or None where the point left none (it failed or has not run yet)."""
+    with open(os.path.join(directory, "points.tsv")) as fh:
+        points = list(csv.DictReader(fh, delimiter="\t"))
+    for p in points:
+        found = metrics_files(os.path.join(directory, f"point_{p['index']}"))
+        p["metrics"] = max(found, key=os.path.getmtime) if found else None  # one per point; a rerun: the newest
+    return points
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a run is and where it ran: names for tables and plots (never the file name alone).
+
+def text(attrs: dict, key: str, default: str = "") -> str:
+    v = attrs.get(key)
+    return default if v is None or v == "" else str(v)
+
+
+def job_id(attrs: dict) -> str:
+    """The Slurm job of a run (the array job for an array task), or "local" outside Slurm."""
+    return text(attrs, "SLURM_ARRAY_JOB_ID") or text(attrs, "SLURM_JOB_ID") or "local"
+
+
+def run_job(attrs: dict) -> str:
+    """The job naming one run: <array job>_<task> for an array task, else job_id."""
+    task = text(attrs, "SLURM_ARRAY_TASK_ID")
+    return f"{attrs['SLURM_ARRAY_JOB_ID']}_{task}" if text(attrs, "SLURM_ARRAY_JOB_ID") and task else job_id(attrs)
+
+
+def deck_name(run: Run) -> str:
+    """The deck's file name without .yaml: the attribute deck, else the first YAML file on the command line."""
+    words = str(run.attrs.get("cmdline", "")).split()
+    path = text(run.attrs, "deck") or next((w for w in words if w.endswith((".yaml", ".yml"))), "")
+    return re.sub(r"\.ya?ml$", "", os.path.basename(path)) or "?"
+
+
+def layout_family(run: Run) -> str:
+    """The attention layout without its degrees: local (data parallel past one rank), ulysses,
+    ring(<ring_layout>[, <variant>]) or hybrid(...), " no-overlap" where ring transfers were not overlapped,
+    "+dp" where sequence-parallel groups are also replicated."""
+    p = parallel_layout(run)
+    ring = p["ring_layout"] + ("" if p["ring_variant"] == "flash" else f", {p['ring_variant']}")
+    if p["U"] > 1 and p["R"] > 1:
+        name = f"hybrid({ring})"
+    elif p["R"] > 1:
+        name = f"ring({ring})"
+    elif p["U"] > 1:
+        name = "ulysses"
+    else:
+        return "local"
+    if p["R"] > 1 and p["ring_overlap"] != "true":
+        name += " no-overlap"
+    return name + ("+dp" if p["D"] > 1 else "")
+
+
+def layout_name(run: Run) -> str:
+    """layout_family with the degrees the rank count does not fix: U x R of a hybrid, D of replicated groups."""
+    p, name = parallel_layout(run), layout_family(run)
+    if p["U"] > 1 and p["R"] > 1:
+        name += f" {p['U']}x{p['R']}"
+    return name + (f" dp{p['D']}" if p["D"] > 1 and p["U"] * p["R"] > 1 else "")
+
+
+def run_label(run: Run) -> str:
+    """What a run is, for tables and plots: 'tiny ulysses 2r S=37 job 1234_5'."""
+    return (f"{deck_name(run)} {layout_name(run)} {run.ranks}r S={text(run.attrs, 'seq_len', '?')} "
+            f"job {run_job(run.attrs)}")
+
+
+def unique_labels(labels: list) -> list:
+    """The labels with ' #2', ' #3', ... appended to the repeats of an equal label (in order)."""
+    seen, out = {}, []
+    for lab in labels:
+        seen[lab] = seen.get(lab, 0) + 1
+        out.append(lab if labels.count(lab) == 1 else f"{lab} #{seen[lab]}")
+    return out
+
+
+def short_cpu(model: str) -> str:
+    """'Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.0GHz' -> 'Intel Xeon Platinum 8480+'."""
+    s = re.sub(r"\((R|TM|r|tm)\)", "", model)
+    s = re.sub(r"@.*$|\b(CPU|Processor|\d+-Core)\b", "", s)
+    return " ".join(s.split()) or "?"
+
+
+def device(attrs: dict) -> str:
+    """What the run computed on: the GPU where it had one, else the CPU model (shortened)."""
+    return text(attrs, "gpu") or short_cpu(text(attrs, "cpu_model", "?"))
+
+
+def site(attrs: dict) -> str:
+    """The machine's name: the Slurm cluster's, else the host's (first label), so that a sweep spread over nodes
+    of one cluster is one machine."""
+    name = text(attrs, "SLURM_CLUSTER_NAME") or text(attrs, "clustername") or text(attrs, "hostname", "?")
+    return name.split(".")[0]
+
+
+def commit(attrs: dict) -> str:
+    """The source commit, 7 hex digits, '+dirty' for a build from modified sources."""
+    c = text(attrs, "git_commit", "?")[:7]
+    return c + ("+dirty" if text(attrs, "git_dirty").lower() == "true" else "")
+
+
+def date(attrs: dict) -> str:
+    """The launch date, YYYY-MM-DD (launchdate is ISO 8601 UTC)."""
+    return text(attrs, "launchdate", "?")[:10]
+
+
+def identity(attrs: dict) -> dict:
+    """What makes two runs come from different sources: machine, device, threads per rank, commit."""
+    return dict(site=site(attrs), device=device(attrs), kokkos=f"kokkos {text(attrs, 'kokkos_threads', '?')}",
+                blas=f"blas {text(attrs, 'blas_threads', '?')}", commit=commit(attrs))
+
+
+def default_labels(identities: list) -> list:
+    """Short labels that tell sources apart: the machine's name, then the device, thread counts and commit
+    where they differ between the sources (a single source: name and device); ' #n' where still equal."""
+    fields = [k for k in ("device", "kokkos", "blas", "commit") if len({i[k] for i in identities}) > 1]
+    if len(identities) == 1:
+        fields = ["device"]
+    part = lambda i, k: f"({i[k]})" if k == "device" else i[k]
+    return unique_labels([" ".join([i["site"]] + [part(i, k) for k in fields]) for i in identities])
+
+
+def _listed(values, most: int = 4) -> str:
+    values = sorted(set(values))
+    return ", ".join(values[:most]) + (f" +{len(values) - most} more" if len(values) > most else "")
+
+
+def provenance(runs) -> str:
+    """One line for a plot's title or a table's header: the machines, dates, commits and jobs of the runs."""
+    attrs = [r.attrs for r in runs]
+    dates = sorted({date(a) for a in attrs})
+    return (f"{_listed(f'{site(a)} ({device(a)})' for a in attrs)} | "
+            f"{dates[0] if len(dates) == 1 else f'{dates[0]}..{dates[-1]}'} | "
+            f"commit {_listed(commit(a) for a in attrs)} | job {_listed(job_id(a) for a in attrs)}")
+
+
+def reportable(attrs: dict) -> str:
+    """The run rules' verdict (RUN_RULES.md): "yes", "no", or "?" for files written before the rules."""
+    return text(attrs, "reportable", "?")
+
+
+def pooled_reportable(verdicts: list) -> str:
+    """The verdict of repeated runs: yes where all are, no where all are not, 'no (k of n)' where they disagree,
+    ? where any is unknown (and none is no)."""
+    no = sum(v == "no" for v in verdicts)
+    if no:
+        return "no" if no == len(verdicts) else f"no ({no} of {len(verdicts)})"
+    return "yes" if verdicts and all(v == "yes" for v in verdicts) else "?"
+
+
+def energy(attrs: dict):
+    """(energy_source, tokens_per_joule, energy_joules) of a run with a meter; None where there was none."""
+    src = text(attrs, "energy_source")
+    if not src or src.startswith("unavailable") or "tokens_per_joule" not in attrs:
+        return None
+    return src, float(attrs["tokens_per_joule"]), float(attrs.get("energy_joules", np.nan))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Times and spread.
+
+def slowest_rank_steps(run: Run, phase: str) -> np.ndarray:
+    """Each measured step's seconds in a phase on its slowest rank (empty where the phase was not timed)."""
+    t = run.timings.get(phase)
+    return t[run.measured].max(axis=1) if t is not None else np.zeros(0)
+
+
+def slowest_rank_time(run: Run, phase: str) -> float:
+    """Mean over measured steps of the slowest rank's seconds in a phase (step: what the FOM uses)."""
+    t = slowest_rank_steps(run, phase)
+    return float(t.mean()) if t.size else np.nan
+
+
+@dataclass
+class Spread:
+    """A quantity over repeated runs (or steps): median, min..max, how many."""
+    values: list
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.values)) if self.values else np.nan
+
+    @property
+    def lo(self) -> float:
+        return float(min(self.values)) if self.values else np.nan
+
+    @property
+    def hi(self) -> float:
+        return float(max(self.values)) if self.values else np.nan
+
+    @property
+    def range(self) -> float:
+        return self.hi - self.lo
+
+    @property
+    def rel_half_range(self) -> float:
+        """(max - min) / 2 / median: the +-fraction around the median; NaN below two values."""
+        return self.range / 2 / abs(self.median) if self.n > 1 and self.median else np.nan
+
+    def describe(self, spec: str = ".4g", unit: str = "", what: str = "runs") -> str:
+        """'0.1234 s (0.1200..0.1300, +-4.0% over 3 runs)', or '... (single run: no spread)'."""
+        if self.n == 0:
+            return "-"
+        med = f"{format(self.median, spec)}{unit}"
+        if self.n == 1:
+            return med + (" (single run: no spread)" if what == "runs" else f" (one {what[:-1]}: no spread)")
+        return (f"{med} ({format(self.lo, spec)}..{format(self.hi, spec)}, +-{100 * self.rel_half_range:.1f}% "
+                f"over {self.n} {what})")
+
+
+def spread(values) -> Spread:
+    """The finite values as a Spread."""
+    return Spread([float(v) for v in values if v is not None and np.isfinite(v)])
+
+
+def noisy(a: Spread, b: Spread):
+    """Whether the spread of either side is larger than the difference of the medians: True, False, or None where
+    one side has a single value (no spread to judge by)."""
+    if a.n < 2 or b.n < 2:
+        return None
+    diff = abs(a.median - b.median)
+    return bool(a.range > diff or b.range > diff)
+
+
+def difference_note(what: str, base: Spread, other: Spread, steps=(), unit: str = "s") -> str:
+    """A line saying whether a reported difference (other - base medians) stands out of the noise. With repeats on
+    both sides: a WARNING where either side's spread (max - min) exceeds the difference. With a single run on a side:
+    "single run: no spread", and a WARNING where the step-to-step range of a run's measured steps (steps: one Spread
+    per run) exceeds the difference, the only sign of a busy machine such a run holds."""
+    diff = abs(other.median - base.median)
+    if base.n > 1 and other.n > 1:
+        wide = max(base.range, other.range)
+        if wide > diff:
+            return (f"WARNING: {what}: the spread over repeats ({wide:.4g} {unit}) exceeds the difference "
+                    f"({diff:.4g} {unit}): not significant")
+        return f"{what}: spread over repeats {wide:.4g} {unit}, below the difference {diff:.4g} {unit}"
+    line = f"{what}: single run: no spread"
+    wide = max((s.range for s in steps if s.n > 1), default=np.nan)
+    if wide > diff:
+        line += (f"; WARNING: a run's measured steps vary by {wide:.4g} {unit}, more than the difference "
+                 f"({diff:.4g} {unit}): not significant (a busy machine?); repeat the runs")
+    return line

@@ -11,10 +11,15 @@ The headline figures, as ratios within this one run (same machine, same deck):
   alpha1_activations    device activations(offload, alpha 1) / activations(full)
   throttled_auto_alpha  the alpha auto chose at the throttled bandwidth
   throttled_auto_wait   offload_wait / step at that alpha
+Each headline step-time difference says whether it stands out of the noise:
+with repeats (NAME_r<k>.h5 files of one run NAME) their spread against the
+difference; from single runs "single run: no spread", and a warning where the
+run's own measured steps vary by more than the difference (a busy machine).
 """
 import argparse
-import glob
 import os
+import re
+import statistics
 import sys
 
 import h5py
@@ -24,36 +29,59 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
+
 MiB = 2.0 ** 20
 ORDER = ["full", "checkpoint", "checkpoint_offload", "offload_0", "offload_0.5", "offload_1", "offload_auto"]
 
 
-def mean_measured(f, phase):
-    """Mean over measured steps of the slowest rank's seconds in a phase."""
-    w = int(f.attrs["warmup_steps"])
-    return float(f["timings"][phase][w:].max(axis=1).mean())
+def run_name(path):
+    """The run a file belongs to: full.h5 and full_r2.h5 (a repeat) are both 'full'."""
+    return re.sub(r"_r\d+$", "", os.path.basename(path)[:-3])
 
 
-def load(path):
-    f = h5py.File(path, "r")
-    a = f.attrs
+def load(run):
+    """The table's fields of one run."""
+    a, path = run.attrs, run.path
     row = {
-        "run": os.path.basename(path)[:-3],
+        "run": run_name(path),
         "policy": str(a["memory_policy"]),
         "alpha": float(a["offload_alpha"]) if "offload_alpha" in a else float("nan"),
         "alpha_mode": str(a["offload_alpha_mode"]) if "offload_alpha_mode" in a else "",
         "cap_gbs": float(a.get("offload_bandwidth_cap_gbs", 0.0)),
         "measured_gbs": float(a.get("offload_bandwidth_measured_gbs", 0.0)),
         "seq_len": int(a["seq_len"]),
-        "step_s": mean_measured(f, "step"),
-        "wait_s": mean_measured(f, "offload_wait"),
-        "recompute_s": mean_measured(f, "recompute"),
-        "copy_busy_s": mean_measured(f, "copy_engine_busy"),
+        "step_s": mm.slowest_rank_time(run, "step"),
+        "wait_s": mm.slowest_rank_time(run, "offload_wait"),
+        "recompute_s": mm.slowest_rank_time(run, "recompute"),
+        "copy_busy_s": mm.slowest_rank_time(run, "copy_engine_busy"),
+        "steps": mm.spread(mm.slowest_rank_steps(run, "step")),  # the run's own measured steps
     }
     for c in ("activations", "device_total", "host_offload"):
-        row[c + "_mib"] = int(f["memory"][c][:].max()) / MiB
-        row[c + "_model_mib"] = int(f["memory"]["model"][c][:].max()) / MiB if "model" in f["memory"] else float("nan")
+        row[c + "_mib"] = float(run.memory[c].max()) / MiB
+        row[c + "_model_mib"] = float(run.model_memory[c].max()) / MiB if c in run.model_memory else float("nan")
     return row
+
+
+def pooled(rows):
+    """One run's repeats as one row: the median of every number; "repeats" the spread of the step time and
+    "runs" every repeat's row."""
+    row = {k: (statistics.median(r[k] for r in rows) if isinstance(v, float) else v) for k, v in rows[0].items()}
+    row.update(repeats=mm.spread(r["step_s"] for r in rows), runs=rows)
+    return row
+
+
+def step_note(what, rows, base, other):
+    """Whether other's step time differs from base's by more than the noise (mm.difference_note)."""
+    if base not in rows or other not in rows:
+        return ""
+    b, o = rows[base], rows[other]
+    return mm.difference_note(what, b["repeats"], o["repeats"], [r["steps"] for r in b["runs"] + o["runs"]])
+
+
+def spread_text(row):
+    return "1 run" if row["repeats"].n < 2 else f"+-{100 * row['repeats'].rel_half_range:.1f}%"
 
 
 def main():
@@ -61,21 +89,27 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--device-mib", type=float, default=0.0, help="the device budget of the longest-sequence runs")
     args = ap.parse_args()
-    paths = sorted(p for p in glob.glob(os.path.join(args.dir, "*.h5")) if not p.endswith("offload_bench.h5"))
+    paths = mm.metrics_files(args.dir)
     if not paths:
         sys.exit(f"error: no metrics files in {args.dir}")
-    rows = {r["run"]: r for r in map(load, paths)}
+    runs = [mm.load(p) for p in paths]
+    provenance = mm.provenance(runs)
+    repeats = {}
+    for r in map(load, runs):
+        repeats.setdefault(r["run"], []).append(r)
+    rows = {name: pooled(rs) for name, rs in repeats.items()}
     key = lambda n: (n.startswith("longest"), n.endswith("throttled"), ORDER.index(n.replace("_throttled", ""))
                      if n.replace("_throttled", "") in ORDER else 99, n)
     names = sorted(rows, key=key)
     full = rows.get("full")
 
-    print(f"{'run':30s} {'S':>6s} {'alpha':>6s} {'cap GB/s':>8s} {'step s':>8s} {'/full':>6s} {'wait %':>6s} "
-          f"{'recomp s':>8s} {'copy s':>7s} {'act MiB':>8s} {'dev MiB':>8s} {'host MiB':>8s}")
+    print(f"{'run':30s} {'S':>6s} {'alpha':>6s} {'cap GB/s':>8s} {'step s':>8s} {'spread':>7s} {'/full':>6s} "
+          f"{'wait %':>6s} {'recomp s':>8s} {'copy s':>7s} {'act MiB':>8s} {'dev MiB':>8s} {'host MiB':>8s}")
     for n in names:
         r = rows[n]
         ratio = r["step_s"] / full["step_s"] if full and r["seq_len"] == full["seq_len"] else float("nan")
-        print(f"{n:30s} {r['seq_len']:6d} {r['alpha']:6.3f} {r['cap_gbs']:8.3f} {r['step_s']:8.3f} {ratio:6.3f} "
+        print(f"{n:30s} {r['seq_len']:6d} {r['alpha']:6.3f} {r['cap_gbs']:8.3f} {r['step_s']:8.3f} {spread_text(r):>7s} "
+              f"{ratio:6.3f} "
               f"{100 * r['wait_s'] / r['step_s']:6.2f} {r['recompute_s']:8.3f} {r['copy_busy_s']:7.3f} "
               f"{r['activations_mib']:8.2f} {r['device_total_mib']:8.2f} {r['host_offload_mib']:8.2f}")
 
@@ -103,6 +137,10 @@ def main():
     print()
     for k, v in headline.items():
         print(f"  {k:34s} {v:.4f}" if isinstance(v, float) else f"  {k:34s} {v}")
+    notes = [step_note("auto_overhead (offload_auto against full)", rows, "full", "offload_auto"),
+             step_note("throttled alpha 1 against alpha 0", rows, "offload_0_throttled", "offload_1_throttled")]
+    for line in filter(None, notes):
+        print(f"  {line}")
     if args.device_mib and "longest_full" in rows and "longest_offload" in rows:
         lf, lo = rows["longest_full"], rows["longest_offload"]
         print(f"  within {args.device_mib:.1f} MiB of device memory: full runs S = {lf['seq_len']} "
@@ -115,7 +153,11 @@ def main():
         h.attrs["device_budget_mib"] = args.device_mib
         for k, v in headline.items():
             h.attrs[k] = v
+        if notes[0]:
+            h.attrs["auto_overhead_noise"] = notes[0]
+        h.attrs["provenance"] = provenance
         h.create_dataset("run", data=np.array(names, dtype="S"))
+        h.create_dataset("repeats", data=np.array([rows[n]["repeats"].n for n in names]))
         for col in ("seq_len", "alpha", "cap_gbs", "measured_gbs", "step_s", "wait_s", "recompute_s", "copy_busy_s",
                     "activations_mib", "device_total_mib", "host_offload_mib", "activations_model_mib",
                     "device_total_model_mib", "host_offload_model_mib"):
@@ -149,6 +191,7 @@ def main():
     ax_m.set_xlabel("MiB per rank (high-water)")
     ax_m.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     ax_m.set_title("memory")
+    fig.suptitle(f"offload benchmark: {provenance}", fontsize=9)
     png = os.path.join(args.dir, "offload_bench.png")
     fig.savefig(png, dpi=110)
     print(f"\ntable: {out}\nplot:  {png}")

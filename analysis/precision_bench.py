@@ -8,6 +8,8 @@ precision.h5 and draws precision.png:
             path the run chose
   learning  the two loss curves of the default deck (when run): the final loss
             (mean of the last 10 steps) of bf16 against float's, relative
+  noise     whether the step times of the two differ by more than their spread
+            over rounds ("single run: no spread" with one round)
 
     /usr/bin/python3 analysis/precision_bench.py DIR
 """
@@ -23,21 +25,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
+
 PHASES = ["step", "attention", "mlp", "lm_head", "optimizer"]
 MiB = 2.0**20
 
 
-def attr(f, name):
-    v = f.attrs[name]
-    return v.decode() if isinstance(v, bytes) else v
-
-
 def step_phases(path):
-    with h5py.File(path, "r") as f:
-        w = int(f.attrs["warmup_steps"])
-        t = {p: float(f["timings"][p][w:].max(axis=1).mean()) for p in PHASES}
-        mem = {c: float(np.max(f["memory"][c][()])) for c in ("activations", "device_total")}
-        return t, mem, attr(f, "cpu_model"), attr(f, "cpu_isa"), attr(f, "gemm_bf16") if "gemm_bf16" in f.attrs else ""
+    """Seconds per phase (slowest rank, mean of the measured steps), memory, machine, GEMM path, the run."""
+    run = mm.load(path)
+    t = {p: mm.slowest_rank_time(run, p) for p in PHASES}
+    mem = {c: float(run.memory[c].max()) for c in ("activations", "device_total")}
+    a = run.attrs
+    return t, mem, mm.text(a, "cpu_model"), mm.text(a, "cpu_isa"), mm.text(a, "gemm_bf16"), run
+
+
+def step_noise(rows):
+    """Whether bf16's step time differs from float's by more than the noise (mm.difference_note)."""
+    side = {p: mm.spread(r[0]["step"] for r in rows[p]) for p in rows}
+    steps = [mm.spread(mm.slowest_rank_steps(r[5], "step")) for p in rows for r in rows[p]]
+    return mm.difference_note("bf16 against float, step time", side["float"], side["bf16"], steps)
 
 
 def main():
@@ -47,12 +55,12 @@ def main():
     runs = {p: sorted(glob.glob(os.path.join(d, f"step_{p}_r*.h5"))) for p in ("float", "bf16")}
     if not runs["float"] or len(runs["float"]) != len(runs["bf16"]):
         sys.exit(f"{d}: expected step_float_r*.h5 and step_bf16_r*.h5 in pairs")
-    mean = {}
+    mean, rows = {}, {}
     for p, files in runs.items():
-        rows = [step_phases(x) for x in files]
-        mean[p] = {ph: float(np.mean([r[0][ph] for r in rows])) for ph in PHASES}
-        mean[p + "_memory"] = rows[0][1]
-    _, _, cpu, isa, gemm = step_phases(runs["bf16"][0])
+        rows[p] = [step_phases(x) for x in files]
+        mean[p] = {ph: float(np.mean([r[0][ph] for r in rows[p]])) for ph in PHASES}
+        mean[p + "_memory"] = rows[p][0][1]
+    _, _, cpu, isa, gemm, _ = rows["bf16"][0]
     print(f"machine: {cpu} ({isa}); bf16 GEMM path: {gemm}")
     print(f"\nspeed, {len(runs['float'])} round(s), seconds per measured step (one rank):")
     print(f"  {'phase':12s} {'float':>9s} {'bf16':>9s} {'bf16/float':>10s}")
@@ -81,6 +89,7 @@ def main():
               f"final (mean of the last 10) float {final['float']:.4f}, bf16 {final['bf16']:.4f}, "
               f"bf16 relative {rel:+.4f}")
     print(f"\nbf16 step / float step: {ratio:.3f}")
+    print(step_noise(rows))
 
     with h5py.File(os.path.join(d, "precision.h5"), "w") as h:
         h.attrs["cpu_model"], h.attrs["cpu_isa"], h.attrs["gemm_bf16"] = cpu, isa, gemm
@@ -110,7 +119,8 @@ def main():
     ax.bar(x + 0.2, [mean["bf16"][ph] for ph in PHASES], 0.4, label=f"bf16 ({gemm})")
     ax.set_xticks(x, PHASES)
     ax.set_ylabel("seconds per step")
-    ax.set_title(f"step, bf16 / float = {ratio:.2f}\n{cpu} ({isa})", fontsize=9)
+    ax.set_title(f"step, bf16 / float = {ratio:.2f}\n{mm.provenance([r[5] for p in rows for r in rows[p]])}",
+                 fontsize=8)
     ax.legend()
     if loss:
         ax = axes[0][1]

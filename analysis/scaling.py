@@ -3,14 +3,16 @@
 
     /usr/bin/python3 analysis/scaling.py DIR_OR_FILE.h5 [...] [--png out.png] [--csv out.csv]
 
-A directory stands for every *.h5 in it (scripts/scaling.sh writes runs/scaling_<time>/).
+A directory stands for every metrics file in it, found by its schema attribute (scripts/scaling.sh writes
+runs/scaling_<time>/); a sweep directory of scripts/slurm/sweep.sh for the metrics files of its points.
+Several directories (other machines, commits or sweeps) are handed to analysis/compare.py, which puts them
+side by side with repeats, speed-up and efficiency.
 Times are mean seconds per measured step: `step` of the slowest rank (what the FOM uses), every
 other phase averaged over ranks. Communication is bytes sent to other ranks per step and rank
 (mean over steps and ranks), checked against the analytic model stored in the file. Memory is
 the high-water per rank, max over ranks.
 """
 import argparse
-import glob
 import math
 import os
 import socket
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
 import minilst_metrics as mm  # noqa: E402
 
 pd.set_option("display.width", 250)
@@ -36,16 +39,20 @@ class UsageError(Exception):
     pass
 
 
+def directory_files(d):
+    """The metrics files of a directory: a sweep's points' (those that left one), else the files in it."""
+    if mm.is_sweep(d):
+        return [p["metrics"] for p in mm.sweep_points(d) if p["metrics"]]
+    return mm.metrics_files(d)
+
+
 def expand(args):
-    dirs = [a for a in args if os.path.isdir(a)]
-    if len(dirs) > 1:  # two sweeps (other decks, machines or builds) must not be averaged together
-        raise UsageError(f"give one sweep directory, not {len(dirs)} ({', '.join(dirs)}): sweeps are not mixed")
     paths = []
     for a in args:
         if os.path.isdir(a):
-            found = sorted(glob.glob(os.path.join(a, "*.h5")))
+            found = directory_files(a)
             if not found:
-                raise UsageError(f"{a}: no *.h5 metrics files in this directory")
+                raise UsageError(f"{a}: no metrics files (HDF5 with schema {mm.SCHEMA}) in this directory")
             paths += found
         elif os.path.exists(a):
             paths.append(a)
@@ -120,6 +127,8 @@ def row(run):
         r[f"{c}_MiB"] = mem(c)
     r["final_loss"] = float(run.loss[-1]) if len(run.loss) else np.nan
     r["valid"] = run.attrs.get("valid", "?")
+    r["reportable"] = mm.reportable(run.attrs)
+    r["job"] = mm.run_job(run.attrs)
     return r
 
 
@@ -138,6 +147,7 @@ def tables(df):
                     ("alltoall_s", "a2a"), ("ring_wait_s", "ring_wait"), ("comm_s", "comm")):
         t[name] = df[c].map(lambda v: fmt(v, ".3f")).values
     t["tok/s/rank"] = df["fom"].map(lambda v: fmt(v, ".1f")).values
+    t["reportable"] = df["reportable"].values
     times = t
 
     c = pd.DataFrame(index=pd.Index(df["label"], name="run"))
@@ -247,7 +257,7 @@ def notes(runs, df):
     return out, over
 
 
-def plot(df, path, oversubscribed):
+def plot(df, runs, path, oversubscribed):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -327,7 +337,7 @@ def plot(df, path, oversubscribed):
         ax.set_xlim(-0.6, n - 0.4)
         for b in bounds:
             ax.axvline(b, color="grey", lw=0.8, ls=":")
-    title = "miniLST sequence-parallel scaling"
+    title = f"miniLST sequence-parallel scaling\n{mm.provenance(runs)}"
     if oversubscribed:
         title += (f"  --  {', '.join(map(str, oversubscribed))} ranks oversubscribe this host's "
                   f"{os.cpu_count()} cores: those timings are not meaningful")
@@ -342,6 +352,11 @@ def main(argv=None):
     ap.add_argument("--png", help="write the three-panel figure here")
     ap.add_argument("--csv", help="write the full table (one row per run) here")
     args = ap.parse_args(argv)
+    if sum(os.path.isdir(p) for p in args.paths) > 1:  # other machines or commits: never averaged together here
+        print("scaling.py: several directories: comparing them side by side with analysis/compare.py",
+              file=sys.stderr)
+        return compare.main(args.paths + (["--plot", args.png] if args.png else [])
+                            + (["--csv", args.csv] if args.csv else []))
     try:
         runs = [mm.load(p) for p in expand(args.paths)]
     except (UsageError, mm.MetricsError) as e:
@@ -353,8 +368,8 @@ def main(argv=None):
                                                      df.at[i, "label"], df.at[i, "file"]))
     runs = [runs[i] for i in order]
     df = df.iloc[order].reset_index(drop=True)
-    dup = df["label"].duplicated(keep=False)
-    df.loc[dup, "label"] = df.loc[dup, "label"] + " [" + df.loc[dup, "file"] + "]"
+    dup = df["label"].duplicated(keep=False)  # repeats: named by their job, then numbered
+    df.loc[dup, "label"] = mm.unique_labels(list(df.loc[dup, "label"] + " job " + df.loc[dup, "job"]))
 
     times, comm = tables(df)
     print("== time: s per measured step (step: slowest rank; phases: avg over ranks); tok/s/rank = fom")
@@ -373,7 +388,7 @@ def main(argv=None):
         df.drop(columns=["order"]).to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")
     if args.png:
-        plot(df, args.png, over)
+        plot(df, runs, args.png, over)
         print(f"wrote {args.png}")
     return 0
 

@@ -11,6 +11,9 @@ SwiGLU block), lm_head (final norm, logits, cross-entropy), optimizer (AdamW),
 other (embedding, q/k/v/o projections, RoPE, residuals: the projections' FLOPs).
 FLOPs per phase come from the miniLST metrics file (src/model/flops.hpp), forward
 + backward; the MLP's gate/up recompute is not counted (a useful-FLOP rate).
+Per sequence length, whether the two step times differ by more than the noise:
+the spread over rounds, or with one round "single run: no spread" and a warning
+where a run's own measured steps vary by more than the difference.
 """
 import glob
 import json
@@ -25,24 +28,35 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
+
 PHASES = ["attention", "mlp", "lm_head", "optimizer", "other"]
 FLOPS = {"attention": "attention", "mlp": "mlp", "lm_head": "lm_head", "other": "projections"}
 
 
-def minilst_phases(path):
-    f = h5py.File(path, "r")
-    w = int(f.attrs["warmup_steps"])
-    t = {p: float(f["timings"][p][w:].max(axis=1).mean()) for p in ("step", "attention", "mlp", "lm_head", "optimizer")}
+def minilst_phases(run):
+    """Seconds per phase (slowest rank, mean of the measured steps), FLOPs per phase, the measured steps' spread."""
+    t = {p: mm.slowest_rank_time(run, p) for p in ("step", "attention", "mlp", "lm_head", "optimizer")}
     t["other"] = t["step"] - sum(t[p] for p in ("attention", "mlp", "lm_head", "optimizer"))
-    flops = {p: float(f.attrs["flops_per_step_" + FLOPS[p]]) for p in FLOPS}
-    return t, flops, int(f.attrs["seq_len"])
+    flops = {p: float(run.attrs["flops_per_step_" + FLOPS[p]]) for p in FLOPS}
+    return t, flops, mm.spread(mm.slowest_rank_steps(run, "step"))
 
 
 def torch_phases(path):
-    steps = json.load(open(path))["steps"][1:]  # the first step warms up
+    """Seconds per phase, mean of the steps after the first (it warms up), and the steps' spread."""
+    steps = json.load(open(path))["steps"][1:]
     t = {p: float(np.mean([s.get(p, 0.0) for s in steps])) for p in ("step", "attention", "mlp", "lm_head", "optimizer")}
     t["other"] = t["step"] - sum(t[p] for p in ("attention", "mlp", "lm_head", "optimizer"))
-    return t
+    return t, mm.spread(s.get("step", np.nan) for s in steps)
+
+
+def noise_note(S, pairs):
+    """Whether miniLST's and PyTorch's step times at S differ by more than their spread (mm.difference_note)."""
+    ml = mm.spread(m[0]["step"] for m, _ in pairs)
+    pt = mm.spread(t[0]["step"] for _, t in pairs)
+    return mm.difference_note(f"S = {S}, miniLST against PyTorch", ml, pt,
+                              [m[2] for m, _ in pairs] + [t[1] for _, t in pairs])
 
 
 def main():
@@ -51,12 +65,13 @@ def main():
     d = sys.argv[1]
     sgemm = json.load(open(os.path.join(d, "sgemm.json")))["gflops"]
     blas = open(os.path.join(d, "blas.txt")).read().strip() if os.path.exists(os.path.join(d, "blas.txt")) else ""
-    runs = {}
+    runs, loaded = {}, []
     for path in sorted(glob.glob(os.path.join(d, "minilst_S*_r*.h5"))):
         S, r = map(int, re.search(r"minilst_S(\d+)_r(\d+)\.h5$", path).groups())
         tj = os.path.join(d, f"torch_S{S}_r{r}.json")
         if os.path.exists(tj):
-            runs.setdefault(S, []).append((minilst_phases(path), torch_phases(tj)))
+            loaded.append(mm.load(path))
+            runs.setdefault(S, []).append((minilst_phases(loaded[-1]), torch_phases(tj)))
     if not runs:
         sys.exit(f"error: no miniLST/PyTorch pairs in {d}")
     seq = sorted(runs)
@@ -64,11 +79,12 @@ def main():
     print(f"SGEMM {sgemm:.1f} GFLOP/s ({blas})")
     for S in seq:
         ml = {p: np.mean([m[0][p] for m, _ in runs[S]]) for p in ["step"] + PHASES}
-        pt = {p: np.mean([t[p] for _, t in runs[S]]) for p in ["step"] + PHASES}
+        pt = {p: np.mean([t[0][p] for _, t in runs[S]]) for p in ["step"] + PHASES}
         flops = runs[S][0][0][1]
         table[S] = (ml, pt, flops)
         print(f"\nS = {S}: miniLST {ml['step']:.3f} s, PyTorch {pt['step']:.3f} s per step: "
               f"ratio {ml['step'] / pt['step']:.3f} ({len(runs[S])} rounds)")
+        print(f"  {noise_note(S, runs[S])}")
         print(f"  {'phase':10s} {'miniLST s':>10s} {'PyTorch s':>10s} {'GFLOP':>8s} {'miniLST':>16s} {'PyTorch':>16s}")
         for p in PHASES:
             fl = flops.get(p)
@@ -105,6 +121,7 @@ def main():
     os.replace(out + ".partial", out)
 
     fig, axes = plt.subplots(2, len(seq), figsize=(6 * len(seq), 8), squeeze=False, constrained_layout=True)
+    fig.suptitle(f"miniLST against PyTorch: {mm.provenance(loaded)}", fontsize=9)
     for col, S in enumerate(seq):
         ml, pt, flops = table[S]
         ax = axes[0, col]

@@ -2,6 +2,9 @@
 """Summarize miniLST metrics files: per-file phase and memory tables, a comparison table, CSV, plot.
 
     /usr/bin/python3 analysis/summarize.py FILE.h5 [FILE.h5 ...] [--csv out.csv] [--plot out.png]
+
+Runs are named by what they are (deck, layout, ranks, sequence length, job), not by file name. To put
+machines, commits or sweeps side by side, with repeats, speed-up and efficiency: analysis/compare.py.
 """
 import argparse
 import math
@@ -49,8 +52,10 @@ def header(run):
     tflops = float(np.mean(tput[m])) if tput is not None and m.any() else np.nan
     model = run.config.get("model") or {}
     params = a.get("parameters")
+    verdict = mm.reportable(a) + (f" ({a['reportable_reasons']})" if a.get("reportable_reasons") else "")
     lines = [
-        f"== {run.path}   {a.get('valid', '?')}   (schema v{a.get('schema_version', '?')})",
+        f"== {mm.run_label(run)}   {a.get('valid', '?')}   reportable: {verdict}",
+        f"   {run.path} (schema v{a.get('schema_version', '?')})",
         f"   fom {fmt(a.get('fom'), '.1f')} {a.get('fom_unit', '')} "
         f"(tokens per rank / mean slowest-rank step time)",
         f"   {run.ranks} rank(s) on {a.get('hostname', '?')} (cluster {a.get('clustername', '?')}) | "
@@ -131,8 +136,10 @@ def notes(run):
     return out
 
 
-def label(run):
-    return f"{run.name}\n{run.attrs.get('memory_policy', '?')}, {run.ranks} rank(s)"
+def labels(runs):
+    """Tick labels: what each run is, on two lines (the same run twice: #1, #2)."""
+    names = mm.unique_labels([mm.run_label(r) for r in runs])
+    return [f"{n.replace(' job ', chr(10) + 'job ')}\n{r.attrs.get('memory_policy', '?')}" for n, r in zip(names, runs)]
 
 
 def plot(runs, path, relative=False):
@@ -207,9 +214,9 @@ def plot(runs, path, relative=False):
     for ax in axes:
         ax.set_ylim(0, ax.get_ylim()[1] * 1.4)  # room for the legend above the bars
         ax.set_xticks(x)
-        ax.set_xticklabels([label(r) for r in runs], fontsize=8)
-    if relative:
-        fig.suptitle("Normalized per file (absolute step time / device_total printed on the bars)", fontsize=10)
+        ax.set_xticklabels(labels(runs), fontsize=8)
+    fig.suptitle(mm.provenance(runs) + ("\nnormalized per file (absolute step time / device_total printed on the "
+                                        "bars)" if relative else ""), fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -242,12 +249,13 @@ def main(argv=None):
     summary = mm.summary_frame(runs)
     if len(runs) > 1:
         print("== comparison (times: s/step over measured steps; memory: MiB, max over ranks)")
-        t = summary.set_index("file").T
+        t = summary.drop(columns=["file"]).set_index("run").T
         print(t.apply(lambda col: col.map(lambda v: fmt(v, ".4g"))).to_string())
-        builds = {(r.attrs.get("git_commit"), r.attrs.get("git_dirty")) for r in runs}
+        builds = {mm.commit(r.attrs) for r in runs}
         if len(builds) > 1:
             print("   note: the files come from different builds (git_commit, git_dirty): "
-                  + ", ".join(f"{r.name}={str(r.attrs.get('git_commit'))[:8]}" for r in runs))
+                  + ", ".join(f"{n}: {mm.commit(r.attrs)}" for n, r in zip(summary["run"], runs)))
+        print("   to compare machines, commits or sweeps with repeats, speed-up and efficiency: analysis/compare.py")
     if args.csv:
         summary.to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")

@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """Aggregates one sweep made by scripts/slurm/sweep.sh.
 
-    /usr/bin/python3 analysis/sweep.py SWEEP_DIR [--csv OUT.csv]
+    /usr/bin/python3 analysis/sweep.py SWEEP_DIR [--csv OUT.csv] [--plot OUT.png]
 
-Reads SWEEP_DIR/points.tsv and each point's point_<i>/metrics.h5, and writes
-SWEEP_DIR/sweep_runs.csv (one row per run: the point, its step time, figure of
-merit, validity, and where it ran: job id, array task, cluster, nodes, commit,
-date) and SWEEP_DIR/sweep.csv (one row per point over its repeats: median step
-time and FOM, their spread min..max, runs done and failed). Prints the table.
-A point whose run failed (no metrics file, or an incomplete one) is counted as
-failed, never averaged in. Exactly one sweep directory: sweeps are not mixed.
+Reads SWEEP_DIR/points.tsv and each point's metrics file in point_<i>/ (found by
+its schema attribute: metrics.h5 in older sweeps, the program's own name now),
+and writes SWEEP_DIR/sweep_runs.csv (one row per run: the point, its step time,
+figure of merit, validity, the run rules' verdict, and where it ran: job id,
+array task, cluster, nodes, commit, date) and SWEEP_DIR/sweep.csv (one row per
+point over its repeats: median step time and FOM, their spread min..max, runs
+done and failed, reportable). Prints the table. A point whose run failed (no
+metrics file, or an incomplete one) is counted as failed, never averaged in.
+--plot draws analysis/compare.py's figure of the sweep (tokens/s and efficiency
+against ranks, the phases), titled with machine, dates, commit and jobs.
+
+Several sweep directories (other machines, commits or decks) are compared side
+by side by analysis/compare.py, which this hands them to.
 """
 import argparse
 import csv
@@ -17,58 +23,60 @@ import os
 import statistics
 import sys
 
-import h5py
-import numpy as np
-
-
-def attr(f, key, default=""):
-    v = f.attrs.get(key, default)
-    return v.decode() if isinstance(v, bytes) else v
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+import minilst_metrics as mm  # noqa: E402
 
 
 def read_run(path):
     """One run's row fields from its metrics file (None when missing or incomplete)."""
-    if not os.path.exists(path):
+    if not path:
         return None
-    with h5py.File(path, "r") as f:
-        if attr(f, "complete", "true") != "true":
-            return None
-        w = int(f.attrs["warmup_steps"])
-        step = f["timings/step"][w:].max(axis=1)  # the slowest rank per measured step
-        return {
-            "step_s": float(np.mean(step)),
-            "fom_tokens_per_s_per_rank": float(f.attrs["fom"]),
-            "valid": attr(f, "valid"),
-            "job_id": attr(f, "SLURM_ARRAY_JOB_ID") or attr(f, "SLURM_JOB_ID") or "local",
-            "array_task": attr(f, "SLURM_ARRAY_TASK_ID"),
-            "cluster": attr(f, "clustername"),
-            "nodes": attr(f, "numhosts"),
-            "commit": attr(f, "git_commit"),
-            "date": attr(f, "launchdate"),
-        }
+    run = mm.load(path)
+    a = run.attrs
+    if mm.text(a, "complete", "true") != "true":
+        return None
+    return {
+        "step_s": mm.step_time(run),  # the slowest rank per measured step, mean over the measured steps
+        "fom_tokens_per_s_per_rank": float(a["fom"]),
+        "valid": mm.text(a, "valid"),
+        "reportable": mm.reportable(a),
+        "job_id": mm.job_id(a),
+        "array_task": mm.text(a, "SLURM_ARRAY_TASK_ID"),
+        "cluster": mm.text(a, "clustername"),
+        "nodes": mm.text(a, "numhosts"),
+        "commit": mm.text(a, "git_commit"),
+        "date": mm.text(a, "launchdate"),
+    }
+
+
+def delegate(a):
+    """Several sweeps: analysis/compare.py puts them side by side, as if called with the same arguments."""
+    print(f"sweep.py: {len(a.sweep)} sweep directories: comparing them side by side with analysis/compare.py",
+          file=sys.stderr)
+    return compare.main(a.sweep + (["--csv", a.csv] if a.csv else []) + (["--plot", a.plot] if a.plot else []))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("sweep", nargs="+", help="the sweep directory (one)")
+    ap.add_argument("sweep", nargs="+", help="the sweep directory (several: compared by analysis/compare.py)")
     ap.add_argument("--csv", help="the per-point table (default SWEEP_DIR/sweep.csv)")
+    ap.add_argument("--plot", metavar="OUT.png", help="tokens/s and efficiency against ranks, the phases")
     a = ap.parse_args()
     if len(a.sweep) != 1:
-        sys.exit("sweep.py: give one sweep directory: sweeps of different decks or machines are not mixed")
+        return delegate(a)
     sweep = a.sweep[0]
-    points_file = os.path.join(sweep, "points.tsv")
-    if not os.path.exists(points_file):
-        sys.exit(f"sweep.py: {points_file} not found: not a directory made by scripts/slurm/sweep.sh")
-    with open(points_file) as fh:
-        points = list(csv.DictReader(fh, delimiter="\t"))
+    if not mm.is_sweep(sweep):
+        sys.exit(f"sweep.py: {os.path.join(sweep, 'points.tsv')} not found: not a directory made by "
+                 "scripts/slurm/sweep.sh (for single runs or job directories: analysis/compare.py)")
     runs = []
-    for p in points:
-        r = read_run(os.path.join(sweep, f"point_{p['index']}", "metrics.h5"))
+    for p in mm.sweep_points(sweep):
+        r = read_run(p["metrics"])
         row = {k: p[k] for k in ("index", "ranks", "seq_len", "strategy", "repeat")}
-        row.update(r if r else {"valid": "FAILED (no complete metrics file)"})
+        row.update(r if r else {"valid": "FAILED (no complete metrics file)", "reportable": "?"})
         runs.append(row)
     fields = ["index", "ranks", "seq_len", "strategy", "repeat", "step_s", "fom_tokens_per_s_per_rank", "valid",
-              "job_id", "array_task", "cluster", "nodes", "commit", "date"]
+              "reportable", "job_id", "array_task", "cluster", "nodes", "commit", "date"]
     with open(os.path.join(sweep, "sweep_runs.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields, restval="")
         w.writeheader()
@@ -87,7 +95,7 @@ def main():
             "ranks": ranks, "seq_len": S, "strategy": strategy, "runs": len(ok), "failed": len(rs) - len(ok),
             "step_s_median": statistics.median(t) if t else "", "step_s_min": min(t) if t else "",
             "step_s_max": max(t) if t else "",
-            "fom_median": statistics.median(fom) if fom else "",
+            "fom_median": statistics.median(fom) if fom else "", "reportable": mm.pooled_reportable([r["reportable"] for r in ok]),
             "job_ids": " ".join(sorted({r["job_id"] for r in ok})), "cluster": first.get("cluster", ""),
             "nodes": first.get("nodes", ""), "commit": first.get("commit", ""), "date": first.get("date", ""),
         })
@@ -97,14 +105,17 @@ def main():
         w.writeheader()
         w.writerows(table)
     print(f"{'ranks':>5} {'seq_len':>8} {'strategy':<8} {'runs':>4} {'failed':>6} {'step s (median)':>15} "
-          f"{'spread':>17} {'FOM':>10}  job ids")
+          f"{'spread':>17} {'FOM':>10} {'reportable':>10}  job ids")
     for row in table:
         med = f"{row['step_s_median']:.4f}" if row["runs"] else "-"
         spread = f"{row['step_s_min']:.4f}..{row['step_s_max']:.4f}" if row["runs"] else "-"
         fom = f"{row['fom_median']:.1f}" if row["runs"] else "-"
         print(f"{row['ranks']:>5} {row['seq_len']:>8} {row['strategy']:<8} {row['runs']:>4} {row['failed']:>6} "
-              f"{med:>15} {spread:>17} {fom:>10}  {row['job_ids']}")
+              f"{med:>15} {spread:>17} {fom:>10} {row['reportable']:>10}  {row['job_ids']}")
     print(f"table: {out}\nruns:  {os.path.join(sweep, 'sweep_runs.csv')}")
+    if a.plot:
+        compare.plot(a.plot, compare.analyse([sweep]))
+        print(f"plot:  {a.plot}")
     return 0 if all(r["failed"] == 0 for r in table) else 1
 
 

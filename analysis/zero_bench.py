@@ -8,6 +8,9 @@ prints, writes zero.h5 and draws zero.png:
   memory   per rank: weights + gradients + optimizer on the device, host_optimizer,
            device_total; measured, and equal to the memory model (checked)
   comm     bytes sent per step and rank per operation
+  noise    per configuration the spread of the step time over rounds, and
+           whether it exceeds the difference to stage 0 (noise? = yes); with
+           one round "single run: no spread"
 
     /usr/bin/python3 analysis/zero_bench.py DIR
 """
@@ -23,24 +26,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
+
 PHASES = ["step", "grad_reduce", "grad_reduce_overlap", "param_gather", "param_gather_overlap", "optimizer"]
 MEMORY = ["weights", "gradients", "optimizer", "host_optimizer", "device_total"]
 MiB = 2.0**20
 
 
-def attr(f, name):
-    v = f.attrs[name]
-    return v.decode() if isinstance(v, bytes) else v
-
-
 def read(path):
-    with h5py.File(path, "r") as f:
-        w = int(f.attrs["warmup_steps"])
-        t = {p: float(f["timings"][p][w:].max(axis=1).mean()) for p in PHASES if p in f["timings"]}
-        mem = {c: int(np.max(f["memory"][c][()])) for c in MEMORY}
-        model = {c: int(np.max(f["memory"]["model"][c][()])) for c in MEMORY}
-        comm = {op: int(f["comm"][op]["bytes"][w:].max()) for op in f["comm"]}
-        return t, mem, model, comm, attr(f, "cpu_model"), attr(f, "cpu_isa"), int(f.attrs["jobsize"])
+    """Per run: phase seconds (slowest rank, mean of the measured steps), memory and model per category, the most
+    bytes a rank sent in a measured step per operation, the machine, the ranks, and the run itself."""
+    run = mm.load(path)
+    t = {p: mm.slowest_rank_time(run, p) for p in PHASES if p in run.timings}
+    mem = {c: int(run.memory[c].max()) for c in MEMORY}
+    model = {c: int(run.model_memory[c].max()) for c in MEMORY}
+    comm = {op: int(d["bytes"][run.measured].max()) for op, d in run.comm.items()}
+    return t, mem, model, comm, mm.text(run.attrs, "cpu_model"), mm.text(run.attrs, "cpu_isa"), run.ranks, run
+
+
+def spread_cell(s):
+    return "1 run" if s.n < 2 else f"+-{100 * s.rel_half_range:.1f}%"
 
 
 def main():
@@ -57,17 +63,22 @@ def main():
     base = np.mean([r[0]["step"] for r in configs[(0, False)]])
     print(f"machine: {cpu} ({isa}); {ranks} ranks; {len(configs[(0, False)])} round(s)")
     print("\ntime, s per measured step (slowest rank), mean over rounds; waits exposed, windows in the background:")
-    head = f"  {'ZeRO':>4s} {'offload':>7s} {'step':>8s} {'/stage 0':>8s}" + "".join(f" {p:>20s}" for p in PHASES[1:])
+    head = (f"  {'ZeRO':>4s} {'offload':>7s} {'step':>8s} {'spread':>7s} {'/stage 0':>8s} {'noise?':>6s}"
+            + "".join(f" {p:>20s}" for p in PHASES[1:]))
     print(head)
     rows = []
+    base_spread = mm.spread(r[0]["step"] for r in configs[(0, False)])
     for (stage, off), runs in sorted(configs.items()):
         t = {p: float(np.mean([r[0].get(p, 0.0) for r in runs])) for p in PHASES}
-        mem, model, comm = runs[0][1], runs[0][2], runs[0][3]
+        mem, comm = runs[0][1], runs[0][3]
         for r in runs:
             assert r[1] == r[2], f"ZeRO {stage} offload {off}: measured memory {r[1]} != model {r[2]}"
-        rows.append(dict(stage=stage, offload=off, t=t, ratio=t["step"] / base, mem=mem, comm=comm))
-        print(f"  {stage:4d} {str(off):>7s} {t['step']:8.4f} {t['step'] / base:8.3f}" +
-              "".join(f" {t[p]:20.4f}" for p in PHASES[1:]))
+        sp = mm.spread(r[0]["step"] for r in runs)
+        noise = mm.noisy(base_spread, sp)
+        rows.append(dict(stage=stage, offload=off, t=t, ratio=t["step"] / base, mem=mem, comm=comm, spread=sp,
+                         steps=[mm.spread(mm.slowest_rank_steps(r[7], "step")) for r in runs]))
+        print(f"  {stage:4d} {str(off):>7s} {t['step']:8.4f} {spread_cell(sp):>7s} {t['step'] / base:8.3f} "
+              f"{'?' if noise is None else 'yes' if noise else 'no':>6s}" + "".join(f" {t[p]:20.4f}" for p in PHASES[1:]))
     print("\nmemory per rank, MiB (measured = model):")
     print(f"  {'ZeRO':>4s} {'offload':>7s}" + "".join(f" {c:>15s}" for c in MEMORY))
     for r in rows:
@@ -80,6 +91,11 @@ def main():
     stage3 = [r for r in rows if r["stage"] == 3 and not r["offload"]]
     if stage3:
         print(f"\nstage 3 / stage 0 step time: {stage3[0]['ratio']:.3f} (goal <= 1.15)")
+        stage0 = rows[0]
+        print(mm.difference_note("stage 3 against stage 0", stage0["spread"], stage3[0]["spread"],
+                                 stage0["steps"] + stage3[0]["steps"]))
+    print("noise? = yes: the spread over rounds of the configuration or of stage 0 exceeds their difference; "
+          "? with one round (single run: no spread)")
     with h5py.File(os.path.join(d, "zero.h5"), "w") as h:
         h.attrs["cpu_model"], h.attrs["cpu_isa"], h.attrs["ranks"] = cpu, isa, ranks
         h.create_dataset("zero_stage", data=np.array([r["stage"] for r in rows]))
@@ -107,6 +123,7 @@ def main():
     ax1.set_xlabel("ZeRO stage (+off: optimizer offload)")
     ax1.set_ylabel("s per measured step")
     ax1.set_title(f"Step time, {ranks} ranks ({cpu})")
+    fig.suptitle(f"ZeRO stages: {mm.provenance([r[7] for runs in configs.values() for r in runs])}", fontsize=9)
     ax1.legend(fontsize=8)
     bottom = np.zeros(len(rows))
     for c in ("weights", "gradients", "optimizer", "host_optimizer"):
