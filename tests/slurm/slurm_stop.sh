@@ -7,15 +7,16 @@
 #  2. cancel:  scancel'led after step 3 (SIGTERM to every process, SIGKILL 5 s later);
 #  3. shorten: --time=10, cut to 1 minute with `scontrol update` after step 3 (the template's
 #              --signal=B:USR1@90 then warns at once).
-# Each must leave metrics.h5 with complete = false holding every step its log
-# printed (and the one a dropped log line may hide), an INCOMPLETE RESULT line in the log, and Slurm's record
+# Each must leave its metrics file (the one the RESULT line names, named by the program)
+# with complete = false holding every step its log printed (and the one a dropped log
+# line may hide), an INCOMPLETE RESULT line in the log, and Slurm's record
 # (scontrol show job: no slurmdbd here, so no sacct) TIMEOUT, CANCELLED or exit code 4.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
 source "$(dirname "$0")/../app/common.sh"
 source "$(dirname "$0")/local_slurm.sh"
+source "$MINILST_SOURCE/scripts/slurm/lib.sh"  # metrics_file
 start_local_slurm
-export BUILD_DIR LAUNCH="mpiexec --oversubscribe"
-BUILD_DIR=$(realpath --relative-to="$MINILST_SOURCE" "$(dirname "$MINILST")")
+export LAUNCH="mpiexec --oversubscribe"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 template=$MINILST_SOURCE/scripts/slurm/minilst.sbatch
 template_sum=$(sha256sum < "$template")
@@ -26,7 +27,7 @@ submit() {  # submit NAME TIME [SBATCH OPTION]: the job id; its run directory is
   RUNS_DIR=$tmp/runs_$1 sbatch "${opts[@]}" --time="$2" "${@:3}" --output="$tmp/$1.out" "$template" \
     "$MINILST_SOURCE/inputs/default.yaml" "${long[@]}"
 }
-log_of() { ls "$tmp"/runs_"$1"/job_*/minilst.log 2> /dev/null | head -1 || true; }
+log_of() { ls "$tmp"/runs_"$1"/default_*/minilst.log 2> /dev/null | head -1 || true; }
 wait_for_step() {  # wait_for_step NAME N: until the job's log shows step N (at most 180 s)
   for _ in $(seq 1800); do
     local log
@@ -67,7 +68,8 @@ for name in limit cancel shorten; do
     *) echo "FAIL: Slurm recorded $state $code"; status=1 ;;
   esac
   grep -q "^RESULT: INCOMPLETE" "$log" || { echo "FAIL: no INCOMPLETE RESULT line in the log"; status=1; }
-  "$PYTHON" - "$dir/metrics.h5" "$printed" <<'PY' || status=1
+  metrics=$(metrics_file "$dir" "$log" "$MINILST") || { echo "FAIL: no metrics file in $dir: $(ls "$dir")"; status=1; }
+  "$PYTHON" - "$metrics" "$printed" <<'PY' || status=1
 import sys, h5py
 path, printed = sys.argv[1], int(sys.argv[2])
 try:
