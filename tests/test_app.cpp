@@ -162,6 +162,11 @@ TEST(Outputs, TheJsonSummaryReplacesOnlyItsOwnKind) {
   EXPECT_EQ(json_summary_problem(metrics, true), "");  // output.overwrite
   std::ofstream(dir / "run.json") << "not json at all";
   EXPECT_NE(json_summary_problem(metrics, false).find("not overwritten"), std::string::npos);
+  std::ofstream(dir / "run.json") << "{\"schema\": 1}";  // a schema of another type: not ours, no exception
+  EXPECT_NE(json_summary_problem(metrics, false).find("not overwritten"), std::string::npos);
+  fs::create_symlink(dir / "run.json", dir / "run.json.partial");  // a write through it would reach the link's target
+  EXPECT_NE(json_summary_problem(metrics, true).find("is a symbolic link"), std::string::npos);
+  fs::remove(dir / "run.json.partial");
   std::ofstream(dir / "run.json") << "{\"schema\": \"minilst-summary\"}";
   EXPECT_EQ(json_summary_problem(metrics, false), "");  // a summary of an earlier run: replaced
   fs::remove(dir / "run.json");
@@ -172,10 +177,12 @@ TEST(Outputs, TheJsonSummaryReplacesOnlyItsOwnKind) {
 TEST(RunRules, EveryRuleNamesItself) {
   RunRuleFacts ok;
   ok.build_type = "Release";
-  ok.reference_given = true;
+  ok.reference_given = ok.problem_named = true;
+  ok.reference_rtol = 1e-5;
   ok.warmup_steps = 1;
   ok.valid = ok.complete = true;
   ok.measured_steps = kReportableMeasuredSteps;
+  ok.steps_done = ok.reference_steps = kReportableMeasuredSteps + 1;
   ok.reference_check = "PASSED";
   EXPECT_TRUE(check_run_rules(ok).yes());
   EXPECT_EQ(check_run_rules(ok).verdict(), "yes");
@@ -199,4 +206,9 @@ TEST(RunRules, EveryRuleNamesItself) {
   EXPECT_EQ(broken([](RunRuleFacts& f) { f.offload_bandwidth_gbs = 0.5; }),
             "no (copy engine throttled (memory.offload_bandwidth_gbs = 0.5))");
   EXPECT_EQ(broken([](RunRuleFacts& f) { f.complete = false; }), "no (stopped before its last step)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.steps_done = 9; }), "no (the reference answer covers 6 of 9 steps)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.reference_rtol = 0.5; }), "no (reference tolerance 0.5 above 0.0001)");
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.reference_rtol = 5e-3, f.rtol_limit = 5e-3; }), "yes");  // bf16's
+  EXPECT_EQ(broken([](RunRuleFacts& f) { f.problem_named = false; }),
+            "no (the reference answer names no problem (reference.problem))");
 }

@@ -238,8 +238,10 @@ TEST(Deck, ProblemDigestCoversTheProblemKeysOnly) {
   EXPECT_EQ(digest({"run.steps=7", "run.warmup_steps=2", "memory.policy=checkpoint", "run.precision=double",
                     "parallel.ulysses=2", "output.metrics=x.h5", "reference.rtol=1e-3"}), d0);
   EXPECT_EQ(digest({"run.learning_rate=0.0003", "model.hidden=064"}), d0);
+  EXPECT_EQ(digest({"run.norm_init_noise=-0"}), digest({"run.norm_init_noise=0"}));
   // Every key that defines the problem changes it.
-  for (const char* set : {"model.hidden=128", "model.layers=3", "model.vocab=999", "model.rope_theta=500000",
+  for (const char* set : {"model.hidden=128", "model.layers=3", "model.heads=8", "model.kv_heads=4",
+                          "model.intermediate=100", "model.norm_eps=1e-6", "model.vocab=999", "model.rope_theta=500000",
                           "run.seq_len=41", "run.grad_accum=2", "run.seed=7", "run.learning_rate=1e-3",
                           "run.weight_decay=0", "run.init_std=0.01", "run.norm_init_noise=0.5"})
     EXPECT_NE(digest({set}), d0) << set;

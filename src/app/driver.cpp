@@ -130,7 +130,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
                      zero_options(deck, ctx.nranks), &par.world());
   const int D = par.dp_size();
   EnergyMeter energy(ctx.comm);  // collective: who reads which counter, the same verdict everywhere
-  RunAttributes energy_facts;     // the GPU driver and Slurm's energy, filled at the end
+  RunAttributes energy_facts = energy.attributes(false);  // the GPU driver; Slurm's energy at the end
   if (root) {
     print_setup(deck, opts, geometry, ctx.nranks, D, sizeof(T),
                 offload.active() ? offload.describe(trainer.activations()) : "");
@@ -210,7 +210,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   }
 
   ctx.watchdog->arm(next_patience(deck, ctx, recorder.metrics(), slowest), "the final write");
-  energy_facts = energy.attributes();  // rank 0 asks Slurm (sstat) where it runs in a job step
+  energy_facts = energy.attributes(root);  // rank 0 asks Slurm (sstat) where it runs in a job step
   record();
   arena.reset();  // every step buffer is gone; the arena goes before Kokkos does
   protect_results_write(true);  // no signal abandons the final write

@@ -1,17 +1,23 @@
 #include "app/energy_meter.hpp"
 
+#include <Kokkos_Macros.hpp>  // KOKKOS_ENABLE_CUDA
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
 #endif
 #include <dlfcn.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <vector>
 
-#include "parallel/node.hpp"
+#include "app/subprocess.hpp"
 
 namespace minilst {
 
@@ -24,8 +30,11 @@ bool read_number(const fs::path& file, double& value) {
 }
 }  // namespace
 
-// The node's CPU packages: the top-level powercap zones intel-rapl:<n> (their
-// sub-zones, intel-rapl:<n>:<m>, are parts of a package and not added again).
+// The node's CPU packages: the top-level powercap zones intel-rapl:<n> named
+// package-<k> (their sub-zones, intel-rapl:<n>:<m>, are parts of a package, and a
+// psys zone contains the packages: neither is added again). A counter wraps at
+// max_energy_range_uj (about 65 kJ on AMD: 160 s at 400 W), so a sampler thread reads
+// every zone every 10 s and accumulates: a long step cannot hide a second wrap.
 struct EnergyMeter::Rapl {
   struct Zone {
     fs::path energy;
@@ -33,6 +42,11 @@ struct EnergyMeter::Rapl {
   };
   std::vector<Zone> zones;
   std::string problem;  // why RAPL cannot be read ("" when it can)
+  std::mutex mutex;     // guards zones' last_uj, joules, stop
+  std::condition_variable wake;
+  double joules = 0;    // accumulated since the last take
+  bool stop = false;
+  std::thread sampler;
 
   Rapl() {
     const char* elsewhere = std::getenv("MINILST_POWERCAP_ROOT");  // sysfs mounted elsewhere (containers), or a test's copy
@@ -43,8 +57,11 @@ struct EnergyMeter::Rapl {
       return;
     }
     for (const auto& entry : fs::directory_iterator(root, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("intel-rapl:", 0) != 0 || name.find(':', 11) != std::string::npos) continue;
+      const std::string dir = entry.path().filename().string();
+      if (dir.rfind("intel-rapl:", 0) != 0 || dir.find(':', 11) != std::string::npos) continue;
+      std::string name;
+      std::ifstream(entry.path() / "name") >> name;
+      if (name.rfind("package", 0) != 0) continue;  // psys, dram (outside a package on some servers): not counted
       Zone z{entry.path() / "energy_uj"};
       if (!read_number(entry.path() / "max_energy_range_uj", z.range_uj) || !read_number(z.energy, z.last_uj)) {
         problem = "RAPL counters not readable (" + z.energy.string() + ": root only on most kernels)";
@@ -52,18 +69,37 @@ struct EnergyMeter::Rapl {
       }
       zones.push_back(z);
     }
-    if (zones.empty()) problem = "no RAPL package zone (intel-rapl:<n>) in " + root.string();
+    if (zones.empty()) {
+      problem = "no RAPL package zone (intel-rapl:<n> named package-<k>) in " + root.string();
+      return;
+    }
+    sampler = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex);
+      while (!wake.wait_for(lock, std::chrono::seconds(10), [this] { return stop; })) accumulate();
+    });
+  }
+  ~Rapl() {
+    if (!sampler.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    sampler.join();
   }
 
-  double joules_since_last() {  // a counter that wrapped once since the last read is unwrapped
-    double joules = 0;
+  void accumulate() {  // with the mutex held; a counter that wrapped since the last read is unwrapped
     for (auto& z : zones) {
       double now = z.last_uj;
       if (!read_number(z.energy, now)) continue;
       joules += (now >= z.last_uj ? now - z.last_uj : now + z.range_uj - z.last_uj) * 1e-6;
       z.last_uj = now;
     }
-    return joules;
+  }
+  double joules_since_last() {
+    std::lock_guard<std::mutex> lock(mutex);
+    accumulate();
+    return std::exchange(joules, 0.0);
   }
 };
 
@@ -76,6 +112,7 @@ struct EnergyMeter::Nvml {
   int (*total_energy)(Device, unsigned long long*) = nullptr;  // mJ since the driver loaded
   Device device = nullptr;
   unsigned long long last_mj = 0;
+  bool initialised = false;
   std::string problem, driver;
 
   explicit Nvml(const std::string& pci_bus_id) {
@@ -89,7 +126,8 @@ struct EnergyMeter::Nvml {
     const auto driver_version = reinterpret_cast<int (*)(char*, unsigned)>(dlsym(lib, "nvmlSystemGetDriverVersion"));
     shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
     total_energy = reinterpret_cast<int (*)(Device, unsigned long long*)>(dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"));
-    if (!init || !by_bus || !shutdown || !total_energy || init() != 0) {
+    initialised = init && by_bus && shutdown && total_energy && init() == 0;
+    if (!initialised) {
       problem = "NVML present but not usable (nvmlInit failed or symbols missing)";
       total_energy = nullptr;
       return;
@@ -102,13 +140,13 @@ struct EnergyMeter::Nvml {
     }
   }
   ~Nvml() {
-    if (shutdown && problem.empty()) shutdown();
+    if (initialised) shutdown();
     if (lib) dlclose(lib);
   }
   double joules_since_last() {
     unsigned long long now = last_mj;
     if (!total_energy || total_energy(device, &now) != 0) return 0;
-    const double joules = double(now - last_mj) * 1e-3;
+    const double joules = now >= last_mj ? double(now - last_mj) * 1e-3 : 0.0;  // a driver reload restarts it
     last_mj = now;
     return joules;
   }
@@ -139,21 +177,17 @@ std::pair<bool, std::string> everywhere(MPI_Comm comm, bool mine, const std::str
   return {false, why};
 }
 
-// The Slurm job step's ConsumedEnergyRaw in joules, or -1 where it is not gathered.
+// The Slurm job step's ConsumedEnergyRaw in joules, or -1 where it is not gathered
+// (sstat prints nothing, 0, or Slurm's "no value", 2^64 - 2).
 double slurm_step_joules() {
   const char* job = std::getenv("SLURM_JOB_ID");
   const char* step = std::getenv("SLURM_STEP_ID");
   if (!job || !step) return -1;
-  const std::string cmd = std::string("timeout 10 sstat --noheader --parsable2 --format=ConsumedEnergyRaw -j ") + job +
-                          "." + step + " 2> /dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return -1;
-  char line[128] = {};
-  const bool got = std::fgets(line, sizeof line, pipe) != nullptr;
-  pclose(pipe);
+  const std::string text = run_command(
+      {"sstat", "--noheader", "--parsable2", "--format=ConsumedEnergyRaw", "-j", std::string(job) + "." + step}, 10.0);
   char* end = nullptr;
-  const double joules = got ? std::strtod(line, &end) : 0;
-  return got && end != line && joules > 0 ? joules : -1;
+  const double joules = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && joules > 0 && joules < 9.2e18 ? joules : -1;
 }
 }  // namespace
 
@@ -183,14 +217,16 @@ EnergyMeter::EnergyMeter(MPI_Comm comm) {
   const auto [nvml_ok, nvml_problem] = everywhere(comm, !nvml || nvml->problem.empty(), nvml ? nvml->problem : "");
   if (nvml) gpu_driver_ = nvml->driver;
 
-  if (rapl_ok) rapl_ = std::move(rapl);
-  if (any_gpu && nvml_ok) nvml_ = std::move(nvml);
-  const bool use_rapl = rapl_ok, use_nvml = any_gpu && nvml_ok;
+  // A GPU run counts its GPUs: without NVML the CPU packages alone would flatter its tokens per joule.
+  const bool use_nvml = any_gpu && nvml_ok, use_rapl = rapl_ok && (!any_gpu || use_nvml);
+  if (use_rapl) rapl_ = std::move(rapl);
+  if (use_nvml) nvml_ = std::move(nvml);
   source_ = use_rapl && use_nvml ? "rapl+nvml" : use_rapl ? "rapl" : use_nvml ? "nvml" : "unavailable";
   if (use_rapl) note_ = "CPU packages through powercap, one reader per node";
   if (use_nvml) note_ += std::string(note_.empty() ? "" : "; ") + "GPU boards through NVML, one reader per GPU";
-  if (!use_rapl) note_ += std::string(note_.empty() ? "" : "; ") + rapl_problem;
-  if (any_gpu && !use_nvml) note_ += "; " + nvml_problem;
+  if (!rapl_ok) note_ += std::string(note_.empty() ? "" : "; ") + rapl_problem;
+  if (any_gpu && !use_nvml)
+    note_ += std::string(note_.empty() ? "" : "; ") + nvml_problem + " (a GPU run's energy needs its GPUs')";
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   if (rank == 0) slurm_start_joules_ = slurm_step_joules();
@@ -202,11 +238,12 @@ double EnergyMeter::joules_since_last() {
   return (rapl_ ? rapl_->joules_since_last() : 0.0) + (nvml_ ? nvml_->joules_since_last() : 0.0);
 }
 
-RunAttributes EnergyMeter::attributes() {
+RunAttributes EnergyMeter::attributes(bool ask_slurm) {
   RunAttributes a;
   if (!gpu_driver_.empty()) a.text["gpu_driver_version"] = gpu_driver_;
+  if (!ask_slurm) return a;
   const double end = slurm_start_joules_ >= 0 ? slurm_step_joules() : -1;
-  if (end >= slurm_start_joules_ && slurm_start_joules_ >= 0) {
+  if (end > slurm_start_joules_ && slurm_start_joules_ >= 0) {
     a.reals["slurm_energy_joules"] = end - slurm_start_joules_;
     a.text["slurm_energy"] = "sstat ConsumedEnergyRaw of the job step, from the start of the run to its last record";
   } else {

@@ -1,14 +1,15 @@
 // The energy a run uses, from what the node offers, read at step boundaries:
 //   rapl   the CPU packages' RAPL counters through Linux powercap
-//          (/sys/class/powercap/intel-rapl:<n>/energy_uj; AMD CPUs too), read by one
+//          (/sys/class/powercap/intel-rapl:<n>/energy_uj, zones named package-<k>;
+//          AMD CPUs too; sampled every 10 s as well, so no wrap is missed), read by one
 //          rank per node (they count the whole package: every rank's and the OS's;
 //          MINILST_POWERCAP_ROOT names another powercap directory);
 //   nvml   the GPU board's energy counter (nvmlDeviceGetTotalEnergyConsumption, from
 //          libnvidia-ml loaded at run time), read by one rank per GPU (CUDA builds);
 //   Slurm  the job step's ConsumedEnergyRaw (sstat) where the cluster gathers energy:
 //          once at the start and once at the end (its sampling is coarse), as an attribute.
-// A source counts only where every node (every GPU) offers it; otherwise the run's
-// energy is "unavailable" with the reason.
+// A source counts only where every node (every GPU) offers it, and a GPU run counts only
+// with its GPUs' energy; otherwise the run's energy is "unavailable" with the reason.
 #pragma once
 
 #include <mpi.h>
@@ -32,8 +33,9 @@ class EnergyMeter {
   // "rapl", "nvml", "rapl+nvml", or "unavailable"; the note says what was read or why nothing was.
   const std::string& source() const { return source_; }
   const std::string& note() const { return note_; }
-  // Rank 0 (collective-free): the Slurm step's energy since construction, and the GPU driver, as attributes.
-  RunAttributes attributes();
+  // The GPU driver, and with ask_slurm (rank 0, at the end; not collective) the Slurm step's
+  // energy since construction, as attributes.
+  RunAttributes attributes(bool ask_slurm);
 
  private:
   struct Rapl;

@@ -326,6 +326,7 @@ Value convert(const KeySpec& spec, const std::string& text) {
       try { v.f = std::stod(text, &used); } catch (...) { used = 0; }
       if (used == 0 || used != text.size() || !std::isfinite(v.f) || std::isspace(static_cast<unsigned char>(text[0])))
         throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : ""));
+      v.f += 0.0;  // -0 is 0 (one text, one problem digest)
       v.text = yaml_float(v.f);
       if (v.f < spec.min || v.f > spec.max) {
         std::ostringstream msg;

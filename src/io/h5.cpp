@@ -1,5 +1,7 @@
 #include "io/h5.hpp"
 
+#include "io/atomic_write.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -38,18 +40,7 @@ void Handle::close() {
 namespace {
 namespace fs = std::filesystem;
 
-// The target of a rename must be absent or a regular file, and never a symbolic link
-// (a rename would replace the link; writing through it would harm what it names).
-std::string target_problem(const std::string& path) {
-  std::error_code ec;
-  const auto st = fs::symlink_status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot access '" + path + "': " + ec.message();
-  if (fs::is_symlink(st)) return "'" + path + "' is a symbolic link: give the file's own path";
-  if (fs::exists(st) && !fs::is_regular_file(st))
-    return "'" + path + "' exists and is not a regular file (" +
-           (fs::is_directory(st) ? std::string("a directory") : std::string("a device, pipe or socket")) + ")";
-  return "";
-}
+std::string target_problem(const std::string& path) { return rename_target_problem(path); }
 
 // The `schema` attribute of an existing HDF5 file ("" if it is not HDF5 or has none),
 // HDF5's error printing silenced (a user's text file is not an error here).
@@ -86,12 +77,6 @@ std::string existing_problem(const std::string& path, const std::string& schema,
          ": not overwritten (choose another name, remove it, or set output.overwrite: true)";
 }
 
-void fsync_path(const std::string& path, bool directory) {  // best effort: the rename is made durable
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 }  // namespace
 
 std::string prepare_output(const std::string& path, const std::string& schema, bool overwrite) {
@@ -141,29 +126,8 @@ void AtomicFile::commit() {
   if (H5Fget_file_image(file_.id(), image.data(), std::size_t(size)) != size)
     throw std::runtime_error("HDF5: cannot get the image of '" + path_ + "'");
   file_.close();
-  const auto fail = [&](const std::string& what) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(partial_.c_str());
-    throw std::runtime_error("cannot " + what + " '" + partial_ + "': " + reason);
-  };
-  if (const auto problem = target_problem(partial_); !problem.empty()) throw std::runtime_error(problem);
-  const int fd = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-  if (fd < 0) fail("create");
-  for (ssize_t done = 0; done < size;) {
-    const ssize_t n = ::write(fd, image.data() + done, std::size_t(size - done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) { ::close(fd); fail("write"); }
-    done += n;
-  }
-  if (::fsync(fd) != 0) { ::close(fd); fail("write to disk"); }
-  if (::close(fd) != 0) fail("close");
-  if (const auto problem = target_problem(path_); !problem.empty()) {
-    ::unlink(partial_.c_str());
-    throw std::runtime_error(problem);
-  }
-  if (std::rename(partial_.c_str(), path_.c_str()) != 0) fail("rename to '" + path_ + "'");
+  write_file_atomically(path_, image.data(), std::size_t(size), partial_.substr(path_.size()));
   committed_ = true;
-  fsync_path(fs::absolute(path_).parent_path().string(), true);
 }
 
 Handle create_file(const std::string& path) {

@@ -1,5 +1,7 @@
 #include "io/json_summary.hpp"
 
+#include "io/atomic_write.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -46,17 +48,19 @@ std::string json_summary_path(const std::string& metrics_path) {
 }
 
 std::string json_summary_problem(const std::string& metrics_path, bool overwrite) {
-  namespace fs = std::filesystem;
   const std::string path = json_summary_path(metrics_path);
+  for (const auto& name : {path, path + ".partial"})
+    if (const auto problem = rename_target_problem(name); !problem.empty()) return "its JSON summary: " + problem;
   std::error_code ec;
-  const auto status = fs::symlink_status(path, ec);
-  if (!fs::exists(status)) return "";
-  if (!fs::is_regular_file(status))
-    return "its JSON summary '" + path + "' exists and is not a regular file: not replaced";
-  if (overwrite) return "";
-  std::ifstream in(path);
-  const Json found = Json::parse(in, nullptr, false);  // no exception: a discarded value when not JSON
-  if (found.is_object() && found.value("schema", "") == "minilst-summary") return "";
+  if (overwrite || !std::filesystem::exists(path, ec)) return "";
+  bool ours = false;
+  try {
+    std::ifstream in(path);
+    const Json found = Json::parse(in);
+    ours = found.is_object() && found.contains("schema") && found["schema"] == "minilst-summary";
+  } catch (const std::exception&) {  // not JSON: not ours
+  }
+  if (ours) return "";
   return "its JSON summary '" + path + "' exists and is not a miniLST summary: not overwritten (choose another "
          "name, remove it, or set output.overwrite: true)";
 }
@@ -103,6 +107,7 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
                   {"cpu_model", text_or_null(a, "cpu_model")},
                   {"cpu_isa", text_or_null(a, "cpu_isa")},
                   {"cpu_cores", number_text_or_null(a, "cpu_cores")},
+                  {"cpu_threads", number_text_or_null(a, "cpu_threads")},
                   {"memory_bytes", number_text_or_null(a, "memory_bytes")},
                   {"gpu", text_or_null(a, "gpu")},
                   {"gpu_driver_version", text_or_null(a, "gpu_driver_version")},
@@ -111,7 +116,7 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
                   {"blas_threads", integer_or_null(a, "blas_threads")}};
   j["build"] = {{"version", text_or_null(a, "version")},
                 {"git_commit", text_or_null(a, "git_commit")},
-                {"git_dirty", text_or_null(a, "git_dirty")},
+                {"git_dirty", a.text.count("git_dirty") ? Json(a.text.at("git_dirty") == "true") : Json()},
                 {"cmake_build_type", text_or_null(a, "cmake_build_type")},
                 {"compiler", text_or_null(a, "compiler")},
                 {"kokkos_version", text_or_null(a, "kokkos_version")},
@@ -147,21 +152,8 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
 }
 
 void write_json_summary(const std::string& path, const Json& summary, const std::string& partial_suffix) {
-  const std::string partial = path + partial_suffix;
-  {
-    std::FILE* f = std::fopen(partial.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write '" + partial + "'");
-    const std::string text = summary.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) {
-      std::remove(partial.c_str());
-      throw std::runtime_error("cannot write '" + partial + "' (disk full?)");
-    }
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    throw std::runtime_error("cannot rename '" + partial + "' to '" + path + "'");
-  }
+  const std::string text = summary.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  write_file_atomically(path, text.data(), text.size(), partial_suffix);
 }
 
 }  // namespace minilst

@@ -16,13 +16,14 @@ namespace minilst {
 std::string json_summary_path(const std::string& metrics_path);
 
 // Why the summary of a run writing metrics_path cannot be written ("" when it can): a
-// file there that is not a miniLST summary (unless overwrite), a link, a directory.
+// file there that is not a miniLST summary (unless overwrite); a link, a directory, ...
+// there or at its temporary name.
 std::string json_summary_problem(const std::string& metrics_path, bool overwrite);
 
 nlohmann::ordered_json run_summary_json(const GatheredMetrics& gathered, const RunSummary& summary,
                                         const RunMetrics& local, const std::string& metrics_path);
 
-// Written atomically: built as path + partial_suffix, then renamed.
+// Written atomically (io/atomic_write.hpp).
 void write_json_summary(const std::string& path, const nlohmann::ordered_json& summary,
                         const std::string& partial_suffix = ".partial");
 

@@ -204,6 +204,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   rules.valid = summary.valid;
   rules.complete = local.complete;
   rules.measured_steps = measured;
+  rules.steps_done = nsteps;
   rules.warmup_steps = local.warmup_steps;
   rules.reference_check = summary.reference_check;
   summary.reportable = check_run_rules(rules);
@@ -245,7 +246,7 @@ std::pair<std::string, int> result_of_file(const std::string& path) {
 }
 
 void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
-                        const RunMetrics& local, const std::string& partial_suffix) {
+                        const RunMetrics& local, const std::string& partial_suffix, bool with_summary) {
   const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
   std::vector<double> loss, tokens_per_s, tflops, mfu;
   for (const auto& st : local.steps) loss.push_back(st.loss);
@@ -290,7 +291,7 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   if (summary.energy_known) {
     h5::attr(f, "energy_joules", summary.energy_joules);
     h5::attr(f, "energy_joules_run", summary.energy_joules_run);
-    h5::attr(f, "tokens_per_joule", summary.tokens_per_joule);
+    if (summary.tokens_per_joule > 0) h5::attr(f, "tokens_per_joule", summary.tokens_per_joule);
   }
   if (!local.expected_loss.empty()) {
     h5::attr(f, "reference_rtol", local.reference_rtol);
@@ -324,7 +325,14 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
   file.commit();
-  write_json_summary(json_summary_path(path), run_summary_json(g, summary, local, path), partial_suffix);
+  if (!with_summary) return;
+  const std::string json = json_summary_path(path);
+  try {
+    write_json_summary(json, run_summary_json(g, summary, local, path), partial_suffix);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: the JSON summary beside %s was not written: %s\n", path.c_str(), e.what());
+    if (json_summary_problem(path, false).empty()) std::remove(json.c_str());  // an earlier run's: it would mislead
+  }
 }
 
 }  // namespace minilst

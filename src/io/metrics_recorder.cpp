@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "io/h5.hpp"
+#include "io/json_summary.hpp"
+#include "io/mllog.hpp"
 
 namespace minilst {
 
@@ -71,16 +73,23 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
     const auto summary = summarise_metrics(gathered_, m);
     // A rank other than 0 checks the name as rank 0 did before step 1 (its node may not share rank 0's
     // file system), and builds the file under its own temporary name (rank 0 may be writing too).
+    bool with_summary = true;
     if (rank_ != 0) {
       if (const auto problem = h5::prepare_output(path_, "minilst-metrics", false); !problem.empty())
         throw std::runtime_error(problem);
+      if (const auto problem = json_summary_problem(path_, false); !problem.empty()) {
+        std::fprintf(stderr, "rank %d: no JSON summary written: output.metrics: %s\n", rank_, problem.c_str());
+        with_summary = false;
+      }
     }
-    write_metrics_file(path_, gathered_, summary, m, rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial");
+    write_metrics_file(path_, gathered_, summary, m, rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial",
+                       with_summary);
     std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
                  gathered_.nsteps, path_.c_str());
     std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),
                                      m.steps.back().loss, gathered_.nranks, summary.mfu_known ? summary.mfu : -1.0,
                                      summary.reportable.verdict(), path_).c_str());
+    mllog("run_stop", nullptr, {{"status", "aborted"}, {"reason", m.stop_reason}}, MllogEvent::interval_end);
     std::fflush(stdout);
     std::fflush(stderr);
     return true;

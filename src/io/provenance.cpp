@@ -117,24 +117,36 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
   return out;
 }
 
-// "model name" and the vector ISA from /proc/cpuinfo (x86: the widest of avx512f, avx2, sse4_2; +avx512_bf16, +amx).
-std::pair<std::string, std::string> cpu_model_and_isa() {
+struct CpuFacts {
+  std::string model = "unknown", isa;
+  long cores = 0;  // physical cores: distinct (physical id, core id); 0 where cpuinfo has no topology
+};
+
+// From /proc/cpuinfo: "model name", the vector ISA (x86: the widest of avx512f, avx2, sse4_2;
+// +avx512_bf16, +amx) and the physical cores.
+CpuFacts cpu_facts() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line, model = "unknown", flags;
+  std::string line, flags, physical;
+  CpuFacts c;
+  std::set<std::pair<std::string, std::string>> cores;
   while (std::getline(in, line)) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     const auto key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
     const auto value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model name" && model == "unknown") model = value;
+    if (key == "model name" && c.model == "unknown") c.model = value;
     if ((key == "flags" || key == "Features") && flags.empty()) flags = " " + value + " ";
+    if (key == "physical id") physical = value;
+    if (key == "core id") cores.insert({physical, value});
   }
+  c.cores = long(cores.size());
   const auto has = [&](const char* f) { return flags.find(" " + std::string(f) + " ") != std::string::npos; };
   std::string isa = has("avx512f") ? "avx512" : has("avx2") ? "avx2" : has("sse4_2") ? "sse4.2" : has("asimd") ? "neon" : "?";
   if (has("avx512_bf16")) isa += "+avx512_bf16";
   if (has("amx_bf16")) isa += "+amx_bf16";
   if (has("sve")) isa += "+sve";
-  return {model, isa};
+  c.isa = isa;
+  return c;
 }
 
 void add_job_keys(std::map<std::string, std::string>& p, MPI_Comm comm, int argc, char** argv) {
@@ -188,10 +200,12 @@ void add_build_and_machine_keys(std::map<std::string, std::string>& p) {
   p["blas"] = blas_name();
   p["cxx_flags"] = MINILST_CXX_FLAGS;
   p["shared_libraries"] = shared_libraries();
-  const auto [cpu, isa] = cpu_model_and_isa();
-  p["cpu_model"] = cpu;
-  p["cpu_isa"] = isa;
-  p["cpu_cores"] = std::to_string(sysconf(_SC_NPROCESSORS_ONLN));  // the node's online CPUs (cores_allowed: this rank's)
+  const auto cpu = cpu_facts();
+  const long threads = sysconf(_SC_NPROCESSORS_ONLN);  // the node's online logical CPUs (cores_allowed: this rank's)
+  p["cpu_model"] = cpu.model;
+  p["cpu_isa"] = cpu.isa;
+  p["cpu_cores"] = std::to_string(cpu.cores > 0 ? cpu.cores : threads);
+  p["cpu_threads"] = std::to_string(threads);
   p["memory_bytes"] = std::to_string(std::uint64_t(sysconf(_SC_PHYS_PAGES)) * std::uint64_t(sysconf(_SC_PAGE_SIZE)));
   // The run-time environment that changes performance: threads, BLAS, MPI and its transports, NCCL.
   std::string tuning;

@@ -40,6 +40,10 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
   m.rules.build_type = MINILST_BUILD_TYPE;
   m.rules.data_parallel = D;
   m.rules.reference_given = !deck.reference.losses.empty();
+  m.rules.problem_named = !deck.reference.problem.empty();
+  m.rules.reference_rtol = m.reference_rtol;
+  m.rules.rtol_limit = deck.run.precision == Precision::bf16 ? kBf16LossTolerance : kReportableRtol;
+  m.rules.reference_steps = int(deck.reference.losses.size());
   m.rules.problem_matches = deck.problem_matches_reference();
   m.rules.offload_bandwidth_gbs = deck.options.offload.bandwidth_gbs;
   m.rules.warmup_steps = deck.run.warmup_steps;

@@ -22,7 +22,20 @@ Reportability check_run_rules(const RunRuleFacts& f) {
     why.push_back("no reference answer for data parallelism D = " + std::to_string(f.data_parallel));
   else if (f.reference_check == "FAILED")
     why.push_back("reference check failed");
-  if (f.reference_given && !f.problem_matches) why.push_back("the deck's problem differs from its reference's");
+  if (f.reference_given && f.data_parallel == 1) {
+    if (f.reference_steps < f.steps_done)
+      why.push_back("the reference answer covers " + std::to_string(f.reference_steps) + " of " +
+                    std::to_string(f.steps_done) + " steps");
+    if (f.reference_rtol > f.rtol_limit) {
+      char text[96];
+      std::snprintf(text, sizeof text, "reference tolerance %g above %g", f.reference_rtol, f.rtol_limit);
+      why.push_back(text);
+    }
+    if (!f.problem_named)
+      why.push_back("the reference answer names no problem (reference.problem)");
+    else if (!f.problem_matches)
+      why.push_back("the deck's problem differs from its reference's");
+  }
   if (!optimised_build(f.build_type))
     why.push_back("build type " + (f.build_type.empty() ? std::string("unset") : f.build_type) + ", not Release");
   if (f.offload_bandwidth_gbs > 0) {

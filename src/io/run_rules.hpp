@@ -11,18 +11,25 @@ namespace minilst {
 
 // The minimum of measured steps (after the warm-up) a reportable run has.
 constexpr int kReportableMeasuredSteps = 5;
+// The loosest reference tolerance a reportable float or double run has (bf16: its stated
+// loss tolerance, kBf16LossTolerance in io/deck.hpp).
+constexpr double kReportableRtol = 1e-4;
 
 struct RunRuleFacts {
   // Known before the first step (from the deck and the build).
   std::string build_type;            // CMAKE_BUILD_TYPE of the program
   int data_parallel = 1;             // D: the reference answer is a D = 1 problem
   bool reference_given = false;      // the deck has reference.losses
+  bool problem_named = false;        // ... and reference.problem
   bool problem_matches = true;       // reference.problem is empty or equals the deck's problem digest
+  double reference_rtol = 0;         // the tolerance the check used
+  double rtol_limit = kReportableRtol;  // the loosest a reportable run may use (the precision's)
+  int reference_steps = 0;           // the steps reference.losses lists
   double offload_bandwidth_gbs = 0;  // memory.offload_bandwidth_gbs (a throttled copy engine when > 0)
   int warmup_steps = 0;
   // Known at the end.
   bool valid = false, complete = false;
-  int measured_steps = 0;
+  int measured_steps = 0, steps_done = 0;
   std::string reference_check = "none";  // none | PASSED | FAILED
 };
 

@@ -138,6 +138,16 @@ if [[ -n ${MPIEXEC:-} ]]; then  # every rank exits non-zero, no hang
   rm r1/d.yaml
   expect "the deck could not be used on rank\(s\) 1 of 2" \
     "$MPIEXEC" -n 2 --oversubscribe bash -c "cd r\$OMPI_COMM_WORLD_RANK && exec '$MINILST' run d.yaml --set output.metrics=$tmp/m.h5"
+  # the JSON summary's name: a user's JSON (a schema of another type too) and a link at its temporary name
+  echo '{"schema": 1}' > user/typed.json && ln -s notes.txt user/linked.json.partial
+  expect "its JSON summary 'user/run.json' exists and is not a miniLST summary" \
+    "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set parallel.ring=2 --set output.metrics=user/run.h5
+  expect "its JSON summary 'user/typed.json' exists and is not a miniLST summary" \
+    "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set output.metrics=user/typed.h5
+  expect "its JSON summary: 'user/linked.json.partial' is a symbolic link" \
+    "$MPIEXEC" -n 2 --oversubscribe "$MINILST" run "$deck" --set output.metrics=user/linked.h5 --set output.overwrite=true
+  [[ $(cat user/typed.json) == '{"schema": 1}' && $(cat user/notes.txt) == "a user's notes" && ! -e user/linked.h5 ]] \
+    || { echo "FAIL: a JSON file of the user's was changed"; failures=$((failures + 1)); }
 fi
 
 echo "bad decks: $failures failure(s)"

@@ -9,12 +9,12 @@ source "$(dirname "$0")/common.sh"
 deck="$MINILST_SOURCE/inputs/tiny.yaml"
 check() {  # check NAME NP -- SETTINGS...: plan and run NAME on NP ranks with the settings
   local name=$1 np=$2; shift 3
-  "$MINILST" plan "$deck" --ranks "$np" "$@" --format json > "$name.json"
+  "$MINILST" plan "$deck" --ranks "$np" "$@" --format json > "$name.plan.json"
   local launch=()
   [[ $np -eq 1 ]] || launch=("${MPIEXEC:-mpiexec}" -n "$np" --oversubscribe)
   "${launch[@]}" "$MINILST" run "$deck" "$@" --set output.metrics="$tmp/$name.h5" > "$name.log" \
     || { cat "$name.log"; exit 1; }
-  "$PYTHON" - "$name.json" "$tmp/$name.h5" <<'PY'
+  "$PYTHON" - "$name.plan.json" "$tmp/$name.h5" <<'PY'
 import json, sys, h5py
 plan, f = json.load(open(sys.argv[1])), h5py.File(sys.argv[2], "r")
 bad = [c for c, v in plan["memory_bytes"].items() if int(f["memory"][c][:].max()) != v]

@@ -83,7 +83,7 @@ class Minilst(CMakePackage, CudaPackage):
     depends_on("hdf5")  # the serial C API is what miniLST calls; +mpi or ~mpi both do
     depends_on("yaml-cpp")
     depends_on("cli11")
-    depends_on("nlohmann-json@3.2:")
+    depends_on("nlohmann-json@3.10.5:")
     depends_on("glpk", when="+glpk")
     depends_on("nccl", when="+nccl")
     depends_on("googletest", when="+tests")
