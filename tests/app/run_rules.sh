@@ -57,7 +57,7 @@ tick() { echo "$2" > "$rapl/t.tmp" && mv "$rapl/t.tmp" "$rapl/$1/energy_uj"; }
 ( n=0; while :; do n=$((n + 1))
     tick intel-rapl:0 $(((n * 500000) % 40000000))
     for z in intel-rapl:0:0 intel-rapl:0/intel-rapl:0:0 intel-rapl:1; do tick $z $((n * 10000000)); done
-    echo $n > "$rapl/ticks"; sleep 0.005; done ) &
+    echo $n > "$rapl/ticks.tmp" && mv "$rapl/ticks.tmp" "$rapl/ticks"; sleep 0.005; done ) &
 ticker=$!
 MINILST_POWERCAP_ROOT=$rapl "$MINILST" run "$deck" --set parallel.ring=1 --set run.steps=4 --set run.warmup_steps=1 --set output.metrics=rapl.h5 \
   > rapl.log 2>&1 || { kill $ticker; cat rapl.log; exit 1; }
