@@ -32,42 +32,44 @@ shape() {  # shape [LAYERS] HIDDEN HEADS KV INTERMEDIATE VOCAB: --set arguments
     "--set model.intermediate=$4 --set model.vocab=$5"
 }
 
+# each_cell SCALE ROW: for every model (--tiny: Gemma-2 only) and stack, ROW NAME LABEL DIMS... with
+# the cell's --set arguments in `sets` (DIMS: the model's shape at SCALE, big or small); a stack
+# whose policy this build lacks is skipped with the reason. NAME is <model>_<stack>.
+each_cell() {
+  local scale=$1 row=$2 m s model title big small name label policy dims
+  for m in "${models[@]}"; do
+    IFS='|' read -r model title big small <<< "$m"
+    ((tiny)) && [[ $model != gemma2 ]] && continue
+    for s in "${stacks[@]}"; do
+      IFS='|' read -r name label policy <<< "$s"
+      if ! has_choice memory.policy "$policy"; then
+        skip_row "${scale}${model}_$name" 1 "${scale:+$title, }$label" "this build has no memory.policy $policy"
+        continue
+      fi
+      [[ -n $scale ]] && dims=$small || dims=$big
+      read -r -a dims <<< "$dims"
+      read -r -a sets <<< "$(shape "${dims[@]}") --set memory.policy=$policy"
+      "$row" "${model}_$name" "$title, $label" "$label"
+    done
+  done
+}
+
 budget=80
 ((tiny)) && budget=56
 echo "$budget" > "$out/cpu_budget_mib.txt"
-for m in "${models[@]}"; do
-  IFS='|' read -r model title big small <<< "$m"
-  ((tiny)) && [[ $model != gemma2 ]] && continue
-  for s in "${stacks[@]}"; do
-    IFS='|' read -r name label policy <<< "$s"
-    if ! has_choice memory.policy "$policy"; then
-      skip_row "cpu_${model}_$name" 1 "$title, $label" "this build has no memory.policy $policy"
-      continue
-    fi
-    read -r -a dims <<< "$small"
-    read -r -a sets <<< "$(shape "${dims[@]}") --set memory.policy=$policy"
-    plan_row "cpu_${model}_$name" 1 "$title, $label" "$root/inputs/max_seq_cpu.yaml" "${sets[@]}" \
-      --max-seq-len --device-mib "$budget"
-    [[ -f $out/cpu_${model}_$name.json ]] && run_row "cpu_${model}_${name}_run" 1 "$title, $label" \
-      "$root/inputs/max_seq_cpu.yaml" "${sets[@]}" --set run.seq_len="$(json_field "cpu_${model}_$name" seq_len)"
-  done
-done
+cpu_row() {  # the longest S within the CPU budget, predicted, then run for a step
+  plan_row "cpu_$1" 1 "$2" "$root/inputs/max_seq_cpu.yaml" "${sets[@]}" --max-seq-len --device-mib "$budget"
+  [[ -f $out/cpu_$1.json ]] && run_row "cpu_$1_run" 1 "$2" \
+    "$root/inputs/max_seq_cpu.yaml" "${sets[@]}" --set run.seq_len="$(json_field "cpu_$1" seq_len)"
+  return 0
+}
+each_cell cpu_ cpu_row
 
 one=(--set parallel.ulysses=1 --set parallel.zero=2 --set memory.optimizer_offload=true)
-for m in "${models[@]}"; do
-  IFS='|' read -r model title big small <<< "$m"
-  ((tiny)) && [[ $model != gemma2 ]] && continue
-  for s in "${stacks[@]}"; do
-    IFS='|' read -r name label policy <<< "$s"
-    if ! has_choice memory.policy "$policy"; then
-      skip_row "${model}_$name" 1 "$label" "this build has no memory.policy $policy"
-      continue
-    fi
-    read -r -a dims <<< "$big"
-    read -r -a sets <<< "$(shape "${dims[@]}") --set memory.policy=$policy"
-    plan_row "${model}_$name" 1 "$label" "$root/inputs/llama3_8b.yaml" "${one[@]}" "${sets[@]}" \
-      --max-seq-len --device-mib 81920 --host-mib 245760
-  done
-done
+paper_row() {  # the longest S on one 80 GiB device with 240 GiB of host, predicted
+  plan_row "$1" 1 "$3" "$root/inputs/llama3_8b.yaml" "${one[@]}" "${sets[@]}" \
+    --max-seq-len --device-mib 81920 --host-mib 245760
+}
+each_cell "" paper_row
 
 analyse
