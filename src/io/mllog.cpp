@@ -19,6 +19,7 @@ void mllog(const std::string& key, const nlohmann::json& value, const nlohmann::
   line["metadata"] = metadata.is_null() ? nlohmann::json::object() : metadata;
   // dump(-1, ' ', false, replace): invalid UTF-8 in a value is replaced, never thrown about
   std::printf(":::MLLOG %s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  std::fflush(stdout);  // a line of its own in a log the launcher merges from several ranks
 }
 
 }  // namespace minilst
