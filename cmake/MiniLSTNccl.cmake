@@ -49,7 +49,7 @@ endif()
 # The backend proper (MINILST_ENABLE_NCCL OFF: MPI for every collective even where NCCL is found).
 option(MINILST_ENABLE_NCCL "Build the NCCL communicator where Kokkos has CUDA and NCCL is found" ON)
 set(MINILST_HAVE_NCCL FALSE)
-if(MINILST_ENABLE_NCCL AND MINILST_KOKKOS_HAS_CUDA AND _mlst_nccl_found)
+if(MINILST_ENABLE_NCCL AND MINILST_ENABLE_MPI AND MINILST_KOKKOS_HAS_CUDA AND _mlst_nccl_found)
   set(MINILST_HAVE_NCCL TRUE)
   target_sources(minilst_core PRIVATE ${PROJECT_SOURCE_DIR}/src/parallel/nccl_communicator.cpp)
   # dtype_bytes() lives in mpi_communicator.cpp: make sure the library has it.

@@ -9,14 +9,20 @@ function(minilst_add_gtest)
   endif()
   add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/gtest_main.cpp)
   target_link_libraries(${T_NAME} PRIVATE minilst_core GTest::gtest)
+  if(NOT MINILST_ENABLE_MPI)   # a single-process build: the program alone, as one rank
+    set(T_RANKS 1)
+  endif()
   foreach(n IN LISTS T_RANKS)
+    set(launch ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n})
+    if(NOT MINILST_ENABLE_MPI)
+      set(launch "")
+    endif()
     set(extra "")
     if(n GREATER 1)
       set(extra ${MINILST_MPIEXEC_OVERSUBSCRIBE})
     endif()
     add_test(NAME ${T_NAME}_np${n}
-      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${extra} ${MPIEXEC_PREFLAGS}
-              $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS})
+      COMMAND ${launch} ${extra} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS})
     set_tests_properties(${T_NAME}_np${n} PROPERTIES PROCESSORS ${n} LABELS "${T_LABELS}"
       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
   endforeach()

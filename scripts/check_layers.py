@@ -2,7 +2,10 @@
 """Check that the source folders form a house of floors.
 
 A file may include files of its own folder or of floors below it, never of a
-floor above; no two folders may include each other. Standard library only.
+floor above; no two folders may include each other; and no two files include
+each other, directly or around a loop (a header and its .cpp count as one file,
+so x.cpp including y.hpp and y.cpp including x.hpp is such a loop). Standard
+library only.
 
   scripts/check_layers.py [--root DIR] [--graph]
 """
@@ -19,8 +22,10 @@ FLOORS = [
     "parallel",   # communicators, sequence layout
     "attention",  # the attention strategies, their factory, the ring pass
     "model",      # parameters, layers, model, trainer, memory and communication models
-    "io",         # deck, HDF5 metrics, tensor dump, provenance
-    "app",        # the program: command line, step loop, stopping, plan
+    "io",         # deck, HDF5 writer, tensor dump, atomic file writes
+    "job",        # batch-job duties: stop, watchdog, job clock, agreement, machine, subprocess, Kokkos flags, energy
+    "results",    # what a run reports: metrics file, recorder, run record, run rules, JSON summary, MLPerf lines, provenance, report
+    "app",        # the program: command line, step loop, plan
     "bench",      # benchmark programs
 ]
 FLOOR = {name: level for level, name in enumerate(FLOORS)}
@@ -77,6 +82,56 @@ def resolve(root, including, target, quoted):
     return None
 
 
+def unit_cycles(edges):
+    """One loop through each group of files that include each other (strongly connected
+    components of more than one file, Tarjan's algorithm), as a list of units."""
+    graph = {}
+    for a, b in edges:
+        graph.setdefault(a, []).append(b)
+        graph.setdefault(b, [])
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(set(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    loops = []
+    for group in groups:  # a shortest loop from the group's first unit back to itself, within the group
+        start = min(group)
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop(0)
+            nxt = [w for w in sorted(graph[path[-1]]) if w in group]
+            if start in nxt:
+                loops.append(path)
+                break
+            for w in nxt:
+                if w not in seen:
+                    seen.add(w)
+                    paths.append(path + [w])
+    return sorted(loops)
+
+
 def main():
     default_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description="Check the include order of the source folders.")
@@ -95,6 +150,7 @@ def main():
             errors.append(f"src/{name}: folder {name} has no floor: add it to the order")
 
     edges = {}     # (from folder, to folder) -> list of "file:line includes target"
+    unit_edges = {}  # (from unit, to unit) -> "file:line includes target"; a unit is a path without its extension
     files = 0
     for rel in source_files(root):
         folder = folder_of(rel)
@@ -117,6 +173,9 @@ def main():
                 if quoted and target not in GENERATED:
                     errors.append(f"{rel}:{number}: cannot resolve include \"{target}\"")
                 continue  # a generated or a system header
+            here, there = os.path.splitext(rel)[0], os.path.splitext(found)[0]
+            if here != there:
+                unit_edges.setdefault((here, there), f"{rel}:{number} includes {target}")
             to = folder_of(found)
             if to not in FLOOR or to == folder:
                 continue  # outside the floors, or within the folder
@@ -128,6 +187,11 @@ def main():
     for (a, b), sites in sorted(edges.items(), key=lambda e: (FLOOR[e[0][0]], FLOOR[e[0][1]])):
         if FLOOR[a] < FLOOR[b] and (b, a) in edges:
             errors.append(f"cycle: {a} <-> {b} ({sites[0]}; {edges[(b, a)][0]})")
+
+    # Files that include each other, directly or around a loop.
+    for loop in unit_cycles(unit_edges):
+        sites = "; ".join(unit_edges[(loop[i], loop[(i + 1) % len(loop)])] for i in range(len(loop)))
+        errors.append(f"file cycle: {' -> '.join(loop + [loop[0]])} ({sites})")
 
     if args.graph:
         print("folder include graph (from -> to: includes):")

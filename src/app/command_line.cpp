@@ -5,8 +5,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "app/kokkos_flags.hpp"
-#include "io/provenance.hpp"
+#include "job/kokkos_flags.hpp"
+#include "results/provenance.hpp"
 
 namespace minilst {
 

@@ -25,14 +25,14 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "app/agreement.hpp"
+#include "job/agreement.hpp"
 #include "app/driver.hpp"
 #include "app/plan.hpp"
 #include "app/command_line.hpp"
-#include "app/stop.hpp"
-#include "app/watchdog.hpp"
-#include "io/metrics.hpp"
-#include "io/provenance.hpp"
+#include "job/stop.hpp"
+#include "job/watchdog.hpp"
+#include "results/metrics.hpp"
+#include "results/provenance.hpp"
 #include "parallel/node.hpp"
 
 namespace {

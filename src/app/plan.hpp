@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-#include "app/machine.hpp"
+#include "job/machine.hpp"
 #include "io/deck.hpp"
 #include "memory/planner.hpp"
 

@@ -71,7 +71,8 @@ double sgemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb =
 
 struct AttentionBench {
   int seq, heads, kv_heads, head_dim, repeats;
-  double sgemm;  // GFLOP/s, measured in this process
+  int gemm_size;  // the dense GEMM the rate is compared with: gemm_size^3 in the attention's type
+  double sgemm;   // GFLOP/s, measured in this process
 };
 
 // Causal attention forward + backward in T by the kernel the process's setting
@@ -105,13 +106,14 @@ int attention_bench(const AttentionBench& b) {
   });
   const double f_fwd = attention_flops_forward(double(S), Hh), f_bwd = attention_flops_backward(double(S), Hh);
   const double rate = (f_fwd + f_bwd) / (fwd + bwd) / 1e9;
-  const double gemm = std::is_same<T, float>::value ? b.sgemm : gemm_gflops<T>(2048, 2048, 2048, b.repeats);
+  const int g = b.gemm_size;
+  const double gemm = std::is_same<T, float>::value && g == 2048 ? b.sgemm : gemm_gflops<T>(g, g, g, b.repeats);
   std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"attention_kernel\": \"%s\", \"seq_len\": %d, "
               "\"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"forward_s\": %.6f, \"backward_s\": %.6f, "
               "\"forward_gflops\": %.2f, \"backward_gflops\": %.2f, \"gflops\": %.2f, \"gemm_gflops\": %.2f, "
-              "\"fraction_of_gemm\": %.4f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
+              "\"gemm_size\": %d, \"fraction_of_gemm\": %.4f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
               std::is_same<T, bf16>::value ? "bf16" : "float", kernels::attention_kernel_name<T>(variant, h).c_str(), S,
-              b.heads, b.kv_heads, h, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9, rate, gemm, rate / gemm,
+              b.heads, b.kv_heads, h, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9, rate, gemm, g, rate / gemm,
               b.sgemm, rate / b.sgemm);
   return 0;
 }
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int m = 2048, n = 2048, k = 2048, repeats = 3;
   bool ta = false, tb = false;
-  int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64;
+  int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64, gemm_size = 2048;
   auto* sg = app.add_subcommand("sgemm", "float GEMM rate");
   sg->add_option("--m", m);
   sg->add_option("--n", n);
@@ -144,6 +146,8 @@ int main(int argc, char** argv) {
   at->add_option("--kv-heads", kv_heads);
   at->add_option("--head-dim", head_dim);
   at->add_option("--repeats", repeats);
+  at->add_option("--gemm-size", gemm_size, "the GEMM rate compared with: n^3 in the attention's type (a GPU needs n >= 8192)")
+      ->check(CLI::Range(64, 32768));
   std::string precision = "float", kernel = "auto";
   at->add_option("--precision", precision, "float | bf16")->check(CLI::IsMember({"float", "bf16"}));
   at->add_option("--kernel", kernel, "auto | portable | tensor_core (run.attention_kernel)")
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
                   m, n, k, int(ta), int(tb), rate);
     } else {
       parse_name(kernel, kernels::attention_kernel_setting());
-      const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, sgemm};
+      const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, gemm_size, sgemm};
       rc = precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);
     }
   }

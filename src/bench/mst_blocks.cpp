@@ -16,7 +16,7 @@
 #include <random>
 
 #include "io/h5.hpp"
-#include "io/provenance.hpp"
+#include "results/provenance.hpp"
 #include "kernels/gemm.hpp"
 #include "memory/memory_context.hpp"
 #include "model/lm_head.hpp"

@@ -1,5 +1,5 @@
 #include "io/deck.hpp"
-#include "io/json_summary.hpp"  // json_summary_path: the summary beside the metrics file
+#include "io/output_names.hpp"  // json_summary_path: the summary beside the metrics file
 
 #include <yaml-cpp/yaml.h>
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/bf16.hpp"
+#include "memory/make_copy_engine.hpp"
 
 namespace minilst {
 

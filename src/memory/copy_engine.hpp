@@ -56,13 +56,4 @@ class CopyEngine {
   virtual Counters take_counters() = 0;                 // waits for nothing; counts completed copies
 };
 
-// The build's engine: CUDA streams on CUDA builds, a worker thread otherwise.
-// bandwidth_gbs > 0 caps the worker thread's rate (GB/s = 1e9 bytes/s), to
-// model a PCIe or NVLink-C2C link on a machine without one; CUDA builds refuse
-// a cap (their link is real). Throws std::invalid_argument on a refused cap.
-std::unique_ptr<CopyEngine> make_copy_engine(double bandwidth_gbs);
-
-// Whether this build's engine can model a bandwidth cap (host builds).
-bool copy_engine_supports_bandwidth_cap();
-
 }  // namespace minilst

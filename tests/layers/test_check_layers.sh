@@ -41,6 +41,21 @@ case="cycle between two folders"; clean_tree
 printf '#include "memory/a.hpp"\n' > "$tree/src/core/c.hpp"
 expect 1 "cycle: core <-> memory (src/core/c.hpp:1 includes memory/a.hpp; src/memory/a.hpp:1 includes core/config.hpp)"
 
+case="two files of one folder including each other (header and source as one)"; clean_tree
+printf '#pragma once\n' > "$tree/src/model/c.hpp"
+printf '#include "model/c.hpp"\n' > "$tree/src/model/b.cpp"
+printf '#include "model/c.hpp"\n#include "model/b.hpp"\n' > "$tree/src/model/c.cpp"
+expect 1 "file cycle: src/model/b -> src/model/c -> src/model/b (src/model/b.cpp:1 includes model/c.hpp; src/model/c.cpp:2 includes model/b.hpp)"
+
+case="a loop of three files across folders"; clean_tree
+printf '#include "model/b.hpp"\n' > "$tree/src/app/x.cpp"
+printf '#include "app/main.cpp"\n' > "$tree/src/app/x.hpp"
+printf '#include "app/x.hpp"\n' > "$tree/src/app/y.cpp"
+printf '#pragma once\n' > "$tree/src/app/y.hpp"
+printf '#include "app/y.hpp"\n' >> "$tree/src/app/main.cpp"
+printf '#include "app/x.hpp"\n' > "$tree/src/app/y.hpp"
+expect 1 "file cycle: src/app/main -> src/app/y -> src/app/x -> src/app/main"
+
 case="folder with no floor"; clean_tree
 mkdir -p "$tree/src/extra" && printf '#pragma once\n' > "$tree/src/extra/e.hpp"
 expect 1 "folder extra has no floor: add it to the order"

@@ -1,11 +1,11 @@
-#include "app/watchdog.hpp"
+#include "job/watchdog.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
-#include "app/job_clock.hpp"
+#include "job/job_clock.hpp"
 
 namespace minilst {
 

@@ -1,4 +1,4 @@
-#include "memory/copy_engine.hpp"
+#include "memory/make_copy_engine.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "io/metrics.hpp"
+#include "results/metrics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,6 @@
 
 #include "core/phases.hpp"
 #include "io/h5.hpp"
-#include "io/json_summary.hpp"
 #include "memory/tracker.hpp"
 
 namespace minilst {
@@ -246,7 +245,7 @@ std::pair<std::string, int> result_of_file(const std::string& path) {
 }
 
 void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
-                        const RunMetrics& local, const std::string& partial_suffix, bool with_summary) {
+                        const RunMetrics& local, const std::string& partial_suffix) {
   const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
   std::vector<double> loss, tokens_per_s, tflops, mfu;
   for (const auto& st : local.steps) loss.push_back(st.loss);
@@ -325,14 +324,6 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
   file.commit();
-  if (!with_summary) return;
-  const std::string json = json_summary_path(path);
-  try {
-    write_json_summary(json, run_summary_json(g, summary, local, path), partial_suffix);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warning: the JSON summary beside %s was not written: %s\n", path.c_str(), e.what());
-    if (json_summary_problem(path, false).empty()) std::remove(json.c_str());  // an earlier run's: it would mislead
-  }
 }
 
 }  // namespace minilst

@@ -14,7 +14,7 @@
 #include "core/attributes.hpp"
 #include "core/range.hpp"
 #include "io/deck.hpp"
-#include "io/metrics.hpp"
+#include "results/metrics.hpp"
 #include "parallel/parallel_setup.hpp"
 
 namespace minilst {

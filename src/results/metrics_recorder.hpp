@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "io/metrics.hpp"
+#include "results/metrics.hpp"
 
 namespace minilst {
 

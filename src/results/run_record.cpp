@@ -1,4 +1,4 @@
-#include "io/run_record.hpp"
+#include "results/run_record.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/attention_kernel.hpp"
-#include "io/provenance.hpp"
+#include "results/provenance.hpp"
 #include "minilst_build_info.hpp"  // generated: MINILST_BUILD_TYPE
 #include "kernels/gemm_bf16_dot.hpp"
 #include "kernels/tile_ops.hpp"

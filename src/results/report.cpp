@@ -1,11 +1,11 @@
-#include "app/report.hpp"
+#include "results/report.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 
 #include "core/attention_kernel.hpp"
-#include "io/provenance.hpp"
+#include "results/provenance.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
 #include "memory/tracker.hpp"
 #include "model/lm_head.hpp"

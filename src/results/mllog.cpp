@@ -1,4 +1,4 @@
-#include "io/mllog.hpp"
+#include "results/mllog.hpp"
 
 #include <chrono>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "app/machine.hpp"
+#include "job/machine.hpp"
 
 #include <Kokkos_Macros.hpp>  // KOKKOS_ENABLE_CUDA
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "app/subprocess.hpp"
+#include "job/subprocess.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

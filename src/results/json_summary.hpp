@@ -8,12 +8,10 @@
 
 #include <string>
 
-#include "io/metrics.hpp"
+#include "io/output_names.hpp"  // json_summary_path
+#include "results/metrics.hpp"
 
 namespace minilst {
-
-// Where a metrics file's summary goes: its name with .h5 replaced by .json (or .json appended).
-std::string json_summary_path(const std::string& metrics_path);
 
 // Why the summary of a run writing metrics_path cannot be written ("" when it can): a
 // file there that is not a miniLST summary (unless overwrite); a link, a directory, ...
@@ -26,5 +24,12 @@ nlohmann::ordered_json run_summary_json(const GatheredMetrics& gathered, const R
 // Written atomically (io/atomic_write.hpp).
 void write_json_summary(const std::string& path, const nlohmann::ordered_json& summary,
                         const std::string& partial_suffix = ".partial");
+
+// The summary of a metrics file just written, beside it (json_summary_path), atomically. A summary
+// that cannot be written costs a warning on stderr, not the run (a stale summary of an earlier run
+// at that name is removed: it would mislead).
+void write_json_summary_beside(const std::string& metrics_path, const GatheredMetrics& gathered,
+                               const RunSummary& summary, const RunMetrics& local,
+                               const std::string& partial_suffix = ".partial");
 
 }  // namespace minilst

@@ -1,4 +1,4 @@
-#include "app/kokkos_flags.hpp"
+#include "job/kokkos_flags.hpp"
 
 #include <algorithm>
 #include <cctype>

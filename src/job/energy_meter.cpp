@@ -1,4 +1,4 @@
-#include "app/energy_meter.hpp"
+#include "job/energy_meter.hpp"
 
 #include <Kokkos_Macros.hpp>  // KOKKOS_ENABLE_CUDA
 #ifdef KOKKOS_ENABLE_CUDA
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "app/subprocess.hpp"
+#include "job/subprocess.hpp"
 
 namespace minilst {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/attributes.hpp"
-#include "io/run_rules.hpp"
+#include "results/run_rules.hpp"
 
 namespace minilst {
 
@@ -123,11 +123,9 @@ std::string result_line(const std::string& verdict, double fom, std::size_t step
                         const std::string& reportable, const std::string& path);
 // The RESULT line of a metrics file, and the exit code its run gave (0 VALID, 3 INVALID, 4 INCOMPLETE).
 std::pair<std::string, int> result_of_file(const std::string& path);
-// The metrics file, written atomically (h5::AtomicFile: built as path + partial_suffix, then renamed),
-// then (with_summary) its JSON summary beside it the same way. A summary that cannot be written
-// costs a warning on stderr, not the metrics file (a stale summary of an earlier run is removed).
+// The metrics file, written atomically (h5::AtomicFile: built as path + partial_suffix, then renamed).
+// Its JSON summary is results/json_summary.hpp's (the recorder writes both).
 void write_metrics_file(const std::string& path, const GatheredMetrics& gathered, const RunSummary& summary,
-                        const RunMetrics& local, const std::string& partial_suffix = ".partial",
-                        bool with_summary = true);
+                        const RunMetrics& local, const std::string& partial_suffix = ".partial");
 
 }  // namespace minilst

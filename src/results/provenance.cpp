@@ -1,4 +1,4 @@
-#include "io/provenance.hpp"
+#include "results/provenance.hpp"
 
 #include <Kokkos_Core.hpp>
 #ifdef KOKKOS_ENABLE_CUDA

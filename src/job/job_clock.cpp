@@ -1,10 +1,10 @@
-#include "app/job_clock.hpp"
+#include "job/job_clock.hpp"
 
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 
-#include "app/subprocess.hpp"
+#include "job/subprocess.hpp"
 
 namespace minilst {
 

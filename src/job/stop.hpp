@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "app/job_clock.hpp"
+#include "job/job_clock.hpp"
 
 namespace minilst {
 

@@ -1,4 +1,4 @@
-#include "io/json_summary.hpp"
+#include "results/json_summary.hpp"
 
 #include "io/atomic_write.hpp"
 
@@ -40,12 +40,6 @@ V max_of(const std::vector<V>& v) {
   return v.empty() ? V{} : *std::max_element(v.begin(), v.end());
 }
 }  // namespace
-
-std::string json_summary_path(const std::string& metrics_path) {
-  std::filesystem::path p(metrics_path);
-  if (p.extension() == ".h5") return p.replace_extension(".json").string();
-  return metrics_path + ".json";
-}
 
 std::string json_summary_problem(const std::string& metrics_path, bool overwrite) {
   const std::string path = json_summary_path(metrics_path);
@@ -154,6 +148,17 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
 void write_json_summary(const std::string& path, const Json& summary, const std::string& partial_suffix) {
   const std::string text = summary.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   write_file_atomically(path, text.data(), text.size(), partial_suffix);
+}
+
+void write_json_summary_beside(const std::string& metrics_path, const GatheredMetrics& gathered,
+                               const RunSummary& summary, const RunMetrics& local, const std::string& partial_suffix) {
+  const std::string json = json_summary_path(metrics_path);
+  try {
+    write_json_summary(json, run_summary_json(gathered, summary, local, metrics_path), partial_suffix);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: the JSON summary beside %s was not written: %s\n", metrics_path.c_str(), e.what());
+    if (json_summary_problem(metrics_path, false).empty()) std::remove(json.c_str());  // an earlier run's: it would mislead
+  }
 }
 
 }  // namespace minilst

@@ -1,4 +1,4 @@
-#include "io/run_rules.hpp"
+#include "results/run_rules.hpp"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "app/stop.hpp"
+#include "job/stop.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "app/job_clock.hpp"
+#include "job/job_clock.hpp"
 
 namespace minilst {
 

@@ -1,4 +1,4 @@
-#include "app/agreement.hpp"
+#include "job/agreement.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,12 +1,12 @@
-#include "io/metrics_recorder.hpp"
+#include "results/metrics_recorder.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
 #include "io/h5.hpp"
-#include "io/json_summary.hpp"
-#include "io/mllog.hpp"
+#include "results/json_summary.hpp"
+#include "results/mllog.hpp"
 
 namespace minilst {
 
@@ -49,7 +49,10 @@ RunSummary MetricsRecorder::write(bool complete, const std::string& stop_reason,
   metrics_.stop_reason = stop_reason;
   if (rank_ != 0) return {};
   const auto summary = summarise_metrics(gathered_, metrics_);
-  if (!path_.empty()) write_metrics_file(path_, gathered_, summary, metrics_);
+  if (!path_.empty()) {
+    write_metrics_file(path_, gathered_, summary, metrics_);
+    write_json_summary_beside(path_, gathered_, summary, metrics_);
+  }
   final_written_ = final;
   return summary;
 }
@@ -82,8 +85,9 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
         with_summary = false;
       }
     }
-    write_metrics_file(path_, gathered_, summary, m, rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial",
-                       with_summary);
+    const std::string suffix = rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial";
+    write_metrics_file(path_, gathered_, summary, m, suffix);
+    if (with_summary) write_json_summary_beside(path_, gathered_, summary, m, suffix);
     std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
                  gathered_.nsteps, path_.c_str());
     std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),

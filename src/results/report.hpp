@@ -6,7 +6,7 @@
 
 #include "attention/attention_geometry.hpp"
 #include "io/deck.hpp"
-#include "io/metrics.hpp"
+#include "results/metrics.hpp"
 
 namespace minilst {
 
