@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "app/command_line.hpp"
-#include "app/job_clock.hpp"
-#include "app/kokkos_flags.hpp"
+#include "job/job_clock.hpp"
+#include "job/kokkos_flags.hpp"
 #include "io/h5.hpp"
-#include "io/json_summary.hpp"
-#include "io/metrics_recorder.hpp"
-#include "io/run_rules.hpp"
+#include "results/json_summary.hpp"
+#include "results/metrics_recorder.hpp"
+#include "results/run_rules.hpp"
 
 namespace fs = std::filesystem;
 using namespace minilst;

@@ -12,7 +12,7 @@
 #include "core/parallel_config.hpp"
 #include "core/phases.hpp"
 #include "io/deck.hpp"
-#include "io/metrics.hpp"
+#include "results/metrics.hpp"
 #include "memory/memory_context.hpp"
 #include "memory/planner.hpp"
 #include "model/memory_model.hpp"
