@@ -19,7 +19,8 @@
 //   skipping  a key block whose every key follows every query of the block is skipped
 //             (causal: about half of them), whatever the layout
 // Head dims 16, 32, 64, 128 (one instantiation each); the shared memory of the
-// largest kernel must fit the device's per-block limit (tensor_core_fits).
+// largest kernel must fit the device's per-block limit (tensor_core_fits). The run's
+// KernelChoice (attention = tensor_core) selects them (kernels/select.hpp).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -29,16 +30,8 @@
 
 #include "bf16.hpp"
 #include "types.hpp"
-#include "variant.hpp"
 
 namespace minilst::kernels {
-
-// The attention kernel this process runs (run.attention_kernel; the driver sets it
-// once, before the first step; tests leave it `automatic`).
-inline AttentionKernel& attention_kernel_setting() {
-  static AttentionKernel setting = AttentionKernel::automatic;
-  return setting;
-}
 
 constexpr bool tensor_core_head_dim(int h) { return h == 16 || h == 32 || h == 64 || h == 128; }
 
@@ -79,24 +72,6 @@ std::string tensor_core_unavailable(int head_dim) {
   return "the tensor-core kernels need a CUDA build (this build's execution space: " +
          std::string(ExecSpace::name()) + ")";
 #endif
-}
-
-// Whether the optimised attention of T runs on the tensor cores: `auto` takes them
-// for bf16 where they can run; fp32 only when asked (tf32 rounds the operands).
-template <class T>
-bool attention_on_tensor_cores(int head_dim) {
-  const AttentionKernel s = attention_kernel_setting();
-  if (s == AttentionKernel::portable) return false;
-  if (s == AttentionKernel::automatic && !std::is_same<T, bf16>::value) return false;
-  return tensor_core_unavailable<T>(head_dim).empty();
-}
-
-// The attention kernel a T run of head dim h uses, as the metrics file records it.
-template <class T>
-std::string attention_kernel_name(KernelVariant variant, int head_dim) {
-  if (variant == KernelVariant::reference) return "reference";
-  if (!attention_on_tensor_cores<T>(head_dim)) return "portable";
-  return std::is_same<T, bf16>::value ? "tensor_core_bf16" : "tensor_core_tf32";
 }
 
 }  // namespace minilst::kernels

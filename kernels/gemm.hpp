@@ -7,10 +7,12 @@
 //   backward  dX = dY W^T         gemm(N, T, 1, dY, W, 0|1, dX)
 //             dW += X^T dY        gemm(T, N, 1, X, dY, 1, dW)
 // Operands of one type, float or double: the BLAS's own GEMM. Mixed precision
-// (bf16 activations and weights, fp32 weight gradients): gemm_mixed below.
+// (bf16 activations and weights, fp32 weight gradients): gemm_mixed below. Which
+// path runs is the run's KernelChoice (kernels/kernel_choice.hpp), an argument.
 #pragma once
 
 #include <KokkosBlas3_gemm.hpp>
+#include <stdexcept>
 #include <type_traits>
 
 #include "bf16.hpp"
@@ -20,20 +22,22 @@
 #endif
 #include "gemm_shape.hpp"
 #include "gemm_tiles.hpp"
+#include "kernel_choice.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
-// bf16 A and B: on CUDA, cuBLAS's mixed-precision GEMM (tensor cores); on hosts
-// with bf16 dot products, gemm_bf16_dot (when measured faster); elsewhere fp32
-// tiles through the BLAS.
+// Products with a bf16 operand, by the run's path (kernels/kernel_choice.hpp): bf16 A
+// and B go to cuBLAS (device memory) or the AVX512_BF16 kernel (host) where the path
+// says so; every other case, and the fp32_tiles path, through fp32 tiles and the BLAS.
 template <class AV, class BV, class CV>
-void gemm_mixed(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
+void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
   using TC = typename CV::non_const_value_type;
   constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
   constexpr bool bf16_in = std::is_same<typename AV::non_const_value_type, bf16>::value &&
                            std::is_same<typename BV::non_const_value_type, bf16>::value;
   constexpr bool c_ok = std::is_same<TC, float>::value || std::is_same<TC, bf16>::value;
+  if (path == GemmPath::automatic) throw std::logic_error("gemm: the bf16 GEMM path was never resolved");
   if constexpr (bf16_in && c_ok) {
     const auto call = [&](auto&& library) {  // library(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, c32, c16, ldc)
       const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
@@ -46,12 +50,14 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float b
     };
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (std::is_same<MemSpace, Kokkos::CudaSpace>::value) {
-      call(gemm_bf16_cublas);
-      return;
+      if (path == GemmPath::cublas) {
+        call(gemm_bf16_cublas);
+        return;
+      }
     }
 #endif
     if constexpr (host) {
-      if (bf16_gemm_choice().path == "avx512_bf16") {
+      if (path == GemmPath::avx512_bf16) {
         ExecSpace().fence();
         call(gemm_bf16_dot);
         return;
@@ -61,15 +67,20 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float b
   gemm_fp32_tiles(op_a, op_b, alpha, A, B, beta, C);
 }
 
+// The optimized GEMM of the run's choice: operands of one type, float or double, by
+// the BLAS (gemm_fp32 = blas; fp64 always); a bf16 operand by gemm_mixed and gemm_bf16.
 template <class T, class AV, class BV, class CV>
-void gemm(Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta, const CV& C) {
+void gemm_optimized(const KernelChoice& choice, Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta,
+                    const CV& C) {
   using TA = typename AV::non_const_value_type;
   using TC = typename CV::non_const_value_type;
   constexpr bool blas = std::is_same<TA, typename BV::non_const_value_type>::value &&
                         std::is_same<TA, TC>::value && std::is_floating_point<TC>::value;
   if constexpr (!blas) {
-    gemm_mixed(op_a, op_b, float(alpha), A, B, float(beta), C);
+    gemm_mixed(choice.gemm_bf16, op_a, op_b, float(alpha), A, B, float(beta), C);
   } else {
+    if (std::is_same<TC, float>::value && choice.gemm_fp32 != GemmPath::blas)
+      throw std::logic_error("gemm: fp32 products have one path here, blas (the choice was never resolved)");
     const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
     if (m == 0 || n == 0) return;
     if (k == 0) {  // BLAS may not touch C when k == 0: do beta C ourselves

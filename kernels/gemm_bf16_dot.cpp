@@ -1,6 +1,5 @@
 #include "kernels/gemm_bf16_dot.hpp"
 
-#include "kernels/gemm_tiles.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -221,70 +220,6 @@ void block(const Problem& P, std::size_t i0, std::size_t j0) {
 }
 }  // namespace
 
-namespace {
-// GFLOP/s of a path on a 384 x 1024 x 768 product (bf16 C), best of three.
-template <class Run>
-double rate(const Run& run) {
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
-    Kokkos::Timer timer;
-    run();
-    Kokkos::fence();
-    best = std::max(best, 2.0 * 384 * 1024 * 768 / timer.seconds() / 1e9);
-  }
-  return best;
-}
-
-Bf16GemmChoice choose() {
-  Bf16GemmChoice c;
-  const char* forced = std::getenv("MINILST_BF16_GEMM");
-  const std::string force = forced ? forced : "";
-  if (!force.empty() && force != "dot" && force != "fp32_tiles")
-    throw std::invalid_argument("MINILST_BF16_GEMM='" + force + "': expected dot or fp32_tiles");
-  if (!cpu_has_bf16_dot() || force == "fp32_tiles") {
-    c.path = "fp32_tiles";
-    c.reason = cpu_has_bf16_dot() ? "forced by MINILST_BF16_GEMM" : "no bf16 dot-product instructions on this CPU";
-    return c;
-  }
-  if (force == "dot") {
-    c.path = "avx512_bf16";
-    c.reason = "forced by MINILST_BF16_GEMM";
-    return c;
-  }
-#ifdef MINILST_BF16_DOT_X86  // host builds: both paths, measured
-  Mat<bf16> a("bf16_gemm_probe_a", 384, 768), b("bf16_gemm_probe_b", 768, 1024), out("bf16_gemm_probe_c", 384, 1024);
-  Kokkos::deep_copy(a, bf16(0.5f));
-  Kokkos::deep_copy(b, bf16(0.25f));
-  c.dot_gflops = rate([&] {
-    gemm_bf16_dot(false, false, 384, 1024, 768, 1.0f, a.data(), 768, b.data(), 1024, 0.0f, nullptr, out.data(), 1024);
-  });
-  c.tiles_gflops = rate([&] { gemm_fp32_tiles(Op::N, Op::N, 1.0f, a, b, 0.0f, out); });
-  const bool dot = c.dot_gflops >= c.tiles_gflops;
-  c.path = dot ? "avx512_bf16" : "fp32_tiles";
-  c.reason = "measured";
-#endif
-  return c;
-}
-
-Bf16GemmChoice& process_choice() {  // one per process
-  static Bf16GemmChoice choice = choose();
-  return choice;
-}
-}  // namespace
-
-const Bf16GemmChoice& bf16_gemm_choice() { return process_choice(); }
-
-void adopt_bf16_gemm_path(const std::string& path) {
-  Bf16GemmChoice& c = process_choice();
-  if (path == c.path) return;
-  if (path == "avx512_bf16" && !cpu_has_bf16_dot()) {
-    c.reason = "rank 0 chose avx512_bf16; this CPU has no bf16 dot products";
-    return;
-  }
-  c.path = path;
-  c.reason = "rank 0's measurement";
-}
-
 bool cpu_has_bf16_dot() {
 #ifdef MINILST_BF16_DOT_X86
   static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
@@ -313,11 +248,3 @@ void gemm_bf16_dot(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k
 }
 
 }  // namespace minilst::kernels
-
-minilst::kernels::Bf16GemmChoice minilst::bf16_gemm_in_use() {
-  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) return kernels::bf16_gemm_choice();
-#ifdef KOKKOS_ENABLE_CUDA
-  if (std::is_same<MemSpace, Kokkos::CudaSpace>::value) return {"cublas_bf16", "device: cublasGemmEx, fp32 compute", 0, 0};
-#endif
-  return {"fp32_tiles", "device: fp32 tiles through the device BLAS", 0, 0};
-}

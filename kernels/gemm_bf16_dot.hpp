@@ -13,35 +13,13 @@
 //   12 x 32, 8 x 48 and 6 x 64 (docs/benchmarks.md).
 // The packing reads any op, so the micro-kernel never sees a transpose.
 // Where the CPU lacks the instructions, kernels/gemm_tiles.hpp converts to fp32.
+// The run's KernelChoice (gemm_bf16 = avx512_bf16) selects it; src/core/kernel_choice.cpp
+// measures it against the fp32 tiles when the deck says auto.
 #pragma once
 
 #include <cstddef>
-#include <string>
 
 #include "bf16.hpp"
-
-namespace minilst::kernels {
-
-// The host's bf16 GEMM, chosen once per process at the first bf16 product: with
-// AVX512_BF16 both paths are timed on a 384 x 1024 x 768 product and the faster
-// kept; without it fp32_tiles. MINILST_BF16_GEMM=dot | fp32_tiles forces one (tests).
-struct Bf16GemmChoice {
-  std::string path;    // "avx512_bf16" | "fp32_tiles" (| "cublas_bf16": bf16_gemm_in_use on CUDA)
-  std::string reason;  // "measured", "no bf16 dot-product instructions on this CPU", "forced by ..."
-  double dot_gflops = 0, tiles_gflops = 0;  // the measured rates (0: not measured)
-};
-const Bf16GemmChoice& bf16_gemm_choice();
-// Makes this process use `path` (rank 0's choice, so that every rank of a run
-// multiplies alike): kept where this CPU cannot run it.
-void adopt_bf16_gemm_path(const std::string& path);
-
-}  // namespace minilst::kernels
-
-namespace minilst {
-// The bf16 GEMM this build's execution space uses: the host's choice above, or on
-// devices fp32 tiles through the device BLAS.
-kernels::Bf16GemmChoice bf16_gemm_in_use();
-}  // namespace minilst
 
 namespace minilst::kernels {
 

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake git pkg-config
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev   # Kokkos 3.4 + Kokkos Kernels
   libopenblas-dev                                         # BLAS behind KokkosBlas::gemm
+  libdnnl-dev                                             # oneDNN: bf16 GEMMs on the CPU's matrix units (AMX, AVX512_BF16)
   libopenmpi-dev openmpi-bin                              # MPI
   libhdf5-dev                                             # metrics and tensor dump files
   libgtest-dev libyaml-cpp-dev libcli11-dev               # tests, deck, command line
@@ -16,6 +17,7 @@ packages=(
   python3-torch python3-h5py python3-numpy python3-yaml   # reference and metrics checks
   python3-matplotlib python3-pandas                       # analysis/
   slurmctld slurmd slurm-client munge                     # tests: the Slurm workflow on a private localhost Slurm
+  patchelf                                                # scripts/gpu/pack.sh: the GPU bundle's relative run paths
 )
 
 missing=()

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "kernels/bf16.hpp"
+#include "core/kernel_choice.hpp"
 #include "kernels/gemm.hpp"
 
 using namespace minilst;
@@ -117,14 +118,26 @@ std::vector<double> product(kernels::Op oa, kernels::Op ob, double alpha, const 
 }
 }  // namespace
 
-// Shapes past each block edge of both paths (dot: 756 rows, 1024 columns, 384 deep;
-// tiles: 512, 1024, 512), an odd last panel after full ones, tiny and empty (k = 0)
-// products. The path is the process's (ctest runs this under MINILST_BF16_GEMM=dot
-// and =fp32_tiles too).
-TEST(Bf16Gemm, MatchesDoublePrecisionAcrossTilesOpsAndOutputTypes) {
+// The bf16 paths this build and CPU can run (fp32_tiles always; avx512_bf16 with
+// AVX512_BF16; cublas on CUDA builds), each as a run's choice.
+static std::vector<KernelChoice> bf16_paths() {
+  std::vector<KernelChoice> out;
+  for (const auto& [path, name] : EnumNames<GemmPath>::table)
+    if (runnable_gemm_bf16_paths() & path_bit(path)) {
+      KernelChoice c;
+      c.gemm_bf16 = path;
+      out.push_back(c);
+    }
+  return out;
+}
+
+// Shapes past each block edge of the host paths (dot: 756 rows, 1024 columns, 384
+// deep; tiles: 512, 1024, 512), an odd last panel after full ones, tiny and empty
+// (k = 0) products, on every path this machine has.
+TEST(Bf16Gemm, MatchesDoublePrecisionAcrossPathsTilesOpsAndOutputTypes) {
   using kernels::Op;
-  RecordProperty("path", kernels::bf16_gemm_choice().path);
   struct Shape { std::size_t m, n, k; };
+  for (const KernelChoice& choice : bf16_paths())
   for (const Shape sh : {Shape{780, 1060, 520}, Shape{1513, 40, 385}, Shape{7, 5, 3}, Shape{257, 33, 1},
                          Shape{9, 17, 0}})
     for (Op oa : {Op::N, Op::T})
@@ -134,8 +147,8 @@ TEST(Bf16Gemm, MatchesDoublePrecisionAcrossTilesOpsAndOutputTypes) {
         const Bf16Matrix C0(m, n, 3);
         const std::size_t ac = oa == Op::N ? k : m, bc = ob == Op::N ? n : k;
         const auto ref = product(oa, ob, 1.0, A, ac, B, bc, 1.0, C0.value, m, n, k);  // C = op(A) op(B) + C0
-        const std::string where = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                                  (oa == Op::N ? " N" : " T") + (ob == Op::N ? "N" : "T");
+        const std::string where = name_of(choice.gemm_bf16) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                  " k=" + std::to_string(k) + (oa == Op::N ? " N" : " T") + (ob == Op::N ? "N" : "T");
         // fp32 C (a weight gradient): fp32 accumulation, error ~ k 2^-24 of the row's magnitude
         Mat<float> c32("c32", m, n);
         {
@@ -143,12 +156,12 @@ TEST(Bf16Gemm, MatchesDoublePrecisionAcrossTilesOpsAndOutputTypes) {
           for (std::size_t i = 0; i < m * n; ++i) h.data()[i] = float(C0.value[i]);
           Kokkos::deep_copy(c32, h);
         }
-        kernels::gemm(oa, ob, bf16(1.0f), A.dev, B.dev, bf16(1.0f), c32);
+        kernels::gemm_optimized(choice, oa, ob, bf16(1.0f), A.dev, B.dev, bf16(1.0f), c32);
         auto h32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c32);
         // bf16 C: the fp32 result rounded once (relative 2^-9), plus the accumulation's error
         Mat<bf16> c16("c16", m, n);
         Kokkos::deep_copy(c16, C0.dev);
-        kernels::gemm(oa, ob, bf16(1.0f), A.dev, B.dev, bf16(1.0f), c16);
+        kernels::gemm_optimized(choice, oa, ob, bf16(1.0f), A.dev, B.dev, bf16(1.0f), c16);
         auto h16 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c16);
         const double scale = std::sqrt(double(k)) + 1.0;  // the typical magnitude of an entry
         for (std::size_t i = 0; i < m; ++i)
@@ -161,13 +174,16 @@ TEST(Bf16Gemm, MatchesDoublePrecisionAcrossTilesOpsAndOutputTypes) {
       }
 }
 
-// beta = 0 overwrites C (NaN in C does not survive), as the BLAS does.
+// beta = 0 overwrites C (NaN in C does not survive), as the BLAS does, on every path.
 TEST(Bf16Gemm, BetaZeroOverwrites) {
   const Bf16Matrix A(3, 4, 4), B(4, 5, 5);
-  Mat<bf16> C("c", 3, 5);
-  Kokkos::deep_copy(C, bf16(std::numeric_limits<float>::quiet_NaN()));
-  kernels::gemm(kernels::Op::N, kernels::Op::N, bf16(2.0f), A.dev, B.dev, bf16(0.0f), C);
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
-  const auto ref = product(kernels::Op::N, kernels::Op::N, 2.0, A, 4, B, 5, 0.0, std::vector<double>(15, 0.0), 3, 5, 4);
-  for (std::size_t i = 0; i < 15; ++i) EXPECT_NEAR(float(h.data()[i]), ref[i], std::abs(ref[i]) * 0.004 + 1e-6);
+  for (const KernelChoice& choice : bf16_paths()) {
+    Mat<bf16> C("c", 3, 5);
+    Kokkos::deep_copy(C, bf16(std::numeric_limits<float>::quiet_NaN()));
+    kernels::gemm_optimized(choice, kernels::Op::N, kernels::Op::N, bf16(2.0f), A.dev, B.dev, bf16(0.0f), C);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
+    const auto ref = product(kernels::Op::N, kernels::Op::N, 2.0, A, 4, B, 5, 0.0, std::vector<double>(15, 0.0), 3, 5, 4);
+    for (std::size_t i = 0; i < 15; ++i)
+      EXPECT_NEAR(float(h.data()[i]), ref[i], std::abs(ref[i]) * 0.004 + 1e-6) << name_of(choice.gemm_bf16);
+  }
 }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/config.hpp"
+#include "core/kernel_choice.hpp"
 #include "core/parallel_config.hpp"
 #include "core/phases.hpp"
 #include "io/deck.hpp"
@@ -58,6 +59,8 @@ std::string deck_error(const std::vector<std::string>& overrides) {
 TEST(Names, EveryEnumHasCompleteUniqueRoundTrippingNames) {
   check_names<Precision>(3);
   check_names<KernelVariant>(2);
+  check_names<AttentionKernel>(3);
+  check_names<GemmPath>(5);
   check_names<MemoryPolicy>(6);
   check_names<RingLayout>(2);
   check_names<RingVariant>(2);
@@ -78,13 +81,15 @@ TEST(Names, TheDeckOffersExactlyTheEnumsNames) {
   accepts_all("run.precision", names_of<Precision>());
   accepts_all("run.kernels", names_of<KernelVariant>());
   accepts_all("run.attention_kernel", names_of<AttentionKernel>());
+  accepts_all("run.gemm_bf16", names_of<GemmPath>());
+  accepts_all("run.gemm_fp32", names_of<GemmPath>());
   accepts_all("memory.policy", names_of<MemoryPolicy>());
   accepts_all("parallel.ring_layout", names_of<RingLayout>());
   accepts_all("parallel.ring_variant", names_of<RingVariant>());
   accepts_all("memory.planner_solver", names_of<PlanSolver>());
   const auto d = load_deck(deck_file("run:\n  seed: 1234\n"), {"run.kernels=reference", "memory.policy=vanilla",
                                                "parallel.ring_layout=contiguous", "memory.planner_solver=exact"});
-  EXPECT_EQ(d.options.kernels, KernelVariant::reference);
+  EXPECT_EQ(d.options.kernels.variant, KernelVariant::reference);
   EXPECT_EQ(d.options.policy, MemoryPolicy::vanilla);
   EXPECT_EQ(d.parallel.layout, RingLayout::contiguous);
   EXPECT_EQ(d.memory.solver, PlanSolver::exact);

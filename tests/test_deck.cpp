@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/kernel_choice.hpp"
 #include "io/deck.hpp"
 
 using namespace minilst;
@@ -48,7 +49,10 @@ TEST(Deck, EmptyDeckGivesDefaults) {
   const auto d = load_deck(write_deck("run:\n  seed: 1234\n"), {});
   EXPECT_EQ(d.model.hidden % d.model.heads, 0);
   EXPECT_EQ(d.run.precision, Precision::float32);
-  EXPECT_EQ(d.options.kernels, KernelVariant::optimized);
+  EXPECT_EQ(d.options.kernels.variant, KernelVariant::optimized);
+  EXPECT_EQ(d.options.kernels.attention, AttentionKernel::automatic);  // the run resolves the autos
+  EXPECT_EQ(d.options.kernels.gemm_bf16, GemmPath::automatic);
+  EXPECT_EQ(d.options.kernels.gemm_fp32, GemmPath::automatic);
   EXPECT_EQ(d.options.policy, MemoryPolicy::full);
   EXPECT_EQ(d.output.metrics, "auto");
   EXPECT_EQ(d.output.dump, "");

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernel_test_util.hpp"
+#include "core/kernel_choice.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cross_entropy.hpp"
@@ -371,7 +372,7 @@ TEST(Gemm, AllOpCombinationsOnRowSubRangesMatchNaive) {
         auto C = minilst::rows(C_full, 2, 2 + m);
         const Host expect = naive_gemm(oa, ob, 0.75, to_host(A), ac, to_host(B), bc, beta,
                                        to_host(C), m, n, k);
-        K::gemm<double>(oa, ob, 0.75, A, B, beta, C);
+        K::gemm_optimized<double>(minilst::KernelChoice{}, oa, ob, 0.75, A, B, beta, C);
         const std::string tag = std::string("gemm ") + (oa == K::Op::N ? "N" : "T") +
                                 (ob == K::Op::N ? "N" : "T") + " beta=" + std::to_string(int(beta));
         const double e = max_abs_diff(to_host(C), expect);
@@ -391,16 +392,16 @@ TEST(Gemm, KZeroScalesC) {
   Rng rng(4);
   fill_random(C, rng);
   const Host c0 = to_host(C);
-  K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B, 1.0, C);
+  K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B, 1.0, C);
   EXPECT_EQ(to_host(C), c0) << "k == 0, beta = 1: C unchanged";
-  K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B, 0.5, C);
+  K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B, 0.5, C);
   EXPECT_EQ(to_host(C), scaled(c0, 0.5)) << "k == 0, beta = 0.5: C halved";
   Kokkos::deep_copy(C, std::numeric_limits<double>::quiet_NaN());
-  K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B, 0.0, C);
+  K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B, 0.0, C);
   EXPECT_EQ(to_host(C), Host(12, 0.0)) << "k == 0, beta = 0: C overwritten with 0, even NaN";
   Mat<double> At("At", 0, 3);  // op(A) = A^T: [3, 0]
   fill_random(C, rng);
-  K::gemm<double>(K::Op::T, K::Op::N, 1.0, At, B, 0.0, C);
+  K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::T, K::Op::N, 1.0, At, B, 0.0, C);
   EXPECT_EQ(to_host(C), Host(12, 0.0));
 }
 
@@ -411,7 +412,7 @@ TEST(Gemm, BetaZeroOverwritesCEvenIfNaN) {
   fill_random(A, rng);
   fill_random(B, rng);
   Kokkos::deep_copy(C, std::numeric_limits<double>::quiet_NaN());
-  K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B, 0.0, C);
+  K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B, 0.0, C);
   const Host expect = naive_gemm(K::Op::N, K::Op::N, 1.0, to_host(A), 4, to_host(B), 5, 0.0,
                                  Host(15, 0.0), 3, 5, 4);
   EXPECT_LE(max_abs_diff(to_host(C), expect), 1e-14);
@@ -419,10 +420,10 @@ TEST(Gemm, BetaZeroOverwritesCEvenIfNaN) {
 
 TEST(Gemm, ShapeMismatchThrows) {
   Mat<double> A("A", 3, 4), B("B", 5, 2), C("C", 3, 2), B_ok("B", 4, 2), C_bad("C", 2, 2);
-  EXPECT_THROW(K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B, 0.0, C), std::invalid_argument);
-  EXPECT_THROW(K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B_ok, 0.0, C_bad), std::invalid_argument);
-  EXPECT_THROW(K::gemm<double>(K::Op::T, K::Op::N, 1.0, A, B_ok, 0.0, C), std::invalid_argument);
-  EXPECT_NO_THROW(K::gemm<double>(K::Op::N, K::Op::N, 1.0, A, B_ok, 0.0, C));
+  EXPECT_THROW(K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B, 0.0, C), std::invalid_argument);
+  EXPECT_THROW(K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B_ok, 0.0, C_bad), std::invalid_argument);
+  EXPECT_THROW(K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::T, K::Op::N, 1.0, A, B_ok, 0.0, C), std::invalid_argument);
+  EXPECT_NO_THROW(K::gemm_optimized<double>(minilst::KernelChoice{}, K::Op::N, K::Op::N, 1.0, A, B_ok, 0.0, C));
 }
 
 // =============================================================================================
@@ -844,46 +845,16 @@ TEST(Attention, BackwardAccumulatesIntoDqDkDv) {
 }
 
 // =============================================================================================
-// Which attention kernel runs (run.attention_kernel), and the tensor-core kernels of CUDA builds
-// against the float64 reference.
-
-namespace {
-// Sets the process's attention kernel for a scope (restored however the scope ends).
-struct AttentionKernelFor {
-  minilst::AttentionKernel saved = K::attention_kernel_setting();
-  explicit AttentionKernelFor(minilst::AttentionKernel k) { K::attention_kernel_setting() = k; }
-  ~AttentionKernelFor() { K::attention_kernel_setting() = saved; }
-};
-}  // namespace
-
-TEST(AttentionKernelChoice, FollowsTheSettingTheBuildAndTheHeadDim) {
-  const AttentionKernelFor scope(minilst::AttentionKernel::automatic);
-  auto& setting = K::attention_kernel_setting();
-  using minilst::AttentionKernel;
-  using minilst::KernelVariant;
-  EXPECT_EQ(K::attention_kernel_name<double>(KernelVariant::optimized, 64), "portable");  // no fp64 tensor cores
-  EXPECT_EQ(K::attention_kernel_name<float>(KernelVariant::optimized, 64), "portable");   // tf32 only when asked
-  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::reference, 64), "reference");
-  EXPECT_NE(K::tensor_core_unavailable<double>(64), "");
-  EXPECT_NE(K::tensor_core_unavailable<minilst::bf16>(24), "");  // no kernel for head dim 24
-  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 24), "portable");
-#ifdef KOKKOS_ENABLE_CUDA
-  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "tensor_core_bf16");
-  setting = AttentionKernel::tensor_core;
-  EXPECT_EQ(K::attention_kernel_name<float>(KernelVariant::optimized, 128), "tensor_core_tf32");
-#else
-  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "portable");
-  setting = AttentionKernel::tensor_core;
-  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "portable");
-  EXPECT_NE(K::tensor_core_unavailable<minilst::bf16>(64).find("CUDA build"), std::string::npos);
-#endif
-  setting = AttentionKernel::portable;
-  EXPECT_EQ(K::attention_kernel_name<minilst::bf16>(KernelVariant::optimized, 64), "portable");
-}
+// The tensor-core kernels of CUDA builds against the float64 reference (which kernel a run
+// chooses: tests/test_kernel_choice.cpp).
 
 #ifdef KOKKOS_ENABLE_CUDA
 namespace {
-// One problem through the tensor-core kernels (selected by the setting, as a run
+// The kernel choice that selects the tensor-core attention, as a run's would.
+constexpr minilst::KernelChoice kTensorCores{minilst::KernelVariant::optimized, minilst::AttentionKernel::tensor_core,
+                                             minilst::GemmPath::cublas, minilst::GemmPath::blas};
+
+// One problem through the tensor-core kernels (selected by the choice, as a run
 // selects them) against the float64 reference on the same T-rounded inputs:
 // forward o and lse (written over junk), backward dq, dk, dv (norm-wise relative
 // errors); the backward twice into fresh zeros is bitwise the same; a second
@@ -891,7 +862,6 @@ namespace {
 // key blocks are.
 template <class T>
 void check_tensor_core(const AttnShape& s, std::uint64_t seed, double tol, const std::string& tag) {
-  const AttentionKernelFor scope(minilst::AttentionKernel::tensor_core);
   ASSERT_EQ(K::tensor_core_unavailable<T>(s.h), "") << tag;
   Rng rng(seed);
   const int Dq = s.Hq * s.h, Dk = s.Gk * s.h;
@@ -913,7 +883,7 @@ void check_tensor_core(const AttnShape& s, std::uint64_t seed, double tol, const
   Mat<A> lse("lse", s.Sq, s.Hq), delta("delta", s.Sq, s.Hq);
   Kokkos::deep_copy(o, T(7.0f));  // the forward overwrites: rows that see no key too
   Kokkos::deep_copy(lse, A(7.0f));
-  K::attention_forward<T>(minilst::KernelVariant::optimized, o, lse, q, k, v, qp, kp, s.h);
+  K::attention_forward<T>(kTensorCores, o, lse, q, k, v, qp, kp, s.h);
   const Host lh = to_host(lse);
   double lse_err = 0;
   for (std::size_t e = 0; e < lh.size(); ++e) {
@@ -927,7 +897,7 @@ void check_tensor_core(const AttnShape& s, std::uint64_t seed, double tol, const
   EXPECT_LE(lse_err, tol) << tag;
 
   const auto backward = [&](const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv) {
-    K::attention_backward<T>(minilst::KernelVariant::optimized, dq, dk, dv, delta, dO, o, lse, q, k, v, qp, kp, s.h);
+    K::attention_backward<T>(kTensorCores, dq, dk, dv, delta, dO, o, lse, q, k, v, qp, kp, s.h);
   };
   Mat<T> dq("dq", s.Sq, Dq), dk("dk", s.Sk, Dk), dv("dv", s.Sk, Dk);
   backward(dq, dk, dv);
@@ -968,9 +938,10 @@ TEST(TensorCoreAttention, Tf32MatchesFloat64OnEveryShapeAndHeadDim) {
   Rng rng(63);
   for (int h : {16, 32, 64, 128}) {
     if (const auto why = K::tensor_core_unavailable<float>(h); !why.empty()) {  // tf32 h = 128 needs 185 KiB
-      const AttentionKernelFor scope(minilst::AttentionKernel::tensor_core);
-      std::printf("  tf32 h=%d not on this GPU (%s): runs the portable kernel\n", h, why.c_str());
-      EXPECT_EQ(K::attention_kernel_name<float>(minilst::KernelVariant::optimized, h), "portable");
+      std::printf("  tf32 h=%d not on this GPU (%s): a run asking for it is refused\n", h, why.c_str());
+      minilst::KernelChoice ask;
+      ask.attention = minilst::AttentionKernel::tensor_core;
+      EXPECT_NE(minilst::kernel_choice_refusal(ask, minilst::Precision::float32, h), "");
       continue;
     }
     for (const auto& [name, shape] : tensor_core_shapes(h, rng))
@@ -1153,7 +1124,7 @@ TEST(FloatInstantiation, RmsNormAndAttentionAgreeWithDouble) {
   K::rope_backward<float>(mf, ids({0, 5}), 4, kRopeTheta);
   K::embedding_forward<float>(xe, ids({2, 0}), Ef);
   K::embedding_backward<float>(Ef, ids({2, 0}), xe);
-  K::gemm<float>(K::Op::N, K::Op::T, 1.0f, mf, xe, 0.0f, Mat<float>("c", 2, 2));
+  K::gemm_optimized<float>(minilst::KernelChoice{}, K::Op::N, K::Op::T, 1.0f, mf, xe, 0.0f, Mat<float>("c", 2, 2));
   Mat<float> lf("lf", 2, 4);
   fill_random(lf, rng);
   const double ce = K::cross_entropy_fused<float>(lf, ids({1, 3}), 0.5);

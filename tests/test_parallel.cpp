@@ -201,7 +201,7 @@ std::vector<Case> data_parallel_cases() {
   ch.opts.policy = MemoryPolicy::hf_checkpoint;
   out.push_back(ch);
   auto ck = make("no sp, reference kernels, checkpoint, chunks 2/3", 1, 1);
-  ck.opts.kernels = KernelVariant::reference;
+  ck.opts.kernels.variant = KernelVariant::reference;
   ck.opts.policy = MemoryPolicy::checkpoint;
   ck.opts.mlp_chunks = 2;
   ck.opts.lm_head_chunks = 3;
@@ -276,7 +276,7 @@ std::vector<Case> degree_cases(int P) {
     uh.opts.policy = MemoryPolicy::hf_checkpoint;
     out.push_back(uh);
     auto rk = make("ring " + std::to_string(P) + " reference kernels, S=29", 1, P);
-    rk.opts.kernels = KernelVariant::reference;
+    rk.opts.kernels.variant = KernelVariant::reference;
     rk.seq_len = 29;
     out.push_back(rk);
   }

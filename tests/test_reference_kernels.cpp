@@ -517,7 +517,7 @@ void check_gemm(double tolerance) {
         auto Ar = minilst::rows(A, pad, pad + ar);
         auto Br = minilst::rows(B, pad, pad + br);
         K::gemm_reference<T>(oa, ob, alpha, Ar, Br, T(beta), minilst::rows(C_ref, pad, pad + m));
-        K::gemm<T>(oa, ob, alpha, Ar, Br, T(beta), minilst::rows(C_opt, pad, pad + m));
+        K::gemm_optimized<T>(minilst::KernelChoice{}, oa, ob, alpha, Ar, Br, T(beta), minilst::rows(C_opt, pad, pad + m));
         const std::string tag = std::string("gemm ") + type_name<T>() + " " + (oa == K::Op::N ? "N" : "T") +
                                 (ob == K::Op::N ? "N" : "T") + " beta=" + std::to_string(int(beta));
         expect_le(tag + ": C ref vs opt (rel)", rel_err(to_host(C_ref), to_host(C_opt)), tolerance);

@@ -14,10 +14,10 @@ template <class T>
 class LocalAttention final : public AttentionStrategy<T> {
  public:
   using A = accum_t<T>;
-  LocalAttention(Vec<const std::int64_t> positions, int head_dim, KernelVariant kernels)
+  LocalAttention(Vec<const std::int64_t> positions, int head_dim, const KernelChoice& kernels)
       : pos_(positions), head_dim_(head_dim), kernels_(kernels) {}
   // Owns a device copy of the positions (a Ulysses group's tokens).
-  LocalAttention(const std::vector<std::int64_t>& positions, int head_dim, KernelVariant kernels)
+  LocalAttention(const std::vector<std::int64_t>& positions, int head_dim, const KernelChoice& kernels)
       : owned_(position_buffer(std::int64_t(positions.size()))), head_dim_(head_dim), kernels_(kernels) {
     Kokkos::deep_copy(owned_.view(), Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                                          positions.data(), positions.size()));
@@ -53,7 +53,7 @@ class LocalAttention final : public AttentionStrategy<T> {
   Tracked<Vec<std::int64_t>> owned_;
   Vec<const std::int64_t> pos_;  // [S] global positions of the tokens attended over
   int head_dim_;
-  KernelVariant kernels_;
+  KernelChoice kernels_;
 };
 
 }  // namespace minilst

@@ -128,7 +128,7 @@ void RingAttention<T>::replay_backward(const AttentionGeometry& g) {
 
 template <class T>
 RingAttention<T>::RingAttention(Communicator& ring, const AttentionGeometry& g,
-                                const std::vector<std::vector<std::int64_t>>& block_positions, KernelVariant kernels,
+                                const std::vector<std::vector<std::int64_t>>& block_positions, const KernelChoice& kernels,
                                 PhaseTimers* timers)
     : ring_(ring), geometry_(g), me_(ring.rank()), head_dim_(g.head_dim), kernels_(kernels), timers_(timers),
       pos_(position_buffers(g)) {

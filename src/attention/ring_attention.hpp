@@ -52,7 +52,7 @@ class RingAttention final : public AttentionStrategy<T> {
   // block_positions[ring.rank()], the order of q/k/v rows); g: this rank's geometry
   // (its heads here are the inner strategy's under Ulysses).
   RingAttention(Communicator& ring, const AttentionGeometry& g,
-                const std::vector<std::vector<std::int64_t>>& block_positions, KernelVariant kernels,
+                const std::vector<std::vector<std::int64_t>>& block_positions, const KernelChoice& kernels,
                 PhaseTimers* timers);
 
   // LSE [Sq, Hl]; RSA with the seed's backward: P [Hl Sq, S] (the geometry's, as the replay's).
@@ -121,7 +121,7 @@ class RingAttention final : public AttentionStrategy<T> {
   Communicator& ring_;
   AttentionGeometry geometry_;
   int me_, head_dim_;
-  KernelVariant kernels_;
+  KernelChoice kernels_;
   PhaseTimers* timers_;
   std::vector<std::int64_t> rows_, min_pos_;      // per block: token count, smallest position
   std::vector<std::int64_t> col_;                 // per block: its first key column in [0, S) (RSA)

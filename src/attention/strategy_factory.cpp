@@ -8,7 +8,7 @@
 namespace minilst {
 
 template <class T>
-AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelSetup& par, KernelVariant kernels,
+AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelSetup& par, const KernelChoice& kernels,
                                            PhaseTimers* timers) {
   return [&par, g, kernels, timers](Vec<const std::int64_t> positions) -> std::unique_ptr<AttentionStrategy<T>> {
     if (g.U() == 1 && g.R() == 1) return std::make_unique<LocalAttention<T>>(positions, g.head_dim, kernels);
@@ -25,11 +25,11 @@ AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelS
   };
 }
 
-template AttentionFactory<float> make_attention_factory<float>(const AttentionGeometry&, ParallelSetup&, KernelVariant,
+template AttentionFactory<float> make_attention_factory<float>(const AttentionGeometry&, ParallelSetup&, const KernelChoice&,
                                                                PhaseTimers*);
 template AttentionFactory<double> make_attention_factory<double>(const AttentionGeometry&, ParallelSetup&,
-                                                                 KernelVariant, PhaseTimers*);
-template AttentionFactory<bf16> make_attention_factory<bf16>(const AttentionGeometry&, ParallelSetup&, KernelVariant,
+                                                                 const KernelChoice&, PhaseTimers*);
+template AttentionFactory<bf16> make_attention_factory<bf16>(const AttentionGeometry&, ParallelSetup&, const KernelChoice&,
                                                              PhaseTimers*);
 
 }  // namespace minilst

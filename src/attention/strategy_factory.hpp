@@ -12,7 +12,7 @@ namespace minilst {
 
 // The run's strategies, on the communicators of `par` (which must outlive them).
 template <class T>
-AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelSetup& par, KernelVariant kernels,
+AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelSetup& par, const KernelChoice& kernels,
                                            PhaseTimers* timers);
 
 }  // namespace minilst

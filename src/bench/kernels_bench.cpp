@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/kernel_choice.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/select.hpp"
 #include "model/flops.hpp"
@@ -54,6 +55,9 @@ double median_seconds(int repeats, F&& f) {
   return t[t.size() / 2];
 }
 
+// The kernels this process runs (resolved in main from --kernel and --gemm-bf16, as a run resolves its deck's).
+KernelChoice g_choice;
+
 // C [m, n] = op(A) op(B) in T, op = transpose where asked (A stored [k, m], B stored [n, k]).
 template <class T>
 double gemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = false) {
@@ -61,7 +65,7 @@ double gemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = 
   fill_random(a, 1, 1.0);
   fill_random(b, 2, 1.0);
   const auto op = [](bool t) { return t ? kernels::Op::T : kernels::Op::N; };
-  const double s = median_seconds(repeats, [&] { kernels::gemm(op(ta), op(tb), T(1.0f), a, b, T(0.0f), c); });
+  const double s = median_seconds(repeats, [&] { kernels::gemm(g_choice, op(ta), op(tb), T(1.0f), a, b, T(0.0f), c); });
   return 2.0 * m * double(n) * k / s / 1e9;
 }
 double sgemm_gflops(int m, int n, int k, int repeats, bool ta = false, bool tb = false) {
@@ -81,11 +85,6 @@ struct AttentionBench {
 template <class T>
 int attention_bench(const AttentionBench& b) {
   using A = accum_t<T>;
-  const std::string unavailable = kernels::tensor_core_unavailable<T>(b.head_dim);
-  if (kernels::attention_kernel_setting() == AttentionKernel::tensor_core && !unavailable.empty()) {
-    std::fprintf(stderr, "error: --kernel tensor_core: %s\n", unavailable.c_str());
-    return 2;
-  }
   const int S = b.seq, Hh = b.heads * b.head_dim, Gh = b.kv_heads * b.head_dim;
   Mat<T> q("q", S, Hh), kk("k", S, Gh), v("v", S, Gh), o("o", S, Hh), d_o("do", S, Hh);
   Mat<T> dq("dq", S, Hh), dk("dk", S, Gh), dv("dv", S, Gh);
@@ -96,7 +95,7 @@ int attention_bench(const AttentionBench& b) {
   fill_random(kk, 4, 1.0);
   fill_random(v, 5, 1.0);
   fill_random(d_o, 6, 1.0);
-  const auto variant = KernelVariant::optimized;
+  const KernelChoice& variant = g_choice;
   const int h = b.head_dim;
   const double fwd = median_seconds(b.repeats, [&] {
     kernels::attention_forward<T>(variant, o, lse, q, kk, v, pos, pos, h);
@@ -112,7 +111,8 @@ int attention_bench(const AttentionBench& b) {
               "\"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"forward_s\": %.6f, \"backward_s\": %.6f, "
               "\"forward_gflops\": %.2f, \"backward_gflops\": %.2f, \"gflops\": %.2f, \"gemm_gflops\": %.2f, "
               "\"gemm_size\": %d, \"fraction_of_gemm\": %.4f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
-              std::is_same<T, bf16>::value ? "bf16" : "float", kernels::attention_kernel_name<T>(variant, h).c_str(), S,
+              std::is_same<T, bf16>::value ? "bf16" : "float",
+              attention_kernel_name(g_choice, std::is_same<T, bf16>::value ? Precision::bf16 : Precision::float32).c_str(), S,
               b.heads, b.kv_heads, h, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9, rate, gemm, g, rate / gemm,
               b.sgemm, rate / b.sgemm);
   return 0;
@@ -152,26 +152,39 @@ int main(int argc, char** argv) {
   at->add_option("--precision", precision, "float | bf16")->check(CLI::IsMember({"float", "bf16"}));
   at->add_option("--kernel", kernel, "auto | portable | tensor_core (run.attention_kernel)")
       ->check(CLI::IsMember(names_of<AttentionKernel>()));
+  std::string gemm_bf16 = "auto";
+  app.add_option("--gemm-bf16", gemm_bf16, "the bf16 GEMM path (run.gemm_bf16)")->check(CLI::IsMember(names_of<GemmPath>()));
   CLI11_PARSE(app, argc, argv);
   int rc = 0;
   Kokkos::initialize(argc, argv);
   {
+    KernelChoice request;
+    parse_name(kernel, request.attention);
+    parse_name(gemm_bf16, request.gemm_bf16);
+    const Precision p = bg->parsed() || precision == "bf16" ? Precision::bf16 : Precision::float32;
+    if (const auto why = kernel_choice_refusal(request, p, head_dim); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      Kokkos::finalize();
+      MPI_Finalize();
+      return 2;
+    }
+    const ResolvedKernels resolved = resolve_kernel_choice(request, p, head_dim);
+    g_choice = resolved.choice;
     const bool shaped = sg->parsed() || bg->parsed();
     const double sgemm = sgemm_gflops(shaped ? m : 2048, shaped ? n : 2048, shaped ? k : 2048, repeats);
     if (bg->parsed()) {
       const double s32 = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
       const double s16 = gemm_gflops<bf16>(m, n, k, repeats, ta, tb);
-      const auto choice = bf16_gemm_in_use();
       std::printf("{\"kernel\": \"bf16gemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, "
                   "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"ratio_to_sgemm\": %.3f, \"path\": \"%s\", "
                   "\"reason\": \"%s\"}\n",
-                  m, n, k, int(ta), int(tb), s16, s32, s16 / s32, choice.path.c_str(), choice.reason.c_str());
+                  m, n, k, int(ta), int(tb), s16, s32, s16 / s32, name_of(g_choice.gemm_bf16).c_str(),
+                  resolved.gemm_bf16_reason.c_str());
     } else if (sg->parsed()) {
       const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
       std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f}\n",
                   m, n, k, int(ta), int(tb), rate);
     } else {
-      parse_name(kernel, kernels::attention_kernel_setting());
       const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, gemm_size, sgemm};
       rc = precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);
     }

@@ -15,9 +15,10 @@
 #include <cstdio>
 #include <random>
 
+#include "core/kernel_choice.hpp"
 #include "io/h5.hpp"
 #include "results/provenance.hpp"
-#include "kernels/gemm.hpp"
+#include "kernels/select.hpp"
 #include "memory/memory_context.hpp"
 #include "model/lm_head.hpp"
 #include "model/mlp_block.hpp"
@@ -71,11 +72,14 @@ double replayed_workspace(F&& replay) {
   return double(counting.tracker().high_water(MemCategory::workspace));
 }
 
+// The kernels of a float run on this machine (the deck's defaults, resolved).
+KernelChoice float_kernels() { return resolve_kernel_choice(KernelChoice{}, Precision::float32, 64).choice; }
+
 double sgemm_gflops(std::int64_t m, int k, int n) {
   Mat<float> a("a", m, k), b("b", k, n), c("c", m, n);
   fill_random(flat(a), 1, 1.0);
   fill_random(flat(b), 2, 1.0);
-  const auto [s, unused] = measure(3, [&] { kernels::gemm(kernels::Op::N, kernels::Op::N, 1.0f, a, b, 0.0f, c); });
+  const auto [s, unused] = measure(3, [&] { kernels::gemm(float_kernels(), kernels::Op::N, kernels::Op::N, 1.0f, a, b, 0.0f, c); });
   (void)unused;
   return 2.0 * double(m) * k * n / s / 1e9;
 }
@@ -153,7 +157,7 @@ int run(const Options& opt) {
     for (std::size_t j = 0; j < nM; ++j) {
       const int M = opt.chunks[j];
       const std::size_t k = i * nM + j;
-      MlpBlock<T> mlp(cfg, M, KernelVariant::optimized, nullptr);
+      MlpBlock<T> mlp(cfg, M, float_kernels(), nullptr);
       std::tie(mlp_s[k], mlp_ws[k]) = measure(opt.repeats, [&] {
         mlp.forward(z.view(), y.view(), params.layers[0], LayerActivations<T>{});
         mlp.backward(dy.view(), grads.layers[0], z.view(), y.view(), params.layers[0], LayerActivations<T>{});
@@ -165,7 +169,7 @@ int run(const Options& opt) {
         mlp.replay_backward(a);
       });
       mlp_gf[k] = 2.0 * S * d * I * 11 / mlp_s[k] / 1e9;  // 3 forward + 8 backward GEMMs (2 recomputed)
-      LmHeadLoss<T> head(cfg, M, KernelVariant::optimized, nullptr, LogitsKeeping::in_place);
+      LmHeadLoss<T> head(cfg, M, float_kernels(), nullptr, LogitsKeeping::in_place);
       std::tie(head_s[k], head_ws[k]) = measure(opt.repeats, [&] {
         head.forward_backward(dy.view(), y.view(), labels.view(), params, grads, 1.0 / double(S));
       });

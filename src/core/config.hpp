@@ -5,7 +5,7 @@
 #include <cstddef>
 
 #include "core/names.hpp"
-#include "kernels/variant.hpp"
+#include "kernels/kernel_choice.hpp"
 
 namespace minilst {
 
@@ -48,19 +48,6 @@ struct ZeroOptions {
   int ranks = 1;                   // the ranks the states are sharded over (the whole job)
 };
 
-template <>
-struct EnumNames<KernelVariant> {
-  static constexpr std::array<std::pair<KernelVariant, const char*>, 2> table{
-      {{KernelVariant::optimized, "optimized"}, {KernelVariant::reference, "reference"}}};
-};
-
-template <>
-struct EnumNames<AttentionKernel> {
-  static constexpr std::array<std::pair<AttentionKernel, const char*>, 3> table{
-      {{AttentionKernel::automatic, "auto"}, {AttentionKernel::portable, "portable"},
-       {AttentionKernel::tensor_core, "tensor_core"}}};
-};
-
 // What the forward keeps for the backward (memory/activation_store.hpp, whose
 // store_plan() is the one place that says what each policy keeps):
 //   full                every layer's input and saved tensors on the device
@@ -96,8 +83,7 @@ struct ModelOptions {
   int mlp_chunks = 1;       // mini-sequences of the MLP block (>= 1)
   int lm_head_chunks = 1;   // mini-sequences of the LM head + loss (>= 1)
   OffloadOptions offload;
-  KernelVariant kernels = KernelVariant::optimized;
-  AttentionKernel attention_kernel = AttentionKernel::automatic;
+  KernelChoice kernels;  // a deck's request (autos) until the run resolves it (core/kernel_choice.hpp)
 };
 
 }  // namespace minilst

@@ -1,4 +1,6 @@
 #include "io/deck.hpp"
+
+#include "core/kernel_choice.hpp"
 #include "io/output_names.hpp"  // json_summary_path: the summary beside the metrics file
 
 #include <yaml-cpp/yaml.h>
@@ -119,11 +121,18 @@ std::vector<KeySpec> run_keys() {
            [](Deck& d) -> auto& { return d.run.precision; }),
     choice("run.kernels", KernelVariant::optimized,
            "kernel implementations: the optimised ones, or the plain reference loops beside them (slow; for checking)",
-           [](Deck& d) -> auto& { return d.options.kernels; }),
+           [](Deck& d) -> auto& { return d.options.kernels.variant; }),
     choice("run.attention_kernel", AttentionKernel::automatic,
            "optimised attention: tensor_core (CUDA builds: bf16 operands, tf32 for fp32 runs), portable (the Kokkos "
            "kernel, every backend) or auto (tensor cores for bf16 on CUDA builds, portable otherwise)",
-           [](Deck& d) -> auto& { return d.options.attention_kernel; }),
+           [](Deck& d) -> auto& { return d.options.kernels.attention; }),
+    choice("run.gemm_bf16", GemmPath::automatic,
+           "products with bf16 operands (fp32 accumulation): avx512_bf16 (x86 CPUs with AVX512_BF16), fp32_tiles "
+           "(converted to fp32, the BLAS), cublas (CUDA builds) or auto (cuBLAS on CUDA; on CPUs the faster of "
+           "those every rank can run, measured at start)",
+           [](Deck& d) -> auto& { return d.options.kernels.gemm_bf16; }),
+    choice("run.gemm_fp32", GemmPath::automatic, "fp32 products: blas (the BLAS behind Kokkos Kernels) or auto (= blas)",
+           [](Deck& d) -> auto& { return d.options.kernels.gemm_fp32; }),
     integer("run.seed", 1234, 0, 9.007199254740992e15, "seed of the parameters and the synthetic data",
             [](Deck& d) -> auto& { return d.run.seed; }),
     number("run.learning_rate", "3e-4", 0, HUGE_VAL, "AdamW learning rate (>= 0)",

@@ -1,5 +1,5 @@
 // Every rank of a job must run the same command: the same command line and the
-// same resolved deck. A job whose ranks differ (one node given another deck, an
+// same resolved deck, and then the same kernels. A job whose ranks differ (one node given another deck, an
 // MPMD launch with different flags, one rank given `--help` or `plan`) would
 // otherwise hang in its first collective or mislead. Both checks are collective,
 // made before anything else is, and give the same verdict on every rank: 0, or 2
@@ -10,11 +10,17 @@
 
 #include <string>
 
+#include "core/kernel_choice.hpp"
+
 namespace minilst {
 
 // argv[1..] on every rank; the first collective of the program.
 int agree_on_command_line(int argc, char** argv, MPI_Comm comm);
 // The resolved deck (or, where `error` is not empty, the reason this rank could not read it).
 int agree_on_deck(const std::string& resolved_yaml, const std::string& error, MPI_Comm comm);
+// The run's kernel choice, the same on every rank (core/kernel_choice.hpp): the bf16
+// paths every rank can run, then rank 0's resolution (and measurement) of `request`.
+// Requires kernel_choice_refusal(request, ...) == "" on every rank.
+ResolvedKernels agree_on_kernels(const KernelChoice& request, Precision precision, int head_dim, MPI_Comm comm);
 
 }  // namespace minilst

@@ -72,7 +72,7 @@ class DecoderLayer {
                    const LayerWeights<T>& w, Range r) const;
 
   ModelConfig cfg_;
-  KernelVariant kernels_;
+  KernelChoice kernels_;
   MlpBlock<T> mlp_;
   AttentionStrategy<T>& attention_;
   Vec<const std::int64_t> pos_;  // [S] global positions (for rope)

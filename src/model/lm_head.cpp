@@ -36,7 +36,7 @@ double LmHeadLoss<T>::forward_backward(const Mat<T>& dx, const Mat<const T>& x,
   ScopedPhase phase(timers_, Phase::lm_head);
   const std::int64_t S = x.extent(0);
   const int M = effective_chunks(S, chunks_);
-  const KernelVariant K = kernels_;
+  const KernelChoice& K = kernels_;
   Kokkos::deep_copy(ExecSpace(), dx, T(0));
   double loss_sum = 0;
   for (int c = 0; c < M; ++c) {

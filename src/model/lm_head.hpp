@@ -27,7 +27,7 @@ template <class T>
 class LmHeadLoss {
  public:
   using A = accum_t<T>;
-  LmHeadLoss(const ModelConfig& cfg, int chunks, KernelVariant kernels, PhaseTimers* timers, LogitsKeeping keeping)
+  LmHeadLoss(const ModelConfig& cfg, int chunks, const KernelChoice& kernels, PhaseTimers* timers, LogitsKeeping keeping)
       : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), keeping_(keeping) {}
 
   // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=.
@@ -50,7 +50,7 @@ class LmHeadLoss {
  private:
   ModelConfig cfg_;
   int chunks_;
-  KernelVariant kernels_;
+  KernelChoice kernels_;
   PhaseTimers* timers_;
   LogitsKeeping keeping_;
 };

@@ -31,7 +31,7 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
   ScopedPhase phase(timers_, Phase::mlp);
   const std::int64_t S = y.extent(0);
   const int M = effective_chunks(S, chunks_);
-  const KernelVariant K = kernels_;
+  const KernelChoice& K = kernels_;
   Kokkos::deep_copy(ExecSpace(), z, y);  // residual: z = y + ...
   if (keep.mlp_saved) {                  // the whole sequence, kept for the backward
     gate_and_up(keep.mlp_in, keep.mlp_gate, keep.mlp_up, y, w);
@@ -77,7 +77,7 @@ void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<master_t<T>>& dw
   ScopedPhase phase(timers_, Phase::mlp);
   const std::int64_t S = y.extent(0);
   const int M = effective_chunks(S, chunks_);
-  const KernelVariant K = kernels_;
+  const KernelChoice& K = kernels_;
   if (keep.mlp_saved) {  // what the forward kept (then overwritten by gradients)
     const auto &b = keep.mlp_in, &g = keep.mlp_gate, &u = keep.mlp_up, &m = keep.mlp_act;
     kernels::gemm(K, Op::T, Op::N, T(1), m, dz, T(1), dw.w_down);   // dWd += m^T dz

@@ -24,7 +24,7 @@ namespace minilst {
 template <class T>
 class MlpBlock {
  public:
-  MlpBlock(const ModelConfig& cfg, int chunks, KernelVariant kernels, PhaseTimers* timers)
+  MlpBlock(const ModelConfig& cfg, int chunks, const KernelChoice& kernels, PhaseTimers* timers)
       : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers) {}
 
   // z := y + mlp(y);  z, y: [S, d]. keep: the layer's saved tensors (used when keep.mlp_saved).
@@ -60,7 +60,7 @@ class MlpBlock {
 
   ModelConfig cfg_;
   int chunks_;
-  KernelVariant kernels_;
+  KernelChoice kernels_;
   PhaseTimers* timers_;
 };
 

@@ -42,7 +42,7 @@ class Model {
   }
 
   ModelConfig cfg_;
-  KernelVariant kernels_;
+  KernelChoice kernels_;
   std::int64_t tokens_;
   DecoderLayer<T> layer_;
   LmHeadLoss<T> head_;

@@ -59,6 +59,46 @@ std::string json_summary_problem(const std::string& metrics_path, bool overwrite
          "name, remove it, or set output.overwrite: true)";
 }
 
+namespace {
+// Where the run ran (Adiak-style keys).
+Json machine_json(const RunAttributes& a) {
+  return Json{{"hostname", text_or_null(a, "hostname")},
+              {"hostlist", text_or_null(a, "hostlist")},
+              {"numhosts", number_text_or_null(a, "numhosts")},
+              {"cpu_model", text_or_null(a, "cpu_model")},
+              {"cpu_isa", text_or_null(a, "cpu_isa")},
+              {"cpu_cores", number_text_or_null(a, "cpu_cores")},
+              {"cpu_threads", number_text_or_null(a, "cpu_threads")},
+              {"memory_bytes", number_text_or_null(a, "memory_bytes")},
+              {"gpu", text_or_null(a, "gpu")},
+              {"gpu_driver_version", text_or_null(a, "gpu_driver_version")},
+              {"cuda_driver_version", text_or_null(a, "cuda_driver_version")},
+              {"kokkos_threads", integer_or_null(a, "kokkos_threads")},
+              {"blas_threads", integer_or_null(a, "blas_threads")}};
+}
+
+// How the program was built.
+Json build_json(const RunAttributes& a) {
+  return Json{{"version", text_or_null(a, "version")},
+              {"git_commit", text_or_null(a, "git_commit")},
+              {"git_dirty", a.text.count("git_dirty") ? Json(a.text.at("git_dirty") == "true") : Json()},
+              {"cmake_build_type", text_or_null(a, "cmake_build_type")},
+              {"compiler", text_or_null(a, "compiler")},
+              {"kokkos_version", text_or_null(a, "kokkos_version")},
+              {"kokkos_devices", text_or_null(a, "kokkos_devices")},
+              {"blas", text_or_null(a, "blas")}};
+}
+
+// The batch job and the command.
+Json job_json(const RunAttributes& a) {
+  return Json{{"launchdate", text_or_null(a, "launchdate")},
+              {"slurm_job_id", text_or_null(a, "SLURM_JOB_ID")},
+              {"slurm_array_job_id", text_or_null(a, "SLURM_ARRAY_JOB_ID")},
+              {"slurm_array_task_id", text_or_null(a, "SLURM_ARRAY_TASK_ID")},
+              {"cmdline", text_or_null(a, "cmdline")}};
+}
+}  // namespace
+
 Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMetrics& m, const std::string& path) {
   const auto& a = m.attributes;
   Json j;
@@ -95,32 +135,9 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
                  {"seq_len", integer_or_null(a, "seq_len")},
                  {"zero_stage", integer_or_null(a, "zero_stage")}};
   j["deck"] = {{"path", text_or_null(a, "deck")}, {"problem_digest", text_or_null(a, "problem_digest")}};
-  j["machine"] = {{"hostname", text_or_null(a, "hostname")},
-                  {"hostlist", text_or_null(a, "hostlist")},
-                  {"numhosts", number_text_or_null(a, "numhosts")},
-                  {"cpu_model", text_or_null(a, "cpu_model")},
-                  {"cpu_isa", text_or_null(a, "cpu_isa")},
-                  {"cpu_cores", number_text_or_null(a, "cpu_cores")},
-                  {"cpu_threads", number_text_or_null(a, "cpu_threads")},
-                  {"memory_bytes", number_text_or_null(a, "memory_bytes")},
-                  {"gpu", text_or_null(a, "gpu")},
-                  {"gpu_driver_version", text_or_null(a, "gpu_driver_version")},
-                  {"cuda_driver_version", text_or_null(a, "cuda_driver_version")},
-                  {"kokkos_threads", integer_or_null(a, "kokkos_threads")},
-                  {"blas_threads", integer_or_null(a, "blas_threads")}};
-  j["build"] = {{"version", text_or_null(a, "version")},
-                {"git_commit", text_or_null(a, "git_commit")},
-                {"git_dirty", a.text.count("git_dirty") ? Json(a.text.at("git_dirty") == "true") : Json()},
-                {"cmake_build_type", text_or_null(a, "cmake_build_type")},
-                {"compiler", text_or_null(a, "compiler")},
-                {"kokkos_version", text_or_null(a, "kokkos_version")},
-                {"kokkos_devices", text_or_null(a, "kokkos_devices")},
-                {"blas", text_or_null(a, "blas")}};
-  j["job"] = {{"launchdate", text_or_null(a, "launchdate")},
-              {"slurm_job_id", text_or_null(a, "SLURM_JOB_ID")},
-              {"slurm_array_job_id", text_or_null(a, "SLURM_ARRAY_JOB_ID")},
-              {"slurm_array_task_id", text_or_null(a, "SLURM_ARRAY_TASK_ID")},
-              {"cmdline", text_or_null(a, "cmdline")}};
+  j["machine"] = machine_json(a);
+  j["build"] = build_json(a);
+  j["job"] = job_json(a);
   Json phases = Json::object();  // mean over ranks of each rank's mean over the measured steps
   for (const auto& [phase, per_rank] : s.phase_avg_per_rank) {
     const double mean = per_rank.empty() ? 0.0 : std::accumulate(per_rank.begin(), per_rank.end(), 0.0) / per_rank.size();

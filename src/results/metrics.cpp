@@ -122,27 +122,49 @@ void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& g) {
                                            [&](int, const std::string& k) { return get_or_zero(local.plan, k); });
 }
 
+namespace {
+// The losses against the deck's reference answer (every step done that it lists): true when
+// there is none or every step is within reference_rtol.
+bool check_reference(RunSummary& summary, const RunMetrics& local) {
+  if (local.expected_loss.empty()) return true;
+  summary.reference_steps = int(std::min(local.expected_loss.size(), local.steps.size()));
+  for (int s = 0; s < summary.reference_steps; ++s) {
+    const double expected = local.expected_loss[s];
+    const double err = std::abs(local.steps[s].loss - expected) / std::max(std::abs(expected), 1e-300);
+    if (!(err <= summary.reference_max_rel_error)) {  // NaN counts as worst
+      summary.reference_max_rel_error = std::isnan(err) ? HUGE_VAL : err;
+      summary.reference_worst_step = s + 1;
+    }
+  }
+  const bool ok = summary.reference_steps > 0 && summary.reference_max_rel_error <= local.reference_rtol;
+  summary.reference_check = ok ? "PASSED" : "FAILED";
+  return ok;
+}
+
+// The energy of the measured steps and of the whole run over every rank's meters, and tokens per joule.
+void summarise_energy(RunSummary& summary, const GatheredMetrics& g, const RunMetrics& local, int first) {
+  summary.energy_known = local.energy_source != "unavailable";
+  summary.energy_source = local.energy_source;
+  summary.energy_note = local.energy_note;
+  if (!summary.energy_known) return;
+  for (int s = 0; s < g.nsteps; ++s)
+    for (int r = 0; r < g.nranks; ++r) {
+      const double joules = g.energy[std::size_t(s) * g.nranks + r];
+      summary.energy_joules_run += joules;
+      if (s >= first) summary.energy_joules += joules;
+    }
+  if (summary.energy_joules > 0)
+    summary.tokens_per_joule = local.tokens_per_step * double(g.nsteps - first) / summary.energy_joules;
+}
+}  // namespace
+
 RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) {
   RunSummary summary;
   const int nsteps = g.nsteps, nranks = g.nranks;
   const int first = std::min(local.warmup_steps, nsteps), measured = nsteps - first;
   bool valid = measured > 0;
   for (const auto& st : local.steps) valid = valid && std::isfinite(st.loss) && std::isfinite(st.grad_norm);
-  if (!local.expected_loss.empty()) {  // the reference answer: every step done that the deck lists
-    summary.reference_steps = int(std::min(local.expected_loss.size(), local.steps.size()));
-    for (int s = 0; s < summary.reference_steps; ++s) {
-      const double expected = local.expected_loss[s];
-      const double err = std::abs(local.steps[s].loss - expected) / std::max(std::abs(expected), 1e-300);
-      if (!(err <= summary.reference_max_rel_error)) {  // NaN counts as worst
-        summary.reference_max_rel_error = std::isnan(err) ? HUGE_VAL : err;
-        summary.reference_worst_step = s + 1;
-      }
-    }
-    const bool ok = summary.reference_steps > 0 && summary.reference_max_rel_error <= local.reference_rtol;
-    summary.reference_check = ok ? "PASSED" : "FAILED";
-    valid = valid && ok;
-  }
-  summary.valid = valid;
+  summary.valid = valid && check_reference(summary, local);
   const auto& step = g.seconds.at(name_of(Phase::step));
   double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
   for (int s = 0; s < nsteps; ++s) {
@@ -186,18 +208,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     for (int s = 1; s < nsteps; ++s) most = std::max(most, g.allocations[std::size_t(s) * nranks + r]);
     summary.allocations_after_first.push_back(most);
   }
-  summary.energy_known = local.energy_source != "unavailable";
-  summary.energy_source = local.energy_source;
-  summary.energy_note = local.energy_note;
-  if (summary.energy_known) {
-    for (int s = 0; s < nsteps; ++s)
-      for (int r = 0; r < nranks; ++r) {
-        const double joules = g.energy[std::size_t(s) * nranks + r];
-        summary.energy_joules_run += joules;
-        if (s >= first) summary.energy_joules += joules;
-      }
-    if (summary.energy_joules > 0) summary.tokens_per_joule = local.tokens_per_step * measured / summary.energy_joules;
-  }
+  summarise_energy(summary, g, local, first);
   summary.measured_steps = measured;
   RunRuleFacts rules = local.rules;
   rules.valid = summary.valid;

@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "core/attention_kernel.hpp"
+#include "core/kernel_choice.hpp"
 #include "results/provenance.hpp"
-#include "kernels/gemm_bf16_dot.hpp"
 #include "memory/tracker.hpp"
 #include "model/lm_head.hpp"
 #include "model/memory_model.hpp"
@@ -30,9 +29,8 @@ void print_threads() {
                 th.cores_allowed, wanted, wanted, wanted);
 }
 // Where the model states live and what they cost per rank (the memory model's bytes).
-void print_model_states(const Deck& deck, int nranks) {
+void print_model_states(const Deck& deck, const std::map<std::string, std::uint64_t>& b, int nranks) {
   const auto zero = zero_options(deck, nranks);
-  const auto b = predict_model_states(deck.model, zero, deck.run.precision);
   const double device = double(b.at("weights") + b.at("gradients") + b.at("optimizer"));
   const auto sl = shard_layout(deck.model, nranks, zero.stage > 0);
   std::printf("model states: ZeRO stage %d over %d rank(s)%s: %.2f MiB on the device per rank (weights %.2f, "
@@ -47,18 +45,23 @@ void print_model_states(const Deck& deck, int nranks) {
 }
 }  // namespace
 
-void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeometry& g, int nranks, int D,
-                 std::size_t T, const std::string& offload) {
+void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKernels& kernels,
+                 const std::map<std::string, std::uint64_t>& model_states, const AttentionGeometry& g, int nranks,
+                 int D, std::size_t T, const std::string& offload) {
   const auto& cfg = deck.model;
-  std::printf("model: %zu parameters, %s, memory.policy=%s, kernels %s, attention kernel %s\n", parameter_count(cfg),
-              name_of(deck.run.precision).c_str(), name_of(opts.policy).c_str(), name_of(opts.kernels).c_str(),
-              attention_kernel_ran(cfg, deck.run.precision, opts.kernels).c_str());
+  std::printf("model: %zu parameters, %s, memory.policy=%s, kernels %s (attention %s)\n", parameter_count(cfg),
+              name_of(deck.run.precision).c_str(), name_of(opts.policy).c_str(), describe(kernels.choice).c_str(),
+              attention_kernel_name(kernels.choice, deck.run.precision).c_str());
   if (deck.run.precision == Precision::bf16) {
-    const auto gemm = bf16_gemm_in_use();
     std::printf("bf16: activations, transfers and the weight copy in bf16; gradients, master weights, AdamW moments "
                 "and every accumulation in fp32 (%zu bytes per parameter); GEMM %s (%s",
-                model_state_bytes(Precision::bf16), gemm.path.c_str(), gemm.reason.c_str());
-    if (gemm.dot_gflops > 0) std::printf(": %.0f against %.0f GFLOP/s", gemm.dot_gflops, gemm.tiles_gflops);
+                model_state_bytes(Precision::bf16), name_of(kernels.choice.gemm_bf16).c_str(),
+                kernels.gemm_bf16_reason.c_str());
+    const char* sep = ": ";
+    for (const auto& [path, gflops] : kernels.gemm_bf16_gflops) {
+      std::printf("%s%s %.0f GFLOP/s", sep, path.c_str(), gflops);
+      sep = ", ";
+    }
     std::printf(")\n");
   }
   print_threads();
@@ -79,7 +82,7 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeom
                 "its backward; mlp_chunks applies at alpha 0\n");
   describe("lm_head_chunks", deck.mst.lm_head, opts.lm_head_chunks, LmHeadLoss<float>::workspace_per_token(cfg));
   if (!offload.empty()) std::printf("%s\n", offload.c_str());
-  print_model_states(deck, nranks);
+  print_model_states(deck, model_states, nranks);
   if (D > 1 && !deck.reference.losses.empty())
     std::printf("reference: not checked: %d data-parallel replicas make a batch %d times the reference's\n", D, D);
   std::fflush(stdout);

@@ -2,16 +2,20 @@
 // the summary and the final RESULT line (the one a batch log is grepped for).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "attention/attention_geometry.hpp"
+#include "core/kernel_choice.hpp"
 #include "io/deck.hpp"
 #include "results/metrics.hpp"
 
 namespace minilst {
 
 // Threads, parallel layout, mini-sequence counts (and `offload`, the offload controller's line, when non-empty).
-void print_setup(const Deck& deck, const ModelOptions& opts, const AttentionGeometry& g, int nranks,
+// model_states: the memory model's bytes of the model states per rank.
+void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKernels& kernels,
+                 const std::map<std::string, std::uint64_t>& model_states, const AttentionGeometry& g, int nranks,
                  int data_parallel, std::size_t scalar_bytes, const std::string& offload);
 void print_step(long step, const Deck& deck, double loss, double grad_norm, double seconds, double tokens_per_step);
 void print_summary(const RunSummary& s, const std::string& path);

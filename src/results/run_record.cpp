@@ -5,10 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/attention_kernel.hpp"
+#include "core/kernel_choice.hpp"
 #include "results/provenance.hpp"
 #include "minilst_build_info.hpp"  // generated: MINILST_BUILD_TYPE
-#include "kernels/gemm_bf16_dot.hpp"
 #include "kernels/tile_ops.hpp"
 #include "memory/step_arena.hpp"
 #include "model/comm_model.hpp"
@@ -70,9 +69,7 @@ void record_memory(RunMetrics& m, const Deck& deck, ParallelSetup& par, const Ru
   for (int c = 0; c < kNumMemCategories; ++c) m.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
   m.memory["device_total"] = tracker.device_high_water();
   // The analytic model of this rank: the last step's alpha; host buffers sized by the run's largest.
-  const auto pred = predict_rank_memory(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(),
-                                        deck.run.grad_accum, deck.run.precision, facts.host_alpha,
-                                        zero_options(deck, par.world().size()));
+  const MemoryPrediction& pred = facts.prediction;
   m.memory_model = pred.bytes;
   if (deck.memory.plan)
     m.plan["model_arena_bytes"] = plan_step(pred.trace, pred.segments, deck.memory.solver, kArenaAlignment).arena_bytes;
@@ -89,15 +86,17 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   text["precision"] = name_of(deck.run.precision);
   m.attributes.integers["zero_stage"] = deck.parallel.zero;
   text["optimizer_offload"] = deck.memory.optimizer_offload ? "true" : "false";
+  const ResolvedKernels& k = facts.kernels;
+  text["kernel_choice"] = describe(k.choice);  // the whole choice; the keys below say each part
   if (deck.run.precision == Precision::bf16) {  // which bf16 GEMM ran, and why
-    const auto g = bf16_gemm_in_use();
-    text["gemm_bf16"] = g.path;
-    text["gemm_bf16_reason"] = g.reason;
-    m.attributes.reals["gemm_bf16_dot_gflops"] = g.dot_gflops;
-    m.attributes.reals["gemm_bf16_tiles_gflops"] = g.tiles_gflops;
+    text["gemm_bf16"] = name_of(k.choice.gemm_bf16);
+    text["gemm_bf16_reason"] = k.gemm_bf16_reason;
+    const auto rate = [&](const char* path) { return k.gemm_bf16_gflops.count(path) ? k.gemm_bf16_gflops.at(path) : 0.0; };
+    m.attributes.reals["gemm_bf16_dot_gflops"] = rate("avx512_bf16");
+    m.attributes.reals["gemm_bf16_tiles_gflops"] = rate("fp32_tiles");
   }
-  text["kernel_variant"] = name_of(facts.options.kernels);
-  text["attention_kernel"] = attention_kernel_ran(deck.model, deck.run.precision, facts.options.kernels);
+  text["kernel_variant"] = name_of(k.choice.variant);
+  text["attention_kernel"] = attention_kernel_name(k.choice, deck.run.precision);
 #if defined(KOKKOS_ENABLE_CUDA)
   text["attention_tile_blocking"] = text["attention_kernel"] == "portable" ? "device: the team's threads"
                                                                           : "device: WMMA 16 x 16 fragments, 4 warps";

@@ -12,8 +12,10 @@
 
 #include "attention/attention_geometry.hpp"
 #include "core/attributes.hpp"
+#include "core/kernel_choice.hpp"
 #include "core/range.hpp"
 #include "io/deck.hpp"
+#include "model/memory_model.hpp"
 #include "results/metrics.hpp"
 #include "parallel/parallel_setup.hpp"
 
@@ -26,6 +28,8 @@ RunMetrics start_run_metrics(const Deck& deck, int data_parallel, int sequence_p
 struct RunFacts {
   AttentionGeometry geometry;   // this rank's
   ModelOptions options;         // chunk counts as resolved; offload alpha: the last step's
+  ResolvedKernels kernels;      // the run's kernel choice, with its reasons and probes
+  MemoryPrediction prediction;  // this rank's memory model at the options' alpha (filled by results/run.hpp)
   double host_alpha = 0;        // the run's largest offload alpha (sized the host buffers)
   RunAttributes reported;       // from the run's parts (the offload controller, ...)
   int argc = 0;

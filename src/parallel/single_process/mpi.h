@@ -41,9 +41,9 @@ constexpr MPI_Request MPI_REQUEST_NULL = 0;
 constexpr int MPI_SUCCESS = 0, MPI_UNDEFINED = -32766, MPI_COMM_TYPE_SHARED = 1, MPI_ANY_TAG = -1, MPI_ANY_SOURCE = -2;
 constexpr int MPI_MAX_LIBRARY_VERSION_STRING = 256;
 // Datatypes are their size in bytes (what a one-process copy needs).
-constexpr MPI_Datatype MPI_CHAR = 1, MPI_BYTE = 1, MPI_UINT16_T = 2, MPI_INT = int(sizeof(int)), MPI_FLOAT = 4,
+constexpr MPI_Datatype MPI_CHAR = 1, MPI_BYTE = 1, MPI_UINT16_T = 2, MPI_INT = int(sizeof(int)), MPI_UNSIGNED = int(sizeof(unsigned)), MPI_FLOAT = 4,
                        MPI_DOUBLE = 8, MPI_INT64_T = 8, MPI_UINT64_T = 8, MPI_UNSIGNED_LONG_LONG = 8;
-constexpr MPI_Op MPI_SUM = 1, MPI_MIN = 2, MPI_MAX = 3, MPI_LAND = 4, MPI_LOR = 5;
+constexpr MPI_Op MPI_SUM = 1, MPI_MIN = 2, MPI_MAX = 3, MPI_LAND = 4, MPI_LOR = 5, MPI_BAND = 6;
 #define MPI_IN_PLACE (reinterpret_cast<void*>(std::intptr_t(-1)))
 #define MPI_STATUS_IGNORE (static_cast<MPI_Status*>(nullptr))
 

@@ -1,0 +1,108 @@
+// The model side of a run on this rank, built before the first step (Training: the
+// layout, the options with the run's kernels, the offload controller, the trainer),
+// the step's data (batches_of: each replica's synthetic sequences) and the first
+// step's tensor dump. The driver (app/driver.cpp) runs the steps.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdio>
+#include <vector>
+
+#include "app/run_context.hpp"
+#include "app/plan.hpp"
+#include "attention/strategy_factory.hpp"
+#include "core/kernel_choice.hpp"
+#include "io/tensor_dump.hpp"
+#include "job/machine.hpp"
+#include "memory/offload_controller.hpp"
+#include "model/data.hpp"
+#include "model/trainer.hpp"
+#include "parallel/parallel_setup.hpp"
+#include "results/metrics_recorder.hpp"
+#include "results/run_record.hpp"
+
+namespace minilst {
+
+// The global sequences of a data-parallel replica's micro-steps (replica-major numbering).
+inline std::vector<Batch> batches_of(const Deck& deck, long step, int replica) {
+  std::vector<Batch> out;
+  for (int m = 0; m < deck.run.grad_accum; ++m)
+    out.push_back(synthetic_batch(deck.model.vocab, deck.run.seq_len, deck.run.seed, step,
+                                  replica * deck.run.grad_accum + m));
+  return out;
+}
+
+inline TrainOptions train_options(const RunConfig& run) {
+  TrainOptions t;
+  t.seed = run.seed;
+  t.init_std = run.init_std;
+  t.norm_init_noise = run.norm_init_noise;
+  t.adamw.lr = run.learning_rate;
+  t.adamw.weight_decay = run.weight_decay;
+  return t;
+}
+
+// Step 1's tensor dump (rank 0 regenerates every rank's sequences from the seed); its
+// seconds. Collective: every rank gives its shards of the weights and gradients.
+template <class T>
+double dump_first_step(const Deck& deck, Trainer<T>& trainer, int replicas, double loss, bool root,
+                       MetricsRecorder& recorder) {
+  Kokkos::Timer timer;
+  auto weights = trainer.states().gathered_weights();  // the fp32 master and gradients under bf16
+  auto grads = trainer.states().gathered_gradients();
+  if (!root) return timer.seconds();
+  const auto lock = recorder.hold();  // HDF5 is the rescue's too
+  std::vector<Batch> all;
+  for (int d = 0; d < replicas; ++d)
+    for (auto& b : batches_of(deck, 0, d)) all.push_back(std::move(b));
+  write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all, loss, std::move(weights),
+                    std::move(grads));
+  std::printf("tensor dump: %s\n", deck.output.dump.c_str());
+  return timer.seconds();
+}
+
+// The model side of a run on this rank: the layout, the options, the offload
+// controller and the trainer, built in this order before the first step.
+template <class T>
+struct Training {
+  ParallelSetup par;
+  AttentionGeometry geometry;
+  ModelOptions opts;
+  OffloadController<T> offload;
+  Trainer<T> trainer;
+
+  Training(const Deck& deck, MPI_Comm comm, const KernelChoice& kernels, double host_states, PhaseTimers& timers)
+      : par(comm, deck.parallel, deck.run.seq_len),
+        geometry(attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank())),
+        opts(options(deck, geometry, kernels)),
+        // Optimizer offload's states come out of the host budget first (check_fits saw that they fit).
+        offload(opts, deck.model.layers,
+                activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape(), geometry.saved_layout()),
+                {deck.memory.alpha_auto, host_budget_bytes(deck.memory, comm) - host_states, deck.memory.host_budget_auto},
+                comm),
+        trainer(deck.model, opts, train_options(deck.run), par.local_positions(), &timers,
+                make_attention_factory<T>(geometry, par, opts.kernels, &timers), zero_options(deck, par.world().size()),
+                &par.world()) {}
+
+  static ModelOptions options(const Deck& deck, const AttentionGeometry& g, const KernelChoice& kernels) {
+    ModelOptions o = resolve_chunks(deck, deck.model, g.local_rows, sizeof(T));
+    o.kernels = kernels;
+    return o;
+  }
+  // What the metrics file records of the run's parts (the offload alpha the last step used).
+  RunFacts facts(const ResolvedKernels& kernels, const RunContext& ctx) {
+    RunFacts f;
+    f.geometry = geometry;
+    f.options = opts;
+    f.options.offload.alpha = trainer.activations().alpha();
+    f.kernels = kernels;
+    f.host_alpha = offload.largest_alpha();
+    f.reported = offload.attributes(trainer.activations());
+    f.argc = ctx.argc;
+    f.argv = ctx.argv;
+    return f;
+  }
+};
+
+}  // namespace minilst

@@ -1,0 +1,73 @@
+// The run's KernelChoice (kernels/kernel_choice.hpp) from what its deck asks
+// (run.kernels, run.attention_kernel, run.gemm_bf16, run.gemm_fp32), the build and
+// the machine: every `auto` replaced by what runs best here, a path this build or
+// CPU cannot run refused with the key that asked for it.
+//   attention  auto: tensor_core for bf16 on CUDA builds where the kernels run (head
+//              dim, shared memory); portable otherwise (fp32 takes tf32 only when asked)
+//   gemm_bf16  auto: cublas on CUDA builds; on hosts the faster, measured now, of the
+//              paths every rank can run (avx512_bf16 where the CPU has it; fp32_tiles)
+//   gemm_fp32  auto: blas
+// Several ranks agree through the job floor (job/agreement.hpp): the intersection of
+// what each can run, then rank 0's measurement.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/config.hpp"
+#include "kernels/kernel_choice.hpp"
+
+namespace minilst {
+
+template <>
+struct EnumNames<KernelVariant> {
+  static constexpr std::array<std::pair<KernelVariant, const char*>, 2> table{
+      {{KernelVariant::optimized, "optimized"}, {KernelVariant::reference, "reference"}}};
+};
+template <>
+struct EnumNames<AttentionKernel> {
+  static constexpr std::array<std::pair<AttentionKernel, const char*>, 3> table{
+      {{AttentionKernel::automatic, "auto"}, {AttentionKernel::portable, "portable"},
+       {AttentionKernel::tensor_core, "tensor_core"}}};
+};
+template <>
+struct EnumNames<GemmPath> {
+  static constexpr std::array<std::pair<GemmPath, const char*>, 5> table{
+      {{GemmPath::automatic, "auto"}, {GemmPath::blas, "blas"}, {GemmPath::fp32_tiles, "fp32_tiles"},
+       {GemmPath::avx512_bf16, "avx512_bf16"}, {GemmPath::cublas, "cublas"}}};
+};
+
+// A set of GEMM paths (bit i: the GemmPath of value i).
+using GemmPaths = unsigned;
+constexpr GemmPaths path_bit(GemmPath p) { return 1u << unsigned(p); }
+
+// The bf16 and fp32 paths this process can run (build, CPU).
+GemmPaths runnable_gemm_bf16_paths();
+GemmPaths runnable_gemm_fp32_paths();
+
+// What the resolution found besides the choice: why each part, the rates measured.
+struct ResolvedKernels {
+  KernelChoice choice;
+  std::string gemm_bf16_reason, attention_reason;
+  std::map<std::string, double> gemm_bf16_gflops;  // path name -> measured GFLOP/s (probed paths only)
+};
+
+// Why `request` cannot run a `precision` run of head dim `head_dim` here ("" when it
+// can), naming the deck key: a path or kernel this build, CPU or GPU lacks.
+std::string kernel_choice_refusal(const KernelChoice& request, Precision precision, int head_dim);
+
+// The request with every automatic replaced (see the top of this file). bf16_allowed:
+// the bf16 paths the choice may take (several ranks: what all of them can run).
+// Requires kernel_choice_refusal(request, ...) == "".
+ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision precision, int head_dim,
+                                      GemmPaths bf16_allowed = runnable_gemm_bf16_paths());
+
+// "variant=optimized attention=portable gemm_bf16=avx512_bf16 gemm_fp32=blas": what the
+// log prints and the metrics file records (kernel_choice).
+std::string describe(const KernelChoice& choice);
+
+// The attention kernel as the metrics file records it (attention_kernel): reference,
+// portable, tensor_core_bf16 or tensor_core_tf32.
+std::string attention_kernel_name(const KernelChoice& choice, Precision precision);
+
+}  // namespace minilst

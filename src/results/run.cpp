@@ -1,0 +1,110 @@
+#include "results/run.hpp"
+
+#include <cstdio>
+
+#include "job/stop.hpp"
+#include "memory/step_arena.hpp"
+#include "results/mllog.hpp"
+#include "results/report.hpp"
+
+namespace minilst {
+
+Run::Run(const Deck& deck, MPI_Comm comm, int rank, MetricsRecorder& recorder, PeakRate peak, ParallelSetup& par,
+         FactsSource facts, PhaseTimers& timers, std::map<std::string, std::uint64_t> model_states)
+    : deck_(deck), comm_(comm), root_(rank == 0), recorder_(recorder), peak_(std::move(peak)), par_(par),
+      facts_(std::move(facts)), timers_(timers), energy_(comm), energy_facts_(energy_.attributes(false)),
+      states_(std::move(model_states)) {
+  MPI_Comm_size(comm, &nranks_);
+}
+
+void Run::print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, const AttentionGeometry& g,
+                      const std::string& offload) const {
+  if (!root_) return;
+  minilst::print_setup(deck_, opts, kernels, states_, g, nranks_, par_.dp_size(), scalar_bytes(deck_.run.precision),
+                       offload);
+  std::printf("peak for MFU: %s GEMM %d^3 at %.1f GFLOP/s per rank (measured, mean over ranks)",
+              name_of(deck_.run.precision).c_str(), peak_.gemm_size, peak_.gflops);
+  if (peak_.nominal.gflops > 0)
+    std::printf("; %s datasheet %.0f GFLOP/s", peak_.nominal.device.c_str(), peak_.nominal.gflops);
+  std::printf("\nenergy: %s (%s)\n", energy_.source().c_str(), energy_.note().c_str());
+  mllog("init_stop", nullptr, {}, MllogEvent::interval_end);
+  mllog("run_start", nullptr, {}, MllogEvent::interval_start);
+}
+
+void Run::begin_step() {
+  timers_.clear();
+  energy_.joules_since_last();  // the step's energy starts here
+  wall_.reset();
+}
+
+void Run::after_step(long step, StepResult r) {
+  timers_.add(Phase::copy_engine_busy, r.moved.busy_seconds);
+  timers_.add(Phase::step, wall_.seconds() - r.dump_seconds);
+  const double joules = energy_.joules_since_last();
+  recorder_.add_step({r.loss, r.grad_norm, timers_.by_name(), std::move(r.comm_bytes),
+                      {{"to_host", r.moved.bytes_to_host}, {"to_device", r.moved.bytes_to_device}},
+                      StepArena::instance().allocations_in_step(), joules});
+  if (step == 0) record();  // what a rescue writes besides the steps
+  if (root_) {
+    print_step(step, deck_, r.loss, r.grad_norm, timers_.get(Phase::step), recorder_.metrics().tokens_per_step);
+    mllog("train_loss", r.loss, {{"step_num", step + 1}, {"step_seconds", timers_.get(Phase::step)}});
+  }
+  const bool last = step + 1 == deck_.run.steps;
+  if (deck_.output.flush_every > 0 && (step + 1) % deck_.output.flush_every == 0 && !last)
+    recorder_.write(false, "running: written after " + steps_done(step), false);
+}
+
+std::string Run::steps_done(long step) const {
+  return "step " + std::to_string(step + 1) + " of " + std::to_string(deck_.run.steps);
+}
+
+// What the metrics file holds besides the steps (collective): the parts' facts, this
+// rank's memory prediction (recomputed only when the offload alpha changed), the peak
+// and the energy.
+void Run::record() {
+  RunFacts facts = facts_();
+  const double alpha = facts.options.offload.alpha;
+  if (alpha != predicted_alpha_ || facts.host_alpha != predicted_host_alpha_) {
+    prediction_ = predict_rank_memory(deck_.model, facts.options, deck_.parallel, par_.layout(), par_.sp_rank(),
+                                      deck_.run.grad_accum, deck_.run.precision, facts.host_alpha,
+                                      zero_options(deck_, nranks_));
+    predicted_alpha_ = alpha;
+    predicted_host_alpha_ = facts.host_alpha;
+  }
+  facts.prediction = prediction_;
+  recorder_.record([&](RunMetrics& m) {
+    m.peak_gflops = peak_.gflops;
+    m.nominal_peak_gflops = peak_.nominal.gflops;
+    m.attributes.text["peak_source"] = "measured: " + name_of(deck_.run.precision) + " GEMM " +
+                                       std::to_string(peak_.gemm_size) + "^3 (kernels::gemm), mean over ranks";
+    if (!peak_.nominal.device.empty()) m.attributes.text["device_name"] = peak_.nominal.device;
+    m.energy_source = energy_.source();
+    m.energy_note = energy_.note();
+    m.attributes.merge(energy_facts_);
+    record_run(m, deck_, par_, facts);
+  });
+}
+
+int Run::finish(const std::string& stop_reason) {
+  energy_facts_ = energy_.attributes(root_);  // rank 0 asks Slurm (sstat) where it runs in a job step
+  record();
+  StepArena::instance().reset();  // every step buffer is gone; the arena goes before Kokkos does
+  protect_results_write(true);   // no signal abandons the final write
+  const auto summary = recorder_.write(stop_reason.empty(), stop_reason);
+  protect_results_write(false);
+  if (!root_) return 0;  // the verdict is rank 0's, shared by run_deck
+  print_summary(summary, recorder_.path());
+  const int code = print_result(summary, recorder_.metrics(), deck_, nranks_, recorder_.path());
+  const char* verdict = code == 0 ? "VALID" : code == 3 ? "INVALID" : "INCOMPLETE";
+  mllog("minilst_result", {{"verdict", verdict},
+                           {"fom", summary.fom},
+                           {"fom_unit", "tokens/s per rank"},
+                           {"reportable", summary.reportable.yes()},
+                           {"reportable_reasons", summary.reportable.reasons},
+                           {"tokens_per_joule", summary.energy_known ? nlohmann::json(summary.tokens_per_joule) : nlohmann::json()}});
+  mllog("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}}, MllogEvent::interval_end);
+  std::fflush(stdout);
+  return code;
+}
+
+}  // namespace minilst

@@ -1,0 +1,115 @@
+// What a run reports, around its step loop: the peak rate MFU is measured against
+// (measured once, before the first step), the energy meter, every step's records (the
+// metrics recorder, the progress line, the MLPerf-style line, a snapshot every
+// output.flush_every steps), what the metrics file holds besides the steps (the
+// memory prediction computed once per offload alpha and carried), and the end: the
+// final write, the summary and the RESULT line.
+//   Run run(...);  run.print_setup(...);
+//   for each step: run.begin_step(); ... the step ...; run.after_step(step, result);
+//   return run.finish(stop_reason);
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "attention/attention_geometry.hpp"
+#include "core/kernel_choice.hpp"
+#include "core/phases.hpp"
+#include "io/deck.hpp"
+#include "job/energy_meter.hpp"
+#include "job/machine.hpp"
+#include "kernels/gemm_rate.hpp"
+#include "memory/copy_engine.hpp"
+#include "model/memory_model.hpp"
+#include "parallel/parallel_setup.hpp"
+#include "results/metrics_recorder.hpp"
+#include "results/run_record.hpp"
+
+namespace minilst {
+
+// MFU's denominators: the run's dense GEMM rate on each rank (mean over ranks), and
+// the device's datasheet peak where it is known.
+struct PeakRate {
+  double gflops = 0;  // measured, per rank
+  int gemm_size = 0;  // of the n^3 product measured
+  NominalPeak nominal;
+};
+
+// Collective: the rate of the run's precision T through the run's GEMM path.
+template <class T>
+PeakRate measure_peak(const KernelChoice& kernels, Precision precision, MPI_Comm comm) {
+#ifdef KOKKOS_ENABLE_CUDA
+  constexpr int n = 4096;  // a device needs large products to reach its rate
+#else
+  constexpr int n = sizeof(T) == 8 ? 512 : 1024;  // double: the small exactness runs
+#endif
+  PeakRate p{kernels::measured_gemm_gflops<T>(kernels, n, 2), n, nominal_peak(precision)};
+  int nranks = 1;
+  MPI_Comm_size(comm, &nranks);
+  MPI_Allreduce(MPI_IN_PLACE, &p.gflops, 1, MPI_DOUBLE, MPI_SUM, comm);
+  p.gflops /= nranks;
+  return p;
+}
+
+// One step as the loop saw it.
+struct StepResult {
+  double loss = 0, grad_norm = 0;
+  std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes this rank sent
+  CopyEngine::Counters moved;                       // what the copy engine moved in the step
+  double dump_seconds = 0;                          // the tensor dump's (not the step's)
+};
+
+class Run {
+ public:
+  // What the run's parts say of themselves when recorded (collective): the geometry, the
+  // options with the offload alpha the last step used, the kernels, the offload's facts.
+  using FactsSource = std::function<RunFacts()>;
+
+  // Collective (the energy meter's agreement). timers: the step's phase timers (the
+  // model's parts add to them); model_states: the memory model's bytes of the model
+  // states per rank (model/memory_model.hpp: predict_model_states), computed once.
+  Run(const Deck& deck, MPI_Comm comm, int rank, MetricsRecorder& recorder, PeakRate peak, ParallelSetup& par,
+      FactsSource facts, PhaseTimers& timers, std::map<std::string, std::uint64_t> model_states);
+
+  // Rank 0: the set-up lines (model, kernels, layout, chunks, offload, states, peak, energy) and
+  // the first MLPerf-style lines.
+  void print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, const AttentionGeometry& g,
+                   const std::string& offload) const;
+
+  void begin_step();
+  // Collective: the step's records (step 0 also records the facts, for a rescue), the
+  // progress line, and a snapshot every output.flush_every steps except after the last.
+  void after_step(long step, StepResult result);
+  double last_step_seconds() const { return timers_.get(Phase::step); }
+  // "step N of M" for messages.
+  std::string steps_done(long step) const;
+
+  // Collective: the final record and write (no signal abandons it), then on rank 0 the
+  // summary and the RESULT line. The exit code: rank 0's verdict (0 VALID, 3, 4), 0 elsewhere.
+  int finish(const std::string& stop_reason);
+
+ private:
+  void record();
+
+  const Deck& deck_;
+  MPI_Comm comm_;
+  bool root_;
+  int nranks_;
+  MetricsRecorder& recorder_;
+  PeakRate peak_;
+  ParallelSetup& par_;
+  FactsSource facts_;
+  PhaseTimers& timers_;
+  EnergyMeter energy_;
+  RunAttributes energy_facts_;
+  std::map<std::string, std::uint64_t> states_;
+  Kokkos::Timer wall_;
+  double predicted_alpha_ = -1, predicted_host_alpha_ = -1;  // the alphas of the cached prediction (-1: none yet)
+  MemoryPrediction prediction_;
+};
+
+}  // namespace minilst

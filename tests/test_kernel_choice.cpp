@@ -1,0 +1,117 @@
+// The run's kernel choice (src/core/kernel_choice.hpp): what `auto` resolves to on
+// this build and CPU, what is refused and with which key, and that a kernel given an
+// unresolved choice refuses to run.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/kernel_choice.hpp"
+#include "kernels/gemm_bf16_dot.hpp"
+#include "kernels/select.hpp"
+#include "test_util.hpp"
+
+using namespace minilst;
+
+namespace {
+KernelChoice autos() {
+  KernelChoice c;
+  c.attention = AttentionKernel::automatic;
+  c.gemm_bf16 = GemmPath::automatic;
+  c.gemm_fp32 = GemmPath::automatic;
+  return c;
+}
+bool runnable(GemmPath p) { return runnable_gemm_bf16_paths() & path_bit(p); }
+constexpr bool kCudaBuild =
+#ifdef KOKKOS_ENABLE_CUDA
+    true;
+#else
+    false;
+#endif
+}  // namespace
+
+TEST(KernelChoice, AutoResolvesToWhatThisBuildAndCpuRun) {
+  for (const Precision p : {Precision::float64, Precision::float32, Precision::bf16}) {
+    const auto r = resolve_kernel_choice(autos(), p, 64);
+    const KernelChoice& c = r.choice;
+    EXPECT_EQ(c.variant, KernelVariant::optimized);
+    EXPECT_NE(c.attention, AttentionKernel::automatic);
+    EXPECT_NE(c.gemm_bf16, GemmPath::automatic);
+    EXPECT_EQ(c.gemm_fp32, GemmPath::blas);
+    EXPECT_TRUE(runnable(c.gemm_bf16)) << name_of(c.gemm_bf16);
+    EXPECT_EQ(kernel_choice_refusal(c, p, 64), "") << "a resolved choice runs";
+    EXPECT_FALSE(r.gemm_bf16_reason.empty());
+    // The tensor cores only for bf16 on CUDA builds (tf32 only when asked).
+    EXPECT_EQ(c.attention == AttentionKernel::tensor_core, kCudaBuild && p == Precision::bf16) << name_of(p);
+    if (kCudaBuild) EXPECT_EQ(c.gemm_bf16, GemmPath::cublas);
+  }
+  // A host bf16 run measures its paths where the CPU has a choice, and keeps the faster.
+  if (!kCudaBuild && kernels::cpu_has_bf16_dot()) {
+    const auto r = resolve_kernel_choice(autos(), Precision::bf16, 64);
+    ASSERT_EQ(r.gemm_bf16_gflops.size(), 2u);
+    const bool dot = r.gemm_bf16_gflops.at("avx512_bf16") >= r.gemm_bf16_gflops.at("fp32_tiles");
+    EXPECT_EQ(r.choice.gemm_bf16, dot ? GemmPath::avx512_bf16 : GemmPath::fp32_tiles);
+    EXPECT_EQ(r.gemm_bf16_reason, "measured");
+  }
+  // Ranks that cannot all run a path: the choice keeps to what they share.
+  if (!kCudaBuild) {
+    const auto r = resolve_kernel_choice(autos(), Precision::bf16, 64, path_bit(GemmPath::fp32_tiles));
+    EXPECT_EQ(r.choice.gemm_bf16, GemmPath::fp32_tiles);
+    EXPECT_TRUE(r.gemm_bf16_gflops.empty()) << "nothing to measure";
+  }
+}
+
+TEST(KernelChoice, WhatIsAskedIsKeptOrRefusedNamingItsKey) {
+  KernelChoice ask = autos();
+  ask.variant = KernelVariant::reference;
+  ask.gemm_bf16 = GemmPath::fp32_tiles;
+  ask.attention = AttentionKernel::portable;
+  const auto r = resolve_kernel_choice(ask, Precision::bf16, 64);
+  EXPECT_EQ(r.choice.variant, KernelVariant::reference);
+  EXPECT_EQ(r.choice.gemm_bf16, GemmPath::fp32_tiles);
+  EXPECT_EQ(r.choice.attention, AttentionKernel::portable);
+  EXPECT_EQ(r.gemm_bf16_reason, "asked (run.gemm_bf16)");
+
+  KernelChoice fp32_odd = autos();
+  fp32_odd.gemm_fp32 = GemmPath::avx512_bf16;
+  EXPECT_NE(kernel_choice_refusal(fp32_odd, Precision::float32, 64).find("run.gemm_fp32: avx512_bf16 is not a path"),
+            std::string::npos);
+  KernelChoice tc = autos();
+  tc.attention = AttentionKernel::tensor_core;
+  EXPECT_NE(kernel_choice_refusal(tc, Precision::float64, 64).find("run.attention_kernel: tensor_core"),
+            std::string::npos) << "no fp64 tensor cores";
+  EXPECT_NE(kernel_choice_refusal(tc, Precision::bf16, 24), "") << "no kernel for head dim 24";
+  if (!kCudaBuild) {
+    EXPECT_NE(kernel_choice_refusal(tc, Precision::bf16, 64).find("CUDA build"), std::string::npos);
+    KernelChoice cublas = autos();
+    cublas.gemm_bf16 = GemmPath::cublas;
+    EXPECT_NE(kernel_choice_refusal(cublas, Precision::bf16, 64).find("run.gemm_bf16: cublas needs a CUDA build"),
+              std::string::npos);
+  }
+  KernelChoice dot = autos();
+  dot.gemm_bf16 = GemmPath::avx512_bf16;
+  EXPECT_EQ(kernel_choice_refusal(dot, Precision::bf16, 64).empty(), runnable(GemmPath::avx512_bf16));
+}
+
+TEST(KernelChoice, RecordedNames) {
+  KernelChoice c;
+  c.gemm_bf16 = GemmPath::avx512_bf16;
+  EXPECT_EQ(describe(c), "variant=optimized attention=portable gemm_bf16=avx512_bf16 gemm_fp32=blas");
+  EXPECT_EQ(attention_kernel_name(c, Precision::bf16), "portable");
+  c.attention = AttentionKernel::tensor_core;
+  EXPECT_EQ(attention_kernel_name(c, Precision::bf16), "tensor_core_bf16");
+  EXPECT_EQ(attention_kernel_name(c, Precision::float32), "tensor_core_tf32");
+  c.variant = KernelVariant::reference;
+  EXPECT_EQ(attention_kernel_name(c, Precision::bf16), "reference");
+}
+
+TEST(KernelChoice, AKernelGivenAnUnresolvedChoiceRefusesToRun) {
+  Mat<bf16> a("a", 4, 4), b("b", 4, 4), c("c", 4, 4);
+  KernelChoice unresolved;
+  unresolved.gemm_bf16 = GemmPath::automatic;
+  EXPECT_THROW(kernels::gemm(unresolved, kernels::Op::N, kernels::Op::N, bf16(1.0f), a, b, bf16(0.0f), c),
+               std::logic_error);
+  Mat<float> x("x", 4, 4), y("y", 4, 4), z("z", 4, 4);
+  KernelChoice fp32_unresolved;
+  fp32_unresolved.gemm_fp32 = GemmPath::automatic;
+  EXPECT_THROW(kernels::gemm(fp32_unresolved, kernels::Op::N, kernels::Op::N, 1.0f, x, y, 0.0f, z), std::logic_error);
+}
