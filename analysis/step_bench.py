@@ -1,8 +1,9 @@
 """Reads a scripts/bench/step.sh directory (miniLST metrics files, PyTorch JSON
-timings, the SGEMM rate and the attention kernel alone, one run) and prints,
-writes step_bench.h5 and draws step_bench.png: per sequence length and phase,
-seconds for miniLST and PyTorch, GFLOP/s and the fraction of the machine's SGEMM
-rate, and the ratio of step times.
+timings, the machine's GEMM rate in the run's precision and the attention kernel
+alone, one run) and prints, writes step_bench.h5 and draws step_bench.png: per
+sequence length and phase, seconds for miniLST and PyTorch, GFLOP/s and the
+fraction of the machine's GEMM rate (fp32: the BLAS's SGEMM; bf16: oneDNN's bf16
+matmul, the CPU's matrix unit where it has one), and the ratio of step times.
 
     /usr/bin/python3 analysis/step_bench.py DIR
 
@@ -64,6 +65,8 @@ def main():
         sys.exit(__doc__)
     d = sys.argv[1]
     sgemm = json.load(open(os.path.join(d, "sgemm.json")))["gflops"]
+    bf16gemm = os.path.join(d, "bf16gemm.json")
+    bf16 = json.load(open(bf16gemm)) if os.path.exists(bf16gemm) else None
     blas = open(os.path.join(d, "blas.txt")).read().strip() if os.path.exists(os.path.join(d, "blas.txt")) else ""
     runs, loaded = {}, []
     for path in sorted(glob.glob(os.path.join(d, "minilst_S*_r*.h5"))):
@@ -76,7 +79,16 @@ def main():
         sys.exit(f"error: no miniLST/PyTorch pairs in {d}")
     seq = sorted(runs)
     table = {}
+    precision = str(loaded[0].attrs.get("precision", "float"))
+    if precision == "bf16" and bf16:  # the machine's own bf16 rate, measured in this run
+        peak, peak_name = bf16["gflops"], f"bf16 GEMM ({bf16['path']})"
+    else:
+        peak, peak_name = sgemm, "SGEMM"
     print(f"SGEMM {sgemm:.1f} GFLOP/s ({blas})")
+    if bf16:
+        print(f"bf16 GEMM {bf16['gflops']:.1f} GFLOP/s ({bf16['path']}, {bf16['m']} x {bf16['n']} x {bf16['k']}); "
+              f"CPU matrix ISA: {loaded[0].attrs.get('cpu_matrix_isa', 'unknown')}")
+    print(f"precision {precision}: every rate below is a fraction of {peak_name}, {peak:.1f} GFLOP/s")
     for S in seq:
         ml = {p: np.mean([m[0][p] for m, _ in runs[S]]) for p in ["step"] + PHASES}
         pt = {p: np.mean([t[0][p] for _, t in runs[S]]) for p in ["step"] + PHASES}
@@ -88,22 +100,30 @@ def main():
         print(f"  {'phase':10s} {'miniLST s':>10s} {'PyTorch s':>10s} {'GFLOP':>8s} {'miniLST':>16s} {'PyTorch':>16s}")
         for p in PHASES:
             fl = flops.get(p)
-            frac = lambda t: f"{fl / t / 1e9:7.1f} ({fl / t / 1e9 / sgemm:4.0%})" if fl and t > 0 else " " * 16  # noqa
+            frac = lambda t: f"{fl / t / 1e9:7.1f} ({fl / t / 1e9 / peak:4.0%})" if fl and t > 0 else " " * 16  # noqa
             print(f"  {p:10s} {ml[p]:10.3f} {pt[p]:10.3f} {fl / 1e9 if fl else 0:8.1f} {frac(ml[p]):>16s} "
                   f"{frac(pt[p]):>16s}")
         total = sum(flops.values())
-        print(f"  whole step: miniLST {total / ml['step'] / 1e9:.1f} GFLOP/s ({total / ml['step'] / 1e9 / sgemm:.0%} "
-              f"of SGEMM), PyTorch {total / pt['step'] / 1e9:.1f} GFLOP/s")
+        print(f"  whole step: miniLST {total / ml['step'] / 1e9:.1f} GFLOP/s ({total / ml['step'] / 1e9 / peak:.0%} "
+              f"of {peak_name}), PyTorch {total / pt['step'] / 1e9:.1f} GFLOP/s ({total / pt['step'] / 1e9 / peak:.0%})")
     attn = json.load(open(os.path.join(d, "attention.json"))) if os.path.exists(os.path.join(d, "attention.json")) else None
     if attn:
         print(f"\nattention kernel alone, S = {attn['seq_len']}, {attn['heads']} heads / {attn['kv_heads']} kv heads, "
               f"head dim {attn['head_dim']}: forward {attn['forward_s']:.3f} s, backward {attn['backward_s']:.3f} s, "
-              f"{attn['gflops']:.1f} GFLOP/s = {attn['gflops'] / sgemm:.0%} of this run's SGEMM")
+              f"({attn.get('attention_kernel', '?')}, {attn.get('precision', 'float')}): "
+              f"{attn['gflops']:.1f} GFLOP/s = {attn['gflops'] / peak:.0%} of this run's {peak_name}")
 
     out = os.path.join(d, "step_bench.h5")
     with h5py.File(out + ".partial", "w") as h:
         h.attrs["schema"] = "minilst-bench-step"
         h.attrs["sgemm_gflops"] = sgemm
+        h.attrs["precision"] = precision
+        h.attrs["peak_gflops"] = peak
+        h.attrs["peak"] = peak_name
+        if bf16:
+            h.attrs["bf16_gemm_gflops"] = bf16["gflops"]
+            h.attrs["bf16_gemm_path"] = bf16["path"]
+        h.attrs["cpu_matrix_isa"] = str(loaded[0].attrs.get("cpu_matrix_isa", "unknown"))
         h.attrs["blas_kernels"] = blas
         h.create_dataset("seq_lens", data=np.array(seq))
         h.create_dataset("ratio", data=np.array([table[S][0]["step"] / table[S][1]["step"] for S in seq]))
@@ -115,6 +135,7 @@ def main():
                     g = np.array([table[S][2][p] / table[S][k][p] / 1e9 for S in seq])
                     h.create_dataset(f"{impl}/{p}_gflops", data=g).attrs["units"] = "GFLOP/s"
                     h.create_dataset(f"{impl}/{p}_fraction_of_sgemm", data=g / sgemm).attrs["units"] = "1"
+                    h.create_dataset(f"{impl}/{p}_fraction_of_peak", data=g / peak).attrs["units"] = "1"
         if attn:
             for k, v in attn.items():
                 h.attrs["attention_kernel_" + k] = v
@@ -135,12 +156,12 @@ def main():
         ax = axes[1, col]
         fp = [p for p in PHASES if p in FLOPS]
         x = np.arange(len(fp))
-        ax.bar(x - 0.2, [flops[p] / ml[p] / 1e9 / sgemm for p in fp], 0.4, label="miniLST")
-        ax.bar(x + 0.2, [flops[p] / pt[p] / 1e9 / sgemm for p in fp], 0.4, label="PyTorch")
-        ax.axhline(1.0, color="k", lw=1, ls="--", label=f"SGEMM {sgemm:.0f} GFLOP/s")
+        ax.bar(x - 0.2, [flops[p] / ml[p] / 1e9 / peak for p in fp], 0.4, label="miniLST")
+        ax.bar(x + 0.2, [flops[p] / pt[p] / 1e9 / peak for p in fp], 0.4, label="PyTorch")
+        ax.axhline(1.0, color="k", lw=1, ls="--", label=f"{peak_name} {peak:.0f} GFLOP/s")
         ax.set_xticks(x, [p if p != "other" else "other\n(projections)" for p in fp])
-        ax.set_ylabel("GFLOP/s / SGEMM rate")
-        ax.set_title("each phase as a fraction of SGEMM")
+        ax.set_ylabel(f"GFLOP/s / {peak_name} rate")
+        ax.set_title(f"each phase as a fraction of {peak_name}")
         ax.legend()
     png = os.path.join(d, "step_bench.png")
     fig.savefig(png, dpi=110)

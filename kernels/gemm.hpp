@@ -17,6 +17,7 @@
 
 #include "bf16.hpp"
 #include "gemm_bf16_dot.hpp"
+#include "gemm_onednn.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include "gemm_bf16_cublas.hpp"
 #endif
@@ -28,8 +29,8 @@
 namespace minilst::kernels {
 
 // Products with a bf16 operand, by the run's path (kernels/kernel_choice.hpp): bf16 A
-// and B go to cuBLAS (device memory) or the AVX512_BF16 kernel (host) where the path
-// says so; every other case, and the fp32_tiles path, through fp32 tiles and the BLAS.
+// and B go to cuBLAS (device memory), or on hosts to oneDNN or the AVX512_BF16 kernel,
+// where the path says so; every other case, and fp32_tiles, through fp32 tiles and the BLAS.
 template <class AV, class BV, class CV>
 void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
   using TC = typename CV::non_const_value_type;
@@ -57,9 +58,9 @@ void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const
     }
 #endif
     if constexpr (host) {
-      if (path == GemmPath::avx512_bf16) {
+      if (path == GemmPath::avx512_bf16 || path == GemmPath::onednn) {
         ExecSpace().fence();
-        call(gemm_bf16_dot);
+        path == GemmPath::onednn ? call(gemm_onednn_bf16) : call(gemm_bf16_dot);
         return;
       }
     }
@@ -68,7 +69,8 @@ void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const
 }
 
 // The optimized GEMM of the run's choice: operands of one type, float or double, by
-// the BLAS (gemm_fp32 = blas; fp64 always); a bf16 operand by gemm_mixed and gemm_bf16.
+// the BLAS (fp64 always; fp32 with gemm_fp32 = blas) or oneDNN (gemm_fp32 = onednn);
+// a bf16 operand by gemm_mixed and gemm_bf16.
 template <class T, class AV, class BV, class CV>
 void gemm_optimized(const KernelChoice& choice, Op op_a, Op op_b, T alpha, const AV& A, const BV& B, T beta,
                     const CV& C) {
@@ -79,9 +81,17 @@ void gemm_optimized(const KernelChoice& choice, Op op_a, Op op_b, T alpha, const
   if constexpr (!blas) {
     gemm_mixed(choice.gemm_bf16, op_a, op_b, float(alpha), A, B, float(beta), C);
   } else {
-    if (std::is_same<TC, float>::value && choice.gemm_fp32 != GemmPath::blas)
-      throw std::logic_error("gemm: fp32 products have one path here, blas (the choice was never resolved)");
     const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
+    if constexpr (std::is_same<TC, float>::value) {
+      if (choice.gemm_fp32 == GemmPath::automatic) throw std::logic_error("gemm: the fp32 GEMM path was never resolved");
+      constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+      if (host && choice.gemm_fp32 == GemmPath::onednn) {
+        ExecSpace().fence();
+        gemm_onednn_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, A.data(), A.stride(0), B.data(), B.stride(0),
+                        beta, C.data(), C.stride(0));
+        return;
+      }
+    }
     if (m == 0 || n == 0) return;
     if (k == 0) {  // BLAS may not touch C when k == 0: do beta C ourselves
       Kokkos::parallel_for("gemm_scale_c",

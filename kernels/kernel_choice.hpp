@@ -9,12 +9,16 @@
 //                portable     the Kokkos team kernel (kernels/attention.hpp), every backend
 //                tensor_core  the CUDA kernels (kernels/attention_tensor_core.hpp): bf16
 //                             operands, or tf32 operands for fp32 runs
+//                onednn       bf16 on hosts with oneDNN: the flash tiles multiplied by oneDNN,
+//                             on AMX where the CPU has it (kernels/attention_onednn.hpp)
 //   gemm_bf16  run.gemm_bf16: the path of products with bf16 operands (fp32 accumulation)
 //                fp32_tiles   tiles converted to fp32 and multiplied by the BLAS (kernels/gemm_tiles.hpp)
 //                avx512_bf16  miniLST's AVX512_BF16 kernel (kernels/gemm_bf16_dot.hpp)
+//                onednn       oneDNN's matmul: AMX tiles where the CPU has them (kernels/gemm_onednn.hpp)
 //                cublas       cuBLAS's mixed-precision GEMM (kernels/gemm_bf16_cublas.hpp)
 //   gemm_fp32  run.gemm_fp32: the path of fp32 products
 //                blas         the BLAS behind Kokkos Kernels (OpenBLAS, cuBLAS)
+//                onednn       oneDNN's fp32 matmul
 // fp64 products always go to the BLAS. A deck's `auto` (automatic) never reaches a
 // kernel: the resolver replaces it (a kernel given one throws). A KernelChoice{} runs
 // on every build without measuring anything: the portable attention, bf16 products
@@ -28,8 +32,8 @@
 namespace minilst {
 
 enum class KernelVariant { optimized, reference };
-enum class AttentionKernel { automatic, portable, tensor_core };
-enum class GemmPath { automatic, blas, fp32_tiles, avx512_bf16, cublas };
+enum class AttentionKernel { automatic, portable, tensor_core, onednn };
+enum class GemmPath { automatic, blas, fp32_tiles, avx512_bf16, cublas, onednn };
 
 struct KernelChoice {
   KernelVariant variant = KernelVariant::optimized;

@@ -1,7 +1,7 @@
 // The kernels a run calls, as its KernelChoice says (kernel_choice.hpp): each forwards
 // to the optimised kernel or to its plain reference (variant), with the same
 // arguments; the GEMM by the chosen path of its precision, the optimised attention by
-// the chosen kernel (portable, or tensor_core on CUDA builds). Kernels without a
+// the chosen kernel (portable; tensor_core on CUDA builds; onednn for bf16 on hosts). Kernels without a
 // reference (rope, adamw, the embedding's forward, attention_merge, RSA's phases) are
 // the obvious loop already and are called directly.
 #pragma once
@@ -10,6 +10,7 @@
 
 #include "attention.hpp"
 #include "attention_reference.hpp"
+#include "attention_onednn.hpp"
 #include "attention_tensor_core.hpp"
 #include "cross_entropy.hpp"
 #include "cross_entropy_reference.hpp"
@@ -80,6 +81,9 @@ void attention_forward(const KernelChoice& kc, const Mat<T>& o, const Mat<accum_
     if (kc.attention == AttentionKernel::tensor_core)
       return attention_forward_tensor_core<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
 #endif
+  if constexpr (std::is_same<T, bf16>::value && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible)
+    if (kc.attention == AttentionKernel::onednn)
+      return attention_forward_onednn(o, lse, q, k, v_, q_pos, k_pos, head_dim);
   attention_forward<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
 }
 template <class T>
@@ -96,6 +100,9 @@ void attention_backward(const KernelChoice& kc, const Mat<T>& dq, const Mat<T>& 
     if (kc.attention == AttentionKernel::tensor_core)
       return attention_backward_tensor_core<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
 #endif
+  if constexpr (std::is_same<T, bf16>::value && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible)
+    if (kc.attention == AttentionKernel::onednn)
+      return attention_backward_onednn(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
   attention_backward<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
 }
 

@@ -14,7 +14,8 @@
 #                float64 reference kernel, the GEMMs (cuBLAS), the copy engine, the
 #                model, planner and layouts on one GPU
 #   layer_check  a one-layer bf16 step (inputs/gpu_layer_check.yaml) whose losses must
-#                match the float64 losses the host computed for the same deck
+#                match the float64 losses the host computed for the same deck (the same
+#                deck in the dry run: it is small)
 #   attention    the attention kernel alone, forward + backward, bf16, head dim 128,
 #                S = 4096 and 16384, against the cuBLAS bf16 GEMM rate of the same process
 #   step         the one-layer Llama-3-8B step (inputs/llama3_8b_layer.yaml, S = 16384)
@@ -115,11 +116,9 @@ if ((dry)); then
   step_sets=(--set model.hidden=256 --set model.heads=2 --set model.kv_heads=1 --set model.intermediate=512
              --set model.vocab=1000 --set run.seq_len=256 --set run.steps=3)
   offload_sets=("${step_sets[@]}" --set model.layers=3)
-  layer_sets=(--set model.hidden=256 --set model.heads=2 --set model.kv_heads=1 --set model.intermediate=512
-              --set model.vocab=1000 --set run.seq_len=128 --set reference.losses=)
 else
   attn_seqs="4096 16384" attn_shape=(--heads 32 --kv-heads 8 --head-dim 128) gemm_size=8192
-  step_sets=() layer_sets=()
+  step_sets=()
   offload_sets=(--set model.layers=4 --set run.seq_len=8192)
 fi
 
@@ -165,7 +164,7 @@ per_test=$(awk -v s="$scale" 'BEGIN { v = int(90 * s); print v < 1 ? 1 : v }')
 part cuda_tests 240 bash -c "$(declare -f cuda_tests); dry=$dry tests='$tests' work='$work' per_test=$per_test; cuda_tests"
 
 # layer_check: the bf16 layer against the host's float64 losses (the deck's reference answer)
-part layer_check 60 "$minilst" run "$root/inputs/gpu_layer_check.yaml" "${layer_sets[@]}" \
+part layer_check 60 "$minilst" run "$root/inputs/gpu_layer_check.yaml" \
   --set output.metrics="$out/layer_check.h5" --set output.overwrite=true
 
 # attention: one process per S (its own cuBLAS GEMM rate beside it)

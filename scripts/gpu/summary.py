@@ -29,6 +29,9 @@ import sys
 import tempfile
 
 PARTS = ["device", "cuda_tests", "layer_check", "attention", "step", "offload"]
+# The summary's keys, in order: the same in a GPU run and in the dry run.
+SUMMARY_KEYS = ["schema", "schema_version", "mode", "budget_s", "verdict", "headline", "bundle", "device", "parts",
+                "cuda_tests", "layer_check", "attention", "step", "memory", "offload", "targets"]
 TARGETS = {"attention_fraction_of_gemm": 0.35, "step_ratio_to_torch": 1.25, "memory_within": 0.05}
 # Dense bf16 tensor-core peaks from the datasheets (TFLOP/s, without sparsity).
 DATASHEET_BF16_TFLOPS = {"H100 80GB HBM3": 989.4, "H100 SXM": 989.4, "H100 PCIe": 756.5, "H100 NVL": 835.0,
@@ -249,13 +252,14 @@ def main():
     headline = (f"{len(done)}/{len(PARTS)} parts passed" + (f"; failed: {', '.join(failed)}" if failed else "") +
                 "; " + ", ".join(f"{k} {v['value']:.3g} ({'met' if v['met'] else 'missed'} {v['target']})"
                                  for k, v in targets.items() if v["value"] is not None))
-    summary = {
+    values = {
         "schema": "minilst-gpu-check", "schema_version": 1, "mode": args.mode, "budget_s": args.budget_s,
         "verdict": verdict, "headline": headline,
         "bundle": open(manifest).read().splitlines()[:6] if manifest and os.path.exists(manifest) else None,
         "device": device, "parts": parts, "cuda_tests": cuda_tests_part(work), "layer_check": layer_check_part(out),
         "attention": attention, "step": step, "memory": memory, "offload": offload_part(out), "targets": targets,
     }
+    summary = {k: values[k] for k in SUMMARY_KEYS}
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".summary.")
     with os.fdopen(fd, "w") as f:
         json.dump(summary, f, indent=1, default=lambda x: None)

@@ -1,8 +1,8 @@
 // minilst_bench_kernels: single kernels against the machine's own SGEMM rate,
 // measured in the same process. Prints one JSON object (for scripts/bench/).
 //   sgemm      C = A B, float, [m, k] x [k, n]
-//   bf16gemm   the same product in bf16 (fp32 accumulation, the path the run would
-//              choose: kernels/gemm_bf16_dot.hpp) beside SGEMM
+//   bf16gemm   the same product in bf16 (fp32 accumulation, --gemm-bf16's path or the one a run would
+//              choose: src/core/kernel_choice.hpp) beside SGEMM
 //   attention  causal flash attention forward + backward, float or bf16, S tokens
 //              on one rank (positions 0..S-1), d = heads x head dim, by the kernel
 //              --kernel selects (run.attention_kernel's choices); useful FLOPs counted
@@ -106,7 +106,7 @@ int attention_bench(const AttentionBench& b) {
   const double f_fwd = attention_flops_forward(double(S), Hh), f_bwd = attention_flops_backward(double(S), Hh);
   const double rate = (f_fwd + f_bwd) / (fwd + bwd) / 1e9;
   const int g = b.gemm_size;
-  const double gemm = std::is_same<T, float>::value && g == 2048 ? b.sgemm : gemm_gflops<T>(g, g, g, b.repeats);
+  const double gemm = std::is_same<T, float>::value ? b.sgemm : gemm_gflops<T>(g, g, g, b.repeats);
   std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"attention_kernel\": \"%s\", \"seq_len\": %d, "
               "\"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"forward_s\": %.6f, \"backward_s\": %.6f, "
               "\"forward_gflops\": %.2f, \"backward_gflops\": %.2f, \"gflops\": %.2f, \"gemm_gflops\": %.2f, "
@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   CLI::App app{"miniLST kernel benchmarks against the machine's SGEMM rate (JSON on stdout)"};
   app.require_subcommand(1);
+  app.fallthrough();  // --gemm-bf16 after the subcommand too
   int m = 2048, n = 2048, k = 2048, repeats = 3;
   bool ta = false, tb = false;
   int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64, gemm_size = 2048;
@@ -171,14 +172,15 @@ int main(int argc, char** argv) {
     const ResolvedKernels resolved = resolve_kernel_choice(request, p, head_dim);
     g_choice = resolved.choice;
     const bool shaped = sg->parsed() || bg->parsed();
-    const double sgemm = sgemm_gflops(shaped ? m : 2048, shaped ? n : 2048, shaped ? k : 2048, repeats);
+    const int g = at->parsed() ? gemm_size : 2048;  // the attention's comparison: its --gemm-size
+    const double sgemm = sgemm_gflops(shaped ? m : g, shaped ? n : g, shaped ? k : g, repeats);
     if (bg->parsed()) {
       const double s32 = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
       const double s16 = gemm_gflops<bf16>(m, n, k, repeats, ta, tb);
       std::printf("{\"kernel\": \"bf16gemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, "
                   "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"ratio_to_sgemm\": %.3f, \"path\": \"%s\", "
                   "\"reason\": \"%s\"}\n",
-                  m, n, k, int(ta), int(tb), s16, s32, s16 / s32, name_of(g_choice.gemm_bf16).c_str(),
+                  m, n, k, int(ta), int(tb), s16, s32, s16 / s32, gemm_path_record(g_choice.gemm_bf16, true).c_str(),
                   resolved.gemm_bf16_reason.c_str());
     } else if (sg->parsed()) {
       const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;

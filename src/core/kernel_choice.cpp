@@ -4,8 +4,10 @@
 
 #include <type_traits>
 
+#include "kernels/attention_onednn.hpp"
 #include "kernels/attention_tensor_core.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
+#include "kernels/gemm_onednn.hpp"
 #include "kernels/gemm_rate.hpp"
 
 namespace minilst {
@@ -30,8 +32,9 @@ std::string tensor_core_refusal(Precision precision, int head_dim) {
 }
 
 // The paths of each kind of product, whatever the build.
-constexpr GemmPaths kBf16Paths = path_bit(GemmPath::fp32_tiles) | path_bit(GemmPath::avx512_bf16) | path_bit(GemmPath::cublas);
-constexpr GemmPaths kFp32Paths = path_bit(GemmPath::blas);
+constexpr GemmPaths kBf16Paths = path_bit(GemmPath::fp32_tiles) | path_bit(GemmPath::avx512_bf16) |
+                                 path_bit(GemmPath::cublas) | path_bit(GemmPath::onednn);
+constexpr GemmPaths kFp32Paths = path_bit(GemmPath::blas) | path_bit(GemmPath::onednn);
 
 std::string path_names(GemmPaths paths) {
   std::string out;
@@ -47,6 +50,7 @@ std::string path_refusal(const char* key, GemmPath asked, GemmPaths of_kind, Gem
   if (!(of_kind & path_bit(asked))) return why + " is not a path of these products (auto, " + path_names(of_kind) + ")";
   why += asked == GemmPath::avx512_bf16 ? " needs an x86-64 CPU with AVX512_BF16 and a host build"
          : asked == GemmPath::cublas    ? " needs a CUDA build"
+         : asked == GemmPath::onednn    ? " needs a host build with oneDNN (libdnnl-dev; MINILST_ENABLE_ONEDNN)"
                                         : " cannot run in this build";
   return why + " (here: auto, " + path_names(runnable) + ")";
 }
@@ -57,39 +61,94 @@ GemmPaths runnable_gemm_bf16_paths() {
   if (kCuda) return path_bit(GemmPath::cublas) | path_bit(GemmPath::fp32_tiles);
   GemmPaths p = path_bit(GemmPath::fp32_tiles);
   if (kernels::cpu_has_bf16_dot()) p |= path_bit(GemmPath::avx512_bf16);
+  if (kernels::onednn_available()) p |= path_bit(GemmPath::onednn);
   return p;
 }
 
-GemmPaths runnable_gemm_fp32_paths() { return path_bit(GemmPath::blas); }
+GemmPaths runnable_gemm_fp32_paths() {
+  GemmPaths p = path_bit(GemmPath::blas);
+  if (!kCuda && kernels::onednn_available()) p |= path_bit(GemmPath::onednn);
+  return p;
+}
+
+std::string gemm_path_record(GemmPath path, bool bf16) {
+  if (path != GemmPath::onednn) return name_of(path);
+  return "onednn:" + kernels::onednn_implementation(bf16);
+}
 
 std::string kernel_choice_refusal(const KernelChoice& request, Precision precision, int head_dim) {
   if (request.attention == AttentionKernel::tensor_core) {
     if (const auto why = tensor_core_refusal(precision, head_dim); !why.empty())
       return "run.attention_kernel: tensor_core: " + why;
   }
+  if (request.attention == AttentionKernel::onednn) {
+    if (kCuda || !kernels::attention_onednn_available())
+      return "run.attention_kernel: onednn needs a host build with oneDNN (libdnnl-dev; MINILST_ENABLE_ONEDNN)";
+    if (precision != Precision::bf16) return "run.attention_kernel: onednn multiplies bf16 tiles: run.precision bf16";
+  }
   if (auto why = path_refusal("run.gemm_bf16", request.gemm_bf16, kBf16Paths, runnable_gemm_bf16_paths()); !why.empty())
     return why;
   return path_refusal("run.gemm_fp32", request.gemm_fp32, kFp32Paths, runnable_gemm_fp32_paths());
 }
 
+namespace {
+// The fastest of `candidates` (in EnumNames order) on the probe product in T; their rates into `rates`.
+template <class T>
+GemmPath fastest(GemmPaths candidates, bool bf16, std::map<std::string, double>& rates) {
+  GemmPath best = GemmPath::automatic;
+  for (const auto& [path, name] : EnumNames<GemmPath>::table) {
+    if (!(candidates & path_bit(path))) continue;
+    KernelChoice c;
+    (bf16 ? c.gemm_bf16 : c.gemm_fp32) = path;
+    rates[name] = kernels::probe_gemm_gflops<T>(c);
+    if (best == GemmPath::automatic || rates[name] > rates[name_of(best)]) best = path;
+  }
+  return best;
+}
+
+// A GEMM path where the request says auto: `only` when one path may run, else the fastest measured.
+template <class T>
+GemmPath resolve_path(GemmPaths allowed, bool bf16, std::map<std::string, double>& rates, std::string& reason) {
+  if ((allowed & (allowed - 1)) == 0) {  // one path
+    for (const auto& [path, name] : EnumNames<GemmPath>::table)
+      if (allowed & path_bit(path)) {
+        reason = "the one path every rank can run";
+        return path;
+      }
+  }
+  reason = "measured";
+  return fastest<T>(allowed, bf16, rates);
+}
+}  // namespace
+
 ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision precision, int head_dim,
-                                      GemmPaths bf16_allowed) {
+                                      GemmPaths bf16_allowed, GemmPaths fp32_allowed) {
   ResolvedKernels r;
   KernelChoice& c = r.choice;
   c = request;
   // Attention.
   if (c.attention == AttentionKernel::automatic) {
-    const bool tc = precision == Precision::bf16 && tensor_core_refusal(precision, head_dim).empty();
-    c.attention = tc ? AttentionKernel::tensor_core : AttentionKernel::portable;
-    r.attention_reason = tc ? "auto: bf16 on the tensor cores"
-                            : kCuda ? "auto: the tensor cores take bf16 runs (tf32 only when asked)"
-                                    : "auto: the portable kernel (no tensor cores in this build)";
+    const bool bf = precision == Precision::bf16;
+    const bool tc = bf && tensor_core_refusal(precision, head_dim).empty();
+    const bool amx = bf && !kCuda && kernels::attention_onednn_available() && kernels::cpu_matrix_isa() == "amx_bf16";
+    c.attention = tc ? AttentionKernel::tensor_core : amx ? AttentionKernel::onednn : AttentionKernel::portable;
+    r.attention_reason = tc    ? "auto: bf16 on the tensor cores"
+                         : amx ? "auto: bf16 tiles on the CPU's AMX unit (oneDNN)"
+                         : kCuda ? "auto: the tensor cores take bf16 runs (tf32 only when asked)"
+                                 : "auto: the portable kernel";
   } else {
     r.attention_reason = "asked (run.attention_kernel)";
   }
-  // fp32 products: one path.
-  if (c.gemm_fp32 == GemmPath::automatic) c.gemm_fp32 = GemmPath::blas;
-  // bf16 products: the device's library, or the faster measured host path.
+  // fp32 products: measured in fp32 runs where there is a choice.
+  if (c.gemm_fp32 != GemmPath::automatic) {
+    r.gemm_fp32_reason = "asked (run.gemm_fp32)";
+  } else if (kCuda || precision != Precision::float32) {
+    c.gemm_fp32 = GemmPath::blas;
+    r.gemm_fp32_reason = kCuda ? "device: the BLAS (cuBLAS)" : "the BLAS (no fp32 products to measure in this run)";
+  } else {
+    c.gemm_fp32 = resolve_path<float>(fp32_allowed & kFp32Paths, false, r.gemm_fp32_gflops, r.gemm_fp32_reason);
+  }
+  // bf16 products: the device's library, or the fastest measured host path.
   if (c.gemm_bf16 != GemmPath::automatic) {
     r.gemm_bf16_reason = "asked (run.gemm_bf16)";
   } else if (kCuda) {
@@ -98,16 +157,9 @@ ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision pre
   } else if (precision != Precision::bf16) {
     c.gemm_bf16 = GemmPath::fp32_tiles;
     r.gemm_bf16_reason = "not used: no bf16 products in a " + name_of(precision) + " run";
-  } else if (!(bf16_allowed & path_bit(GemmPath::avx512_bf16))) {
-    c.gemm_bf16 = GemmPath::fp32_tiles;
-    r.gemm_bf16_reason = kernels::cpu_has_bf16_dot() ? "a rank's CPU has no bf16 dot-product instructions"
-                                                     : "no bf16 dot-product instructions on this CPU";
   } else {
-    for (const GemmPath p : {GemmPath::avx512_bf16, GemmPath::fp32_tiles})
-      r.gemm_bf16_gflops[name_of(p)] = kernels::bf16_path_gflops(p);
-    const bool dot = r.gemm_bf16_gflops["avx512_bf16"] >= r.gemm_bf16_gflops["fp32_tiles"];
-    c.gemm_bf16 = dot ? GemmPath::avx512_bf16 : GemmPath::fp32_tiles;
-    r.gemm_bf16_reason = "measured";
+    c.gemm_bf16 = resolve_path<bf16>(bf16_allowed & kBf16Paths & ~path_bit(GemmPath::cublas), true,
+                                     r.gemm_bf16_gflops, r.gemm_bf16_reason);
   }
   return r;
 }

@@ -4,9 +4,11 @@
 // CPU cannot run refused with the key that asked for it.
 //   attention  auto: tensor_core for bf16 on CUDA builds where the kernels run (head
 //              dim, shared memory); portable otherwise (fp32 takes tf32 only when asked)
-//   gemm_bf16  auto: cublas on CUDA builds; on hosts the faster, measured now, of the
-//              paths every rank can run (avx512_bf16 where the CPU has it; fp32_tiles)
-//   gemm_fp32  auto: blas
+//   gemm_bf16  auto: cublas on CUDA builds; on hosts the fastest, measured now, of the
+//              paths every rank can run (onednn in builds with oneDNN; avx512_bf16 where
+//              the CPU has it; fp32_tiles)
+//   gemm_fp32  auto: blas on CUDA builds; on hosts the faster, measured now (in fp32
+//              runs), of blas and onednn
 // Several ranks agree through the job floor (job/agreement.hpp): the intersection of
 // what each can run, then rank 0's measurement.
 #pragma once
@@ -26,15 +28,15 @@ struct EnumNames<KernelVariant> {
 };
 template <>
 struct EnumNames<AttentionKernel> {
-  static constexpr std::array<std::pair<AttentionKernel, const char*>, 3> table{
+  static constexpr std::array<std::pair<AttentionKernel, const char*>, 4> table{
       {{AttentionKernel::automatic, "auto"}, {AttentionKernel::portable, "portable"},
-       {AttentionKernel::tensor_core, "tensor_core"}}};
+       {AttentionKernel::tensor_core, "tensor_core"}, {AttentionKernel::onednn, "onednn"}}};
 };
 template <>
 struct EnumNames<GemmPath> {
-  static constexpr std::array<std::pair<GemmPath, const char*>, 5> table{
+  static constexpr std::array<std::pair<GemmPath, const char*>, 6> table{
       {{GemmPath::automatic, "auto"}, {GemmPath::blas, "blas"}, {GemmPath::fp32_tiles, "fp32_tiles"},
-       {GemmPath::avx512_bf16, "avx512_bf16"}, {GemmPath::cublas, "cublas"}}};
+       {GemmPath::avx512_bf16, "avx512_bf16"}, {GemmPath::cublas, "cublas"}, {GemmPath::onednn, "onednn"}}};
 };
 
 // A set of GEMM paths (bit i: the GemmPath of value i).
@@ -45,22 +47,27 @@ constexpr GemmPaths path_bit(GemmPath p) { return 1u << unsigned(p); }
 GemmPaths runnable_gemm_bf16_paths();
 GemmPaths runnable_gemm_fp32_paths();
 
+// "onednn:brg:avx512_core_amx_bf16" for oneDNN (with the implementation oneDNN chose on this
+// CPU), else the path's name: what the metrics file records as gemm_bf16 and gemm_fp32.
+std::string gemm_path_record(GemmPath path, bool bf16);
+
 // What the resolution found besides the choice: why each part, the rates measured.
 struct ResolvedKernels {
   KernelChoice choice;
-  std::string gemm_bf16_reason, attention_reason;
-  std::map<std::string, double> gemm_bf16_gflops;  // path name -> measured GFLOP/s (probed paths only)
+  std::string gemm_bf16_reason, gemm_fp32_reason, attention_reason;
+  std::map<std::string, double> gemm_bf16_gflops, gemm_fp32_gflops;  // path -> measured GFLOP/s (probed paths only)
 };
 
 // Why `request` cannot run a `precision` run of head dim `head_dim` here ("" when it
 // can), naming the deck key: a path or kernel this build, CPU or GPU lacks.
 std::string kernel_choice_refusal(const KernelChoice& request, Precision precision, int head_dim);
 
-// The request with every automatic replaced (see the top of this file). bf16_allowed:
-// the bf16 paths the choice may take (several ranks: what all of them can run).
+// The request with every automatic replaced (see the top of this file). bf16_allowed,
+// fp32_allowed: the paths the choice may take (several ranks: what all of them can run).
 // Requires kernel_choice_refusal(request, ...) == "".
 ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision precision, int head_dim,
-                                      GemmPaths bf16_allowed = runnable_gemm_bf16_paths());
+                                      GemmPaths bf16_allowed = runnable_gemm_bf16_paths(),
+                                      GemmPaths fp32_allowed = runnable_gemm_fp32_paths());
 
 // "variant=optimized attention=portable gemm_bf16=avx512_bf16 gemm_fp32=blas": what the
 // log prints and the metrics file records (kernel_choice).

@@ -129,18 +129,18 @@ int agree_on_deck(const std::string& resolved_yaml, const std::string& error, MP
 }
 
 ResolvedKernels agree_on_kernels(const KernelChoice& request, Precision precision, int head_dim, MPI_Comm comm) {
-  unsigned mine = runnable_gemm_bf16_paths(), common = mine;
-  MPI_Allreduce(&mine, &common, 1, MPI_UNSIGNED, MPI_BAND, comm);
+  unsigned mine[2] = {runnable_gemm_bf16_paths(), runnable_gemm_fp32_paths()}, common[2] = {0, 0};
+  MPI_Allreduce(mine, common, 2, MPI_UNSIGNED, MPI_BAND, comm);
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   ResolvedKernels resolved;
-  if (rank == 0) resolved = resolve_kernel_choice(request, precision, head_dim, common);
+  if (rank == 0) resolved = resolve_kernel_choice(request, precision, head_dim, common[0], common[1]);
   int parts[4] = {int(resolved.choice.variant), int(resolved.choice.attention), int(resolved.choice.gemm_bf16),
                   int(resolved.choice.gemm_fp32)};
   MPI_Bcast(parts, 4, MPI_INT, 0, comm);
   if (rank != 0) {
     resolved.choice = {KernelVariant(parts[0]), AttentionKernel(parts[1]), GemmPath(parts[2]), GemmPath(parts[3])};
-    resolved.gemm_bf16_reason = resolved.attention_reason = "rank 0's resolution";
+    resolved.gemm_bf16_reason = resolved.gemm_fp32_reason = resolved.attention_reason = "rank 0's resolution";
   }
   return resolved;
 }

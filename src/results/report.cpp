@@ -55,10 +55,20 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKerne
   if (deck.run.precision == Precision::bf16) {
     std::printf("bf16: activations, transfers and the weight copy in bf16; gradients, master weights, AdamW moments "
                 "and every accumulation in fp32 (%zu bytes per parameter); GEMM %s (%s",
-                model_state_bytes(Precision::bf16), name_of(kernels.choice.gemm_bf16).c_str(),
+                model_state_bytes(Precision::bf16), gemm_path_record(kernels.choice.gemm_bf16, true).c_str(),
                 kernels.gemm_bf16_reason.c_str());
     const char* sep = ": ";
     for (const auto& [path, gflops] : kernels.gemm_bf16_gflops) {
+      std::printf("%s%s %.0f GFLOP/s", sep, path.c_str(), gflops);
+      sep = ", ";
+    }
+    std::printf(")\n");
+  }
+  if (deck.run.precision == Precision::float32) {
+    std::printf("fp32 GEMM: %s (%s", gemm_path_record(kernels.choice.gemm_fp32, false).c_str(),
+                kernels.gemm_fp32_reason.c_str());
+    const char* sep = ": ";
+    for (const auto& [path, gflops] : kernels.gemm_fp32_gflops) {
       std::printf("%s%s %.0f GFLOP/s", sep, path.c_str(), gflops);
       sep = ", ";
     }

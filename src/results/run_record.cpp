@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/kernel_choice.hpp"
+#include "kernels/gemm_onednn.hpp"
 #include "results/provenance.hpp"
 #include "minilst_build_info.hpp"  // generated: MINILST_BUILD_TYPE
 #include "kernels/tile_ops.hpp"
@@ -89,12 +90,19 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   const ResolvedKernels& k = facts.kernels;
   text["kernel_choice"] = describe(k.choice);  // the whole choice; the keys below say each part
   if (deck.run.precision == Precision::bf16) {  // which bf16 GEMM ran, and why
-    text["gemm_bf16"] = name_of(k.choice.gemm_bf16);
+    text["gemm_bf16"] = gemm_path_record(k.choice.gemm_bf16, true);
     text["gemm_bf16_reason"] = k.gemm_bf16_reason;
     const auto rate = [&](const char* path) { return k.gemm_bf16_gflops.count(path) ? k.gemm_bf16_gflops.at(path) : 0.0; };
     m.attributes.reals["gemm_bf16_dot_gflops"] = rate("avx512_bf16");
     m.attributes.reals["gemm_bf16_tiles_gflops"] = rate("fp32_tiles");
+    m.attributes.reals["gemm_bf16_onednn_gflops"] = rate("onednn");
   }
+  if (deck.run.precision == Precision::float32) {  // which fp32 GEMM ran, and why
+    text["gemm_fp32"] = gemm_path_record(k.choice.gemm_fp32, false);
+    text["gemm_fp32_reason"] = k.gemm_fp32_reason;
+    for (const auto& [path, gflops] : k.gemm_fp32_gflops) m.attributes.reals["gemm_fp32_" + path + "_gflops"] = gflops;
+  }
+  text["cpu_matrix_isa"] = kernels::cpu_matrix_isa();  // the CPU's bf16 matrix hardware oneDNN may use
   text["kernel_variant"] = name_of(k.choice.variant);
   text["attention_kernel"] = attention_kernel_name(k.choice, deck.run.precision);
 #if defined(KOKKOS_ENABLE_CUDA)
