@@ -6,7 +6,7 @@
 #
 #   scripts/build_kokkos.sh --backend openmp|cuda [--kokkos-src TARBALL|DIR]
 #       [--kernels-src TARBALL|DIR] [--patch FILE]... [--prefix DIR]
-#       [--arch KOKKOS_ARCH] [--no-kernels] [-j N]
+#       [--arch KOKKOS_ARCH] [--no-kernels] [--shared] [-j N]
 #
 #   openmp  Kokkos Serial + OpenMP; Kokkos Kernels with OpenBLAS behind its BLAS
 #   cuda    Kokkos Serial + CUDA (compiler: the Kokkos tree's nvcc_wrapper, CUDA
@@ -15,6 +15,8 @@
 #           (Kokkos_ARCH_<NAME>, e.g. AMPERE80); --patch FILE for patches that
 #           the Kokkos sources need (CUDA 13 needs one for Kokkos <= 4.6).
 #   --no-kernels  Kokkos alone (enough for code that does not call KokkosBlas).
+#   --shared      shared libraries (default: static), for programs that share one
+#                 Kokkos through a shared miniLST library (the GPU bundle, scripts/gpu/pack.sh).
 #
 # Sources: a release tarball or an unpacked tree of each project (a cluster user
 # points at what they downloaded). Without --kokkos-src the script looks in
@@ -25,7 +27,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-backend="" kokkos_src="" kernels_src="" prefix="" arch="" kernels=1 jobs=$(nproc)
+backend="" kokkos_src="" kernels_src="" prefix="" arch="" kernels=1 shared=OFF jobs=$(nproc)
 patches=()
 while (($#)); do
   case $1 in
@@ -36,6 +38,7 @@ while (($#)); do
     --prefix) prefix=$2; shift 2 ;;
     --arch) arch=$2; shift 2 ;;
     --no-kernels) kernels=0; shift ;;
+    --shared) shared=ON; shift ;;
     -j) jobs=$2; shift 2 ;;
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build_kokkos.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -68,7 +71,7 @@ if [[ $backend == cuda ]]; then
   fi
 fi
 
-common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=OFF)
+common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=$shared)
 kokkos_opts=(-DKokkos_ENABLE_SERIAL=ON)
 # Kokkos Kernels without explicit instantiations (ETI): miniLST calls one routine,
 # KokkosBlas::gemm on float and double, and only through the vendor BLAS (OpenBLAS or
@@ -104,7 +107,7 @@ tar_or_dir_hash() {  # a file's sha256, or a directory's (its files' names and c
   if [[ -d $1 ]]; then (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
   else sha256sum "$1" | cut -c1-16; fi
 }
-stamp_text=$(printf '%s\n' "backend=$backend arch=$arch kernels=$kernels" \
+stamp_text=$(printf '%s\n' "backend=$backend arch=$arch kernels=$kernels shared=$shared" \
   "$(describe "$kokkos_src" "$kernels_src" "${patches[@]}")" "${kokkos_opts[*]}" "${kernels_opts[*]}")
 stamp=$(sha256sum <<< "$stamp_text" | cut -c1-12)
 cache=${MINILST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/minilst}

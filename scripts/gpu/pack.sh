@@ -5,13 +5,15 @@
 #
 #   scripts/gpu/pack.sh [--out DIR] [--arch HOPPER90] [-j N]
 #
-# 1. The Kokkos 4 + Kokkos Kernels CUDA stack (scripts/build_kokkos.sh --backend
-#    cuda; cached in ~/.cache/minilst), for --arch (Kokkos_ARCH_<NAME>; HOPPER90 =
-#    sm_90: H100, H200).
+# 1. The Kokkos 4 + Kokkos Kernels CUDA stack as shared libraries (scripts/build_kokkos.sh
+#    --backend cuda --shared; cached in ~/.cache/minilst), for --arch (Kokkos_ARCH_<NAME>;
+#    HOPPER90 = sm_90: H100, H200).
 # 2. miniLST against it in $MINILST_GPU_BUILD (default build-cuda/): a single-process
 #    build (MINILST_ENABLE_MPI=OFF: one GPU, no launcher, no NCCL), cuBLAS for the
 #    bf16 GEMMs, the tensor-core attention, the CUDA copy engine; with the test
-#    programs. Then the copy engine's own check (tests/cuda/).
+#    programs, all linking one shared libminilst_core (the device code once, not once
+#    per program). Then the CUDA checks of their own (tests/cuda/: the copy engine, and
+#    the NCCL communicator compiled for CUDA where MPI and NCCL are found).
 # 3. The folder (default gpu-bundle/ in the checkout, which git ignores; a device
 #    run carries it):
 #      bin/     minilst, minilst_bench_kernels, minilst_bench_mst
@@ -45,11 +47,11 @@ build=${MINILST_GPU_BUILD:-$root/build-cuda}
 log() { echo "pack.sh: $*" >&2; }
 
 t0=$SECONDS
-prefix=$(bash "$root/scripts/build_kokkos.sh" --backend cuda --arch "$arch" -j "$jobs" | tail -n 1)
+prefix=$(bash "$root/scripts/build_kokkos.sh" --backend cuda --arch "$arch" --shared -j "$jobs" | tail -n 1)
 log "CUDA Kokkos stack: $prefix ($((SECONDS - t0)) s)"
 
 t0=$SECONDS
-KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF \
+KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF -DMINILST_SHARED_CORE=ON \
   -DMINILST_ENABLE_GLPK=OFF -DMINILST_NCCL_COMPILE_CHECK=OFF > "$build.log" 2>&1 || { tail -60 "$build.log" >&2; exit 1; }
 grep "miniLST " "$build.log" | head -2 >&2
 export PATH=$cuda/bin:$PATH
@@ -63,6 +65,7 @@ tmp=$(mktemp -d "$(dirname "$out")/.gpu-bundle-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"/{bin,tests,lib,inputs,peer}
 cp "$build"/minilst "$build"/minilst_bench_kernels "$build"/minilst_bench_mst "$tmp/bin/"
+cp -L "$build"/libminilst_core.so "$tmp/lib/"
 find "$build/tests" -maxdepth 1 -type f -name 'test_*' -perm -u+x -exec cp {} "$tmp/tests/" \;
 cp "$build/checks/copy_engine_check" "$tmp/tests/"
 cp "$root"/inputs/*.yaml "$tmp/inputs/"
