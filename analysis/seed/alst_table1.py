@@ -1,5 +1,6 @@
-"""ALST Table 1 (the feature ablation ladder) with Tables 2-3's one-GPU rows, beside miniLST:
-the CPU-scale ladder measured on 2 ranks, and the Llama-3-8B ladder predicted on 8 (and 1) ranks.
+"""ALST Table 1 (the feature ablation ladder) with Section 5.5's baseline-vs-ALST rows on 1, 8 and 32
+GPUs, beside miniLST: the CPU-scale ladder measured on 2 ranks, and Llama-3-8B predicted on 8, 1 and
+32 ranks.
 
     /usr/bin/python3 analysis/seed/alst_table1.py DIR [--tiny]     (DIR: scripts/bench/seed/alst_table1.sh's output)
 """
@@ -8,139 +9,112 @@ import math
 import numpy as np
 
 import seed_common as sc
+import seed_papers as sp
 
-# ALST, arXiv 2506.13996, Table 1 (one 8x H100 node, Llama-8B, bs = 1): sequence length,
-# iteration time (h:mm:ss) and TFLOPS, as printed. Tables 2 and 3 repeat the baseline row
-# for 8 GPUs and give the one-GPU rows (whose baseline also offloads the weights to the CPU).
-PAPER_8 = {
-    "base": ("32K", "0:00:17", 231.6),
-    "loss": ("160K", "0:02:03", 514.4),
-    "ulysses": ("1.1M", "0:09:24", 576.1),
-    "mlp": ("1.2M", "0:11:43", 548.7),
-    "offload": ("2.4M", "0:43:30", 585.8),
-    "all": ("3.7M", "1:47:35", 590.6),
-}
-PAPER_1 = {"base": ("32K", "0:00:26", 189.4), "all": ("500K", "0:16:50", 548.1)}
 RUNGS = ["base", "loss", "ulysses", "mlp", "offload", "all"]
+COL_S, COL_T, COL_F = sp.ALST_TABLE1.columns
+# What each rung counts in miniLST against ALST's measured PyTorch / DeepSpeed run.
+WHY = {
+    "base": "Hugging Face's head in both (miniLST's hf_checkpoint: whole bf16 logits, fp32 upcast and its gradient), "
+            "the ranks data parallel; ALST's run also pays PyTorch's allocator, NCCL's and DeepSpeed's buffers",
+    "loss": "the [S, V] logits go: chunks fused with the loss in both",
+    "ulysses": "the sequence split over the 8 ranks; miniLST counts its all-to-all buffers",
+    "mlp": "the MLP in chunks: little at this length in both",
+    "offload": "each layer's checkpointed input in host memory (1.9 TB / 8 per rank)",
+    "all": "every technique; ALST notes its GPUs had memory left when the host memory ran out",
+}
 
 
-def paper_tokens(s: str) -> float:
-    """The paper's 32K / 1.1M as a number (K = 10^3, M = 10^6)."""
-    return float(s[:-1]) * {"K": 1e3, "M": 1e6}[s[-1]]
-
-
-def seconds(hms: str) -> int:
-    h, m, s = (int(x) for x in hms.split(":"))
-    return 3600 * h + 60 * m + s
+def binds(p, device_mib, host_mib):
+    """Which budget a longest-S plan filled: the device's, the host's, or both."""
+    dev = sc.plan_mem(p, "device_total") / sc.MiB >= 0.99 * device_mib
+    host = (sc.plan_mem(p, "host_offload") + sc.plan_mem(p, "host_optimizer")) / sc.MiB >= 0.99 * host_mib
+    return " and ".join(x for x, on in (("device", dev), ("host", host)) if on) or "neither (a step limit)"
 
 
 def main():
     st = sc.parse_args(__doc__)
-    budget = float(open(f"{st.dir}/cpu_budget_mib.txt").read())
+    t1, t5 = sp.ALST_TABLE1, sp.ALST_SECTION55
+    budget, dev, node = st.value("cpu_budget_mib"), st.value("device_mib"), st.value("node_host_mib")
+    cpu_rows, cpu = sc.longest_seq_rows(st, [f"cpu_{r}" for r in RUNGS])
 
-    # CPU scale
-    cpu_rows, cpu_S, cpu_t, cpu_meas, cpu_model, cpu_ok = [], [], [], [], [], []
-    base_S = None
-    for r in RUNGS:
-        label = st.rows.get(f"cpu_{r}", {}).get("label", r)
-        plan, run = st.plan(f"cpu_{r}"), st.run(f"cpu_{r}_run")
-        if plan is None:
-            cpu_rows.append([label, "skipped: " + st.why(f"cpu_{r}")] + [""] * 6)
-            for lst in (cpu_S, cpu_t, cpu_meas, cpu_model):
-                lst.append(math.nan)
-            cpu_ok.append(True)
-            continue
-        S = plan["seq_len"]
-        base_S = base_S or (S if r == "base" else None)
-        meas, model = sc.mem(run, "device_total"), sc.plan_mem(plan, "device_total")
-        ok = sc.model_matches(run) and meas == model
-        cpu_rows.append([label, f"{S:,}", sc.num(S / base_S if base_S else None, ".1f"), f"{sc.step_s(run):.3f}",
-                         f"{sc.gflops_per_rank(run):.1f}", sc.mib(meas), sc.mib(model), "yes" if ok else "**no**"])
-        cpu_S.append(S), cpu_t.append(sc.step_s(run)), cpu_meas.append(meas), cpu_model.append(model)
-        cpu_ok.append(ok)
-
-    # Paper scale, 8 ranks and 1 rank
-    def paper_rows(prefix, paper, rungs, ranks):
-        rows, ours, theirs, flop_ours, flop_theirs = [], [], [], [], []
-        base_ours = st.plan(f"{prefix}_base")
-        for r in rungs:
-            p, at = st.plan(f"{prefix}_{r}"), st.plan(f"{prefix}_{r}_at_paper_s")
-            seq, t, tflops = paper.get(r, (None, None, None))
-            label = st.rows.get(f"{prefix}_{r}", {}).get("label", r)
-            S = p["seq_len"] if p else None
-            f_ours = at["flops_per_step"] / ranks if at else None
-            f_theirs = tflops * 1e12 * seconds(t) if t else None
-            rows.append([label, seq or "n/a", sc.tokens(S) if p else "skipped: " + st.why(f"{prefix}_{r}"),
-                         sc.num(paper_tokens(seq) / paper_tokens(paper["base"][0]) if seq else None, ".1f"),
-                         sc.num(S / base_ours["seq_len"] if p and base_ours else None, ".1f"),
-                         t or "n/a", sc.num(tflops, ".1f"), sc.num(f_theirs and f_theirs / 1e15, ".1f"),
-                         sc.num(f_ours and f_ours / 1e15, ".1f"),
-                         sc.num(f_theirs / f_ours if f_ours and f_theirs else None, ".2f"),
-                         sc.gib(sc.plan_mem(p, "host_offload") + sc.plan_mem(p, "host_optimizer")) if p else ""])
-            ours.append(sc.nan(S)), theirs.append(paper_tokens(seq) if seq else math.nan)
-            flop_ours.append(sc.nan(f_ours)), flop_theirs.append(sc.nan(f_theirs))
-        return rows, ours, theirs, flop_ours, flop_theirs
-
-    g8 = paper_rows("gpu8", PAPER_8, RUNGS, 8)
-    g1 = paper_rows("gpu1", PAPER_1, ["base", "all"], 1)
-    cols = ["rung", "paper: S", "miniLST: longest S", "paper: x baseline", "miniLST: x baseline",
-            "paper: iteration", "paper: TFLOPS", "paper: PFLOP per GPU and iteration (TFLOPS x time)",
-            "miniLST: model PFLOP per rank at the paper's S", "paper / miniLST FLOP", "miniLST: host GiB per rank"]
+    # Longest S: Table 1's rungs on 8 ranks, Section 5.5's 1- and 32-GPU rows (its 8-GPU rows are Table 1's).
+    rows = [(t1, r, f"gpu8_{r}", 8, WHY[r]) for r in RUNGS]
+    rows += [(t5, f"gpu{g}/{r}", f"gpu{g}_{r}", g, w) for g in (1, 32) for r, w in (
+        ("base", "ALST's one-GPU baseline also offloads the weights to the CPU, which miniLST cannot (ZeRO-Offload "
+                 "keeps the bf16 weights on the device)" if g == 1 else WHY["base"]),
+        ("all", "the node's whole 1.9 TB for one GPU" if g == 1 else "Ulysses over 32 ranks, 1.9 TB / 8 per rank"))]
+    longest = sc.Compare("longest", f"Longest sequence: ALST's (measured, H100s) beside miniLST's (predicted: "
+                         f"{dev:,.0f} MiB per device, host as the row says)", "tokens", ",.0f")
+    work = sc.Compare("work", "Work per GPU and iteration: ALST's TFLOPS x iteration time beside miniLST's model "
+                      "FLOPs per rank of one step at the paper's S (not in --tiny)", "PFLOP", ".1f")
+    for t, row, name, g, why in rows:
+        p = st.plan(name)
+        host = node if g == 1 else node / 8
+        label = t.printed_rows[row] + (", 8 GPUs" if t is t1 else "")
+        longest.add(label, t, row, COL_S, p["seq_len"] if p else None,
+                    why + (f"; fills the {binds(p, dev, host)} budget" if p else ""),
+                    ours_text=None if p else "skipped: " + st.why(name))
+        at = st.plan(f"{name}_at_paper_s")
+        if at:
+            work.add(label, t, row, COL_F, at["flops_per_step"] / at["ranks"] / 1e15,
+                     "ALST counts Megatron-LM's FLOPs: attention as non-causal (x 2) and the recomputed forward "
+                     "(x 4/3); miniLST counts causal attention and no recomputation: 2.67 on attention-bound rows",
+                     paper=t.value(row, COL_F) * t.value(row, COL_T) / 1e3,
+                     printed=f"{t.cell(row, COL_F)} x {t.cell(row, COL_T)}")
+    ladder = [[t1.printed_rows[r], sc.num(t1.value(r, COL_S) / t1.value("base", COL_S), ".1f"),
+               sc.num(longest.rows[i]["ours"] / longest.rows[0]["ours"], ".1f")] for i, r in enumerate(RUNGS)]
     sections = [
+        ("The ladder as multiples of its baseline (8 GPUs)", sc.md_table(["rung", "ALST", "miniLST"], ladder)),
         (f"CPU scale: 2 ranks of inputs/max_seq_cpu.yaml (float, ZeRO-3, optimizer offload), {budget:g} MiB of "
-         "device memory per rank: longest S predicted, one step run at it",
-         sc.md_table(["rung", "longest S", "x baseline", "step s", "model GFLOP/s per rank", "device MiB measured",
-                      "device MiB predicted", "measured = model"], cpu_rows)),
-        ("Paper scale, Table 1: Llama-3-8B on 8 ranks (Ulysses 8 from the third rung), bf16, ZeRO-3, optimizer "
-         "offload; 80 GiB device and 240 GiB host per rank (miniLST predicted)",
-         sc.md_table(cols, g8[0])),
-        ("Paper scale, Tables 2-3: one rank (ZeRO-Offload: stage 2, AdamW on the host)", sc.md_table(cols, g1[0])),
+         "device memory per rank: longest S predicted, one step run at it", sc.md_table(sc.LONGEST_COLUMNS, cpu_rows)),
     ]
     notes = [
         "What each rung is in miniLST: baseline = `memory.policy: hf_checkpoint` (checkpointing with the whole [S, V] "
         "bf16 logits, their fp32 upcast and its gradient, the MLP whole) and, without Ulysses, the ranks data "
-        "parallel (each its own sequence of S tokens, as ALST's baseline on 8 GPUs); tiled logits & loss = "
-        "`checkpoint` with `mst.lm_head_chunks: auto`; Ulysses = `parallel.ulysses: 8` (2 at CPU scale); tiled MLP "
-        "= `mst.mlp_chunks: auto`; activation checkpoint offload = `checkpoint_offload` (each layer's input in host "
-        "memory).",
-        "The ladder's order is the paper's: every rung lengthens the sequence; at CPU scale and in the predictions "
-        "the two largest steps are the tiled loss (the [S, V] logits go) and Ulysses (the sequence is split over the "
-        "ranks), as in the paper.",
-        "Longest S: the paper's are measured runs of PyTorch, DeepSpeed and Hugging Face Transformers; they pay for "
-        "the caching allocator's fragmentation, NCCL's and DeepSpeed's buffers, the autograd graph and activations "
-        "miniLST does not keep (it counts only its own buffers, each predicted to the byte). The one-GPU baseline "
-        "also offloads the weights to the CPU, which miniLST cannot; its ZeRO-Offload rows keep the bf16 weights "
-        "on the device. miniLST's one-rank rows are bounded by the 240 GiB of host memory (offloaded optimizer "
-        "states and activations).",
-        "Time: the paper's iteration times are H100 runs; the CPU-scale step times show the same trend only "
-        "(longer S, more attention work). The FLOP columns compare work, not speed: the paper's TFLOPS x iteration "
-        "time against miniLST's model FLOPs per rank of one step at the paper's S. The paper counts with "
-        "Megatron-LM's formula, which takes attention as non-causal (twice the causal work) and adds the "
-        "recomputed forward (4/3); miniLST counts causal attention, forward and backward once. On the "
-        "attention-dominated rows that is a factor 2 x 4/3 = 2.67, the paper / miniLST ratio the long rows show.",
+        "parallel (each its own sequence of S tokens, as ALST's baseline); tiled logits & loss = `checkpoint` with "
+        "`mst.lm_head_chunks: auto`; Ulysses = `parallel.ulysses: 8` (2 at CPU scale, 32 on 4 nodes); tiled MLP = "
+        "`mst.mlp_chunks: auto`; activation checkpoint offload = `checkpoint_offload` (each layer's input in host "
+        "memory). Every row shards the model states with ZeRO-3 (one GPU: ZeRO-Offload, stage 2) and keeps AdamW "
+        "on the host, as ALST does.",
+        f"Budgets: an H100 offers 81,559 MiB; the rows keep 4,096 MiB of it for the CUDA context and NCCL "
+        f"(`--device-mib {dev:.0f}`). ALST's node has 1.9 TB of host memory (its Section 5.3; the same section also "
+        f"writes 1.9TiB), {node:,.0f} MiB: a rank of 8 or 32 gets an eighth, the one-GPU rows all of it.",
+        "Longest S: ALST's are measured runs of PyTorch, DeepSpeed and Hugging Face Transformers; they pay for the "
+        "caching allocator's fragmentation, NCCL's and DeepSpeed's buffers, the autograd graph and activations "
+        "miniLST does not keep (it counts only its own buffers, each predicted to the byte). The rows' last column "
+        "says which budget each prediction fills.",
+        "Section 5.5's three tables have no caption in the extracted text; they are named here by section and GPU "
+        "count. Their 8-GPU rows repeat Table 1's first and last rows.",
+        "Time: ALST's iteration times are H100 runs; the CPU-scale step times show the same trend only (longer S, "
+        "more attention work).",
     ]
-    if not all(cpu_ok):
+    if not all(cpu["measured_equals_model"]):
         notes.append("**A CPU-scale run's memory differs from its prediction** (see the table).")
     fig, ax = sc.plt.subplots(1, 2, figsize=(12, 4.5))
-    x = np.arange(len(RUNGS))
-    ax[0].bar(x - 0.2, g8[2], 0.4, label="ALST (measured, 8 H100)")
-    ax[0].bar(x + 0.2, g8[1], 0.4, label="miniLST (predicted, 8 x 80 GiB)")
-    ax[0].set_yscale("log"), ax[0].set_ylabel("longest sequence (tokens)")
-    ax[0].set_xticks(x, RUNGS), ax[0].legend(), ax[0].set_title("Llama-3-8B feature ladder")
-    ax[1].bar(x, cpu_S, 0.5, color="tab:green", label="longest S (predicted, run)")
-    ax[1].set_ylabel("longest sequence (tokens)"), ax[1].set_xticks(x, RUNGS)
+    x = np.arange(len(longest.rows))
+    ax[0].bar(x - 0.2, [r["paper"] for r in longest.rows], 0.4, label="ALST (measured, H100s)")
+    ax[0].bar(x + 0.2, [r["ours"] for r in longest.rows], 0.4, label="miniLST (predicted)")
+    ax[0].set_yscale("log"), ax[0].set_ylabel("longest sequence (tokens)"), ax[0].legend(fontsize=8)
+    ax[0].set_xticks(x, RUNGS + ["1 base", "1 ALST", "32 base", "32 ALST"], fontsize=7, rotation=30)
+    ax[0].set_title("Llama-3-8B: the ladder on 8 GPUs, then 1 and 32")
+    ax[1].bar(np.arange(len(RUNGS)), cpu["longest_seq_len"], 0.5, color="tab:green", label="longest S")
+    ax[1].set_ylabel("longest sequence (tokens)"), ax[1].set_xticks(np.arange(len(RUNGS)), RUNGS)
     ax2 = ax[1].twinx()
-    ax2.plot(x, cpu_t, "o-", color="tab:red", label="step s at that S")
+    ax2.plot(np.arange(len(RUNGS)), cpu["step_s"], "o", color="tab:red", label="step s at that S")
     ax2.set_ylabel("step time (s)")
     ax[1].set_title(f"CPU scale: 2 ranks, {budget:g} MiB per rank")
-    fig.suptitle("ALST Table 1: the feature ablation ladder")
-    data = {"rungs": RUNGS, "cpu/longest_seq_len": cpu_S, "cpu/step_s": cpu_t,
-            "cpu/device_bytes_measured": cpu_meas, "cpu/device_bytes_model": cpu_model,
-            "cpu/measured_equals_model": cpu_ok, "gpu8/longest_seq_len": g8[1], "gpu8/paper_seq_len": g8[2],
-            "gpu8/flops_per_rank_at_paper_s": g8[3], "gpu8/paper_flops_per_gpu": g8[4],
-            "gpu1/rungs": ["base", "all"], "gpu1/longest_seq_len": g1[1], "gpu1/paper_seq_len": g1[2]}
-    sc.finish(st, "alst_table1", "alst", "ALST Table 1: feature ablations (with Tables 2-3's one-GPU rows)",
-              sections, notes, data, fig, attrs={"cpu_budget_mib": budget})
+    fig.suptitle(f"{t1.name}: the feature ablation ladder (and Section 5.5)")
+    data = {"rungs": RUNGS, "cpu/rungs": RUNGS}
+    data.update({f"cpu/{k}": v for k, v in cpu.items()})
+    data.update({"gpu8/longest_seq_len": [r["ours"] for r in longest.rows[:6]],
+                 "gpu8/paper_seq_len": [r["paper"] for r in longest.rows[:6]],
+                 "section55/rows": ["gpu1/base", "gpu1/all", "gpu32/base", "gpu32/all"],
+                 "section55/longest_seq_len": [r["ours"] for r in longest.rows[6:]],
+                 "section55/paper_seq_len": [r["paper"] for r in longest.rows[6:]]})
+    sc.finish(st, "alst_table1", "alst", f"{t1.name}: feature ablations (with Section 5.5's 1-, 8- and 32-GPU rows)",
+              sections, notes, data, fig, attrs={"cpu_budget_mib": budget, "device_mib": dev, "node_host_mib": node},
+              papers=[t1, t5], compares=[longest] + ([work] if work.rows else []))
 
 
 if __name__ == "__main__":

@@ -1,84 +1,106 @@
-"""MEMO Table 4: full swapping vs full recomputation vs MEMO's token-wise mix, by MFU, beside
-miniLST's memory.policy offload at alpha 1, 0 and auto (measured at CPU scale behind a capped copy
-engine; memory predicted for a 7B model at S = 1M on 8 ranks).
+"""MEMO Table 4: full recomputation without and with the memory plan, full swapping and MEMO's
+token-wise mix, by MFU, beside miniLST's memory.policy offload at alpha 0 (planner none and plan), 1
+and auto (measured at CPU scale behind a capped copy engine) and the longest sequence of each row
+predicted for MEMO's 7B on 8 ranks.
 
     /usr/bin/python3 analysis/seed/memo_table4.py DIR [--tiny]     (DIR: scripts/bench/seed/memo_table4.sh's output)
 """
+import math
+
 import numpy as np
 
 import seed_common as sc
+import seed_papers as sp
 
-ROWS = ["full", "checkpoint", "recompute", "swap", "memo"]
-# MEMO, arXiv 2407.12117, Table 4 (MFU of each ablation, 7B model): the cells were not available
-# (n/a). What MEMO states elsewhere: a 7B model trains with a 1M sequence on 8 A800 GPUs at an MFU
-# of 52.30% (abstract) - the full system, kept here as a note, not as a cell of this table.
-PAPER = {r: None for r in ROWS}
-PAPER_HEADLINE = "MFU 52.30% at S = 1M on 8 A800 GPUs (abstract; full MEMO)"
-HOST_PER_GPU = 2 * 2 ** 40 / 8  # MEMO's server: "2TB" of CPU memory for its 8 GPUs (Section 4.1)
+ROWS = ["full", "checkpoint", "recompute_noplan", "recompute", "swap", "memo"]  # checkpoint: not in --tiny
+ABLATION = ["recompute_noplan", "recompute", "swap"]  # compared with the MEMO row
+
+
+def longest_printed(t, row):
+    """The paper's longest S of a row: its last column with an MFU (and whether the table ends there)."""
+    cols = [c for c in t.columns if math.isfinite(t.value(row, c))]
+    return cols[-1], cols[-1] == t.columns[-1]
 
 
 def main():
     st = sc.parse_args(__doc__)
-    cap = float(open(f"{st.dir}/cap_gbs.txt").read())
+    t = sp.MEMO_TABLE4
+    cap, act, host = st.value("cap_gbs"), st.value("activation_budget_mib"), st.value("host_mib")
     rows, data = [], {k: [] for k in ("alpha", "step_s", "mfu", "offload_wait_s", "recompute_s",
                                       "activations_bytes", "host_bytes", "measured_equals_model")}
     full = st.run("full")
-    for n in ROWS:
+    names = [n for n in ROWS if st.kind(n) == "run"]  # --tiny runs no checkpoint row
+    for n in names:
         r = st.run(n)
-        label = st.rows[n]["label"]
-        alpha = r.attrs.get("offload_alpha")
-        ok = sc.model_matches(r)
+        alpha, ok = r.attrs.get("offload_alpha"), sc.model_matches(r)
         step, wait, rec = sc.step_s(r), sc.phase_s(r, "offload_wait"), sc.phase_s(r, "recompute")
-        rows.append([label, sc.num(alpha, ".3f", ""), sc.num(step, ".4g"), f"{step / sc.step_s(full):.3f}",
-                     sc.num(r.attrs.get("mfu"), ".3f"), sc.num(wait, ".4f", "0"), sc.num(rec, ".4f", "0"),
-                     sc.mib(sc.mem(r, "activations")), sc.mib(sc.mem(r, "host_offload")), "yes" if ok else "**no**",
-                     sc.num(PAPER[n], ".2%")])
+        rows.append([st.rows[n]["label"], sc.num(alpha, ".3f", ""), sc.num(step, ".4g"),
+                     f"{step / sc.step_s(full):.3f}", sc.num(r.attrs.get("mfu"), ".3f"), sc.num(wait, ".4f", "0"),
+                     sc.num(rec, ".4f", "0"), sc.mib(sc.mem(r, "activations")), sc.mib(sc.mem(r, "host_offload")),
+                     "yes" if ok else "**no**"])
         for k, v in zip(data, (sc.nan(alpha), step, sc.nan(r.attrs.get("mfu")), wait, rec,
                                sc.mem(r, "activations"), sc.mem(r, "host_offload"), ok)):
             data[k].append(v)
+    step = dict(zip(names, data["step_s"]))
+
+    # MFU of each ablation row over MEMO's at 64K (the paper) and at the CPU scale (miniLST: same model
+    # FLOPs per step, so the MFU ratio is MEMO's step time over the row's).
+    rel = sc.Compare("mfu_over_memo", "MFU over the MEMO row's: the paper's at 64K (a link too slow to swap a "
+                     "layer's activations behind its compute) beside miniLST's behind the capped copy engine",
+                     "x MEMO", ".3f")
+    why = {"recompute_noplan": "miniLST's arena (memory.planner plan) against a buffer per request: on a CPU an "
+                               "allocation costs little, where the paper's unplanned run fragments and reorganises "
+                               "the GPU's memory",
+           "recompute": "both recompute every token's tensors from the layer input and attention output",
+           "swap": "both move every tensor behind a link slower than the layer's compute: the wait is the cost"}
+    for n in ABLATION:
+        rel.add(t.printed_rows[n], t, n, "64K", step["memo"] / step[n], why[n],
+                paper=t.value(n, "64K") / t.value("memo", "64K"),
+                printed=f"{t.cell(n, '64K')} / {t.cell('memo', '64K')}")
+
+    # The longest sequence of each row: the paper's last MFU column beside miniLST's prediction.
+    longest = sc.Compare("longest", f"Longest sequence, 7B on 8 GPUs (TP 4 x CP 2; miniLST: Ulysses 4 x ring 2, "
+                         f"{act:,.0f} MiB of activations per GPU, {host:,.0f} MiB of host): the paper's last column "
+                         "with an MFU beside miniLST's predicted longest S", "tokens", ",.0f")
+    plans = {"recompute_noplan": "gpu_recompute_noplan", "recompute": "gpu_recompute", "swap": "gpu_swap",
+             "memo": "gpu_recompute"}
+    lwhy = {"recompute_noplan": "miniLST's prediction does not model fragmentation: without the plan it is the "
+                                "planned figure, where the paper's unplanned run stops at 384K",
+            "recompute": "device-bound: only each layer's input and attention output leave the GPU",
+            "swap": "host-bound: every skeletal activation in host memory",
+            "memo": "MEMO lowers alpha as S grows, down to 0: its longest S is the full-recomputation row's; the "
+                    "paper's table ends at 896K (its Table 3 reaches 1024K with TP 8)"}
+    for n in ["recompute_noplan", "recompute", "swap", "memo"]:
+        col, open_end = longest_printed(t, n)
+        p = st.plan(plans[n])
+        longest.add(t.printed_rows[n], t, n, col, p["seq_len"] if p else None, lwhy[n],
+                    paper=sp.memo_tokens(col), printed=f"{'at least ' if open_end else ''}{col} ({t.cell(n, col)})",
+                    ours_text=None if p else "skipped: " + st.why(plans[n]))
     shape = (f"{full.cfg('model', 'layers')} layers, d = {full.cfg('model', 'hidden')}, "
-             f"S = {full.attrs.get('seq_len')}, "
-             f"{full.attrs.get('precision')}")
-    prow = []
-    for n in ("checkpoint", "recompute", "swap"):
-        p = st.plan(f"gpu_{n}")
-        prow.append([st.rows[f"gpu_{n}"]["label"], "n/a"] + (
-            [sc.gib(sc.plan_mem(p, "device_total")), sc.gib(sc.plan_mem(p, "activations")),
-             sc.gib(sc.plan_mem(p, "host_offload")),
-             "yes" if sc.plan_mem(p, "host_offload") <= HOST_PER_GPU else "no",
-             f"{p['flops_per_step'] / 8 / 1e15:.1f}"] if p else
-            ["skipped: " + st.why(f"gpu_{n}")]))
-    sections = [
-        (f"CPU scale: one rank ({shape}); the offload rows behind a copy engine "
-         f"capped at {cap:.3g} GB/s", sc.md_table(
-             ["row", "alpha", "step s", "x full", "MFU", "offload wait s", "recompute s", "activations MiB",
-              "host MiB", "measured = model", "paper: MFU"], rows)),
-        ("Paper scale: Llama-2-7B shape (inputs/llama2_7b.yaml), 8 ranks (Ulysses 8), S = 1,048,576, bf16 "
-         "(miniLST predicted)", sc.md_table(["row", "paper: MFU", "device GiB per rank", "activations GiB",
-                                            "host GiB per rank", "fits 256 GiB of host per rank",
-                                            "model PFLOP per rank and step"], prow)),
-    ]
+             f"S = {full.attrs.get('seq_len')}, {full.attrs.get('precision')}")
+    sections = [(f"CPU scale: one rank ({shape}); the offload rows behind a copy engine capped at {cap:.3g} GB/s",
+                 sc.md_table(["row", "alpha", "step s", "x full", "MFU", "offload wait s", "recompute s",
+                              "activations MiB", "host MiB", "measured = model"], rows))]
     notes = [
-        f"The paper's cells of this table were not available (n/a). MEMO's headline figure: {PAPER_HEADLINE}.",
         "miniLST's rows: `memory.policy: offload` swaps each layer's input x, the attention output o and its "
         "log-sum-exp rows, and of q, k, v, y and the MLP's tensors the first alpha S tokens; the other tokens are "
-        "recomputed token-wise from x and o, without attention. alpha = 1 is full swapping (nothing "
-        "recomputed), alpha = 0 full recomputation (except x and o, as in MEMO), auto MEMO's rule: the largest "
-        "alpha whose copy hides behind one layer's forward (and fits the host budget). `checkpoint` is the "
-        "Megatron-style baseline: the whole layer, attention included, recomputed from x.",
-        "The cap models a host link slower than the copies of full swapping need, MEMO's regime below ~192K "
-        "tokens on its 8 GPUs (its text: full overlap only beyond that length): full swap then waits on the "
-        "link (offload wait), full recomputation pays the recompute, and MEMO's alpha balances the two.",
-        "MFU here is model FLOPs over the GEMM rate this CPU measured at start, not a GPU's peak; recomputation "
-        "adds work that model FLOPs do not count, so it lowers MFU, as in the paper.",
-        "MEMO's 7B model is a GPT (MHA, GeLU MLP of 16384, vocabulary 50257) trained with Megatron-LM's tensor "
-        "and sequence parallelism; miniLST predicts the Llama-2-7B shape (MHA, SwiGLU 11008, vocabulary 32000) "
-        "on 8 Ulysses ranks, the same size and degree, for the memory each row needs. At S = 1M full swapping "
-        "needs more host memory than MEMO's server has per GPU (2 TB for 8), MEMO's reason for recomputing a "
-        "part of the tokens even where the link is fast enough.",
+        "recomputed token-wise from x and o, without attention. alpha = 1 is full swapping, alpha = 0 full "
+        "recomputation (except x and o, as in MEMO), auto MEMO's rule: the largest alpha whose copy hides behind "
+        "one layer's forward (and fits the host budget). `memory.planner: none` gives every buffer its own "
+        "allocation instead of the planned arena. `checkpoint` is the Megatron-style baseline: the whole layer, "
+        "attention included, recomputed from x.",
+        "The cap models a host link slower than full swapping needs, MEMO's regime at short sequences (its text: "
+        "a layer's whole swap hides behind its compute only beyond 192K tokens with TP 8 on 8 GPUs).",
+        "MFU here is model FLOPs over the GEMM rate this CPU measured at start, not a GPU's peak; every row has the "
+        "same model FLOPs, so the MFU ratio of two rows is the inverse ratio of their step times.",
+        "Paper scale: MEMO's 7B is a GPT (multi-head attention, GeLU MLP of 16384); miniLST predicts it with a "
+        "SwiGLU MLP of 11008 (the same parameter count) and Megatron's TP 4 x CP 2 as Ulysses 4 x ring 2, which "
+        "splits the sequence the same 8 ways. The activation budget is an 80 GB device (81,559 MiB) less a 4,096 "
+        "MiB reserve, less the model states TP 4 leaves on a GPU (3 bytes per parameter: bf16 weights 2, fp32 "
+        "gradients 4, optimizer 12 sharded over DP x CP = 2, all over TP = 4); the host budget is MEMO's 2 TB per "
+        "8 GPUs.",
     ]
-    t = dict(zip(ROWS, data["step_s"]))
-    best = min(("recompute", "swap", "memo"), key=lambda n: t[n])
+    best = min(("recompute", "swap", "memo"), key=lambda n: step[n])
     if best == "memo":
         notes.append("As in the paper, MEMO's mix is the fastest of the three: full swapping waits on the link, "
                      "full recomputation pays for every token, the mix hides its copy and recomputes the rest.")
@@ -86,29 +108,34 @@ def main():
         notes.append(f"Here the {st.rows[best]['label']} row is the fastest of the three, not MEMO's mix: MEMO's rule "
                      "takes the largest alpha whose copy hides behind a layer's compute, and does not weigh what a "
                      "hidden copy still costs against the recompute it saves. On this CPU the copy engine is a host "
-                     "thread that shares the cores with compute, so a hidden copy is not free, while the token-wise "
-                     "recompute (no attention) is cheap; on a GPU the copy runs on its own engine.")
-    notes += sc.mfu_note([st.run(n) for n in ROWS])
+                     "thread that shares the cores with compute, so a hidden copy is not free; on a GPU the copy "
+                     "runs on its own engine.")
+    notes += sc.mfu_note([st.run(n) for n in names])
     if not all(data["measured_equals_model"]):
         notes.append("**A run's memory or communication differs from its prediction** (see the table).")
-    fig, ax = sc.plt.subplots(1, 2, figsize=(11, 4.2))
-    x = np.arange(len(ROWS))
-    labels = ["full", "checkpoint", "recompute\n(a=0)", "swap\n(a=1)", "MEMO\n(auto)"]
+    fig, ax = sc.plt.subplots(1, 2, figsize=(12, 4.2))
+    x = np.arange(len(names))
+    short = {"full": "full", "checkpoint": "checkpoint", "recompute_noplan": "recompute\nno plan",
+             "recompute": "recompute\n(a=0)", "swap": "swap\n(a=1)", "memo": "MEMO\n(auto)"}
+    labels = [short[n] for n in names]
     steps = np.asarray(data["step_s"])
     wait = np.nan_to_num(np.asarray(data["offload_wait_s"]))
     rec = np.nan_to_num(np.asarray(data["recompute_s"]))
     ax[0].bar(x, steps - wait - rec, 0.6, label="compute")
     ax[0].bar(x, rec, 0.6, bottom=steps - wait - rec, label="recompute")
     ax[0].bar(x, wait, 0.6, bottom=steps - wait, label="offload wait")
-    ax[0].set_xticks(x, labels), ax[0].set_ylabel("step time (s)"), ax[0].legend(fontsize=8)
+    ax[0].set_xticks(x, labels, fontsize=7), ax[0].set_ylabel("step time (s)"), ax[0].legend(fontsize=8)
     ax[0].set_title(f"CPU scale, link capped at {cap:.3g} GB/s")
-    ax[1].bar(x, data["mfu"], 0.6, color="tab:purple"), ax[1].set_xticks(x, labels)
-    ax[1].set_ylabel("MFU (of this CPU's GEMM rate)"), ax[1].set_title("MFU")
-    fig.suptitle("MEMO Table 4: swap vs recompute vs token-wise mix")
+    for n, mk in zip(["recompute_noplan", "recompute", "swap", "memo"], "v^so"):
+        ax[1].plot([sp.memo_tokens(c) for c in t.columns], [t.value(n, c) for c in t.columns], mk + "-",
+                   label=t.printed_rows[n][:40])
+    ax[1].set_xscale("log", base=2), ax[1].set_xlabel("S (tokens)"), ax[1].set_ylabel("MFU")
+    ax[1].legend(fontsize=6), ax[1].set_title(f"{t.name} (7B, 8 A800s)")
+    fig.suptitle(f"{t.name}: memory plan, swap, recompute and the token-wise mix")
     data = {f"cpu/{k}": v for k, v in data.items()}
-    data.update({"rows": ROWS, "paper/mfu": [np.nan] * len(ROWS)})
-    sc.finish(st, "memo_table4", "memo", "MEMO Table 4: full swap vs full recompute vs MEMO", sections, notes, data,
-              fig, attrs={"cap_gbs": cap})
+    data["rows"] = names
+    sc.finish(st, "memo_table4", "memo", f"{t.name}: memory plan, full swap, full recompute and MEMO", sections,
+              notes, data, fig, attrs={"cap_gbs": cap}, papers=[t], compares=[rel, longest])
 
 
 if __name__ == "__main__":

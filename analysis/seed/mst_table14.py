@@ -1,13 +1,10 @@
-"""MsT Table 14: the time of the MLP block against the mini-sequence count M, beside miniLST's
-(minilst_bench_mst at CPU scale).
+"""MsT Table 14: the MLP block's time against the mini-sequence count M, beside
+miniLST's (minilst_bench_mst at CPU scale).
+The paper's cells: seed_papers.MST_TABLE14.
 
     /usr/bin/python3 analysis/seed/mst_table14.py DIR [--tiny]     (DIR: scripts/bench/seed/mst_table14.sh's output)
 """
 import mst_blocks
 
-# MsT, arXiv 2407.15892, Table 14 (seconds per S of mst_blocks.PAPER_S, Llama-3-8B, one A100; M = 1 is
-# "standard"): the cells were not available (None: n/a); the layout is the paper's.
-PAPER = {m: [None] * len(mst_blocks.PAPER_S) for m in (1, 2, 4, 8, 16, 32)}
-
 if __name__ == "__main__":
-    mst_blocks.table("mst_table14", 14, "mlp", "time", PAPER, __doc__)
+    mst_blocks.table("mst_table14", "mlp", "time", __doc__)

@@ -1,13 +1,10 @@
-"""MsT Table 15: the memory of the MLP block against the mini-sequence count M, beside miniLST's
-(minilst_bench_mst at CPU scale; Llama-3-8B predicted by minilst plan).
+"""MsT Table 15: the MLP block's memory against the mini-sequence count M, beside
+miniLST's (minilst_bench_mst at CPU scale; Llama-3-8B predicted by minilst plan).
+The paper's cells: seed_papers.MST_TABLE15.
 
     /usr/bin/python3 analysis/seed/mst_table15.py DIR [--tiny]     (DIR: scripts/bench/seed/mst_table15.sh's output)
 """
 import mst_blocks
 
-# MsT, arXiv 2407.15892, Table 15 (GB per S of mst_blocks.PAPER_S, Llama-3-8B, one A100; M = 1 is
-# "standard"): the cells were not available (None: n/a); the layout is the paper's.
-PAPER = {m: [None] * len(mst_blocks.PAPER_S) for m in (1, 2, 4, 8)}
-
 if __name__ == "__main__":
-    mst_blocks.table("mst_table15", 15, "mlp", "memory", PAPER, __doc__)
+    mst_blocks.table("mst_table15", "mlp", "memory", __doc__)

@@ -1,98 +1,72 @@
-"""MsT Table 4: time per step and throughput of standard training, activation recomputation and
-MsT at one sequence length, beside miniLST (measured at CPU scale, memory and FLOPs predicted at
-the paper's scale).
+"""MsT Table 4: the longest sequence on one A100 80G with gradient accumulation, activation
+recomputation vs MsT (Llama-3-8B, Llama-2-7B), beside miniLST (measured at CPU scale with two
+micro-steps per step, predicted at the paper's scale with the gradient buffer in the budget).
 
     /usr/bin/python3 analysis/seed/mst_table4.py DIR [--tiny]     (DIR: scripts/bench/seed/mst_table4.sh's output)
 """
 import numpy as np
 
 import seed_common as sc
+import seed_papers as sp
 
-STACKS = ["vanilla", "ar", "mst"]
-# MsT, arXiv 2407.15892, Table 4 (time per step and TFLOPS of Llama-3-8B and Llama-2-7B): its
-# cells were not available (n/a). What the paper states (abstract): "with MsT, we measure no
-# degradation in throughput or convergence even with 12x longer sequences".
-PAPER = {s: {"step_s": None, "tflops": None} for s in STACKS}
-PAPER_CLAIM = "no degradation in throughput"
+STACKS = ["recomputation", "mst"]
+MODELS = {"llama3_8b": "Llama-3-8B", "llama2_7b": "Llama-2-7B"}
+WHY = {
+    "recomputation": "each layer's input kept, Hugging Face's head (bf16 logits, fp32 upcast, its gradient); the "
+                     "paper's run also pays PyTorch's allocator; miniLST's gradient buffer is the fp32 one it always "
+                     "keeps, outside the activation budget",
+    "mst": "chunked MLP and LM head (miniLST: chunks of at most 256 MiB); no allocator overhead",
+}
 
 
 def main():
     st = sc.parse_args(__doc__)
-    rows, t, gf, mfu, meas, model, ok = [], [], [], [], [], [], []
-    base = None
-    for s in STACKS:
-        r = st.run(f"cpu_{s}")
-        label = st.rows.get(f"cpu_{s}", {}).get("label", s)
-        if r is None:
-            rows.append([label, "skipped: " + st.why(f"cpu_{s}")] + [""] * 8)
-            for lst in (t, gf, mfu, meas, model):
-                lst.append(np.nan)
-            ok.append(True)
-            continue
-        step = sc.step_s(r)
-        base = base or step
-        m, pm = sc.mem(r, "device_total"), float(np.max(r.model_memory["device_total"]))
-        good = sc.model_matches(r)
-        rows.append([label, sc.num(step, ".4g"), f"{step / base:.3f}", f"{sc.gflops_per_rank(r):.1f}",
-                     sc.num(r.attrs.get("mfu"), ".3f"), sc.num(r.attrs.get("fom"), ".0f"), sc.mib(m), sc.mib(pm),
-                     "yes" if good else "**no**", "n/a"])
-        t.append(step), gf.append(sc.gflops_per_rank(r)), mfu.append(sc.nan(r.attrs.get("mfu")))
-        meas.append(m), model.append(pm), ok.append(good)
-    first = next((r for r in st.runs()), None)
-    shape = (f"{first.cfg('model', 'layers')} layer(s), d = {first.cfg('model', 'hidden')}, "
-             f"V = {first.cfg('model', 'vocab')}, S = {first.attrs.get('seq_len')}, {first.attrs.get('precision')}"
-             if first else "")
-    prow = []
-    for s in STACKS:
-        p = st.plan(f"llama3_8b_{s}")
-        label = st.rows.get(f"llama3_8b_{s}", {}).get("label", s)
-        prow.append([label, "n/a", "n/a", "skipped: " + st.why(f"llama3_8b_{s}")] if p is None else
-                    [label, "n/a", "n/a", sc.gib(sc.plan_mem(p, "device_total")),
-                     sc.gib(sc.plan_mem(p, "activations") + sc.plan_mem(p, "workspace")),
-                     f"{p['flops_per_step'] / 1e12:.1f}", f"{p['mlp_chunks']} / {p['lm_head_chunks']}"])
+    t = sp.MST_TABLE4
+    budget = st.value("cpu_budget_mib")
+    cpu_rows, cpu = sc.longest_seq_rows(st, [f"cpu_{s}" for s in STACKS])
+    rows = []
+    for model in MODELS:
+        act = st.value(f"{model}_activation_budget_mib")
+        rows += [(f"{t.printed_rows[f'{model}/{s}']} ({act:,.0f} MiB)", f"{model}/{s}", f"{model}_{s}", WHY[s])
+                 for s in STACKS]
+    cmp = sc.longest_compare(st, "accumulation", "One device with a gradient buffer: the paper's longest S beside "
+                             "miniLST's (in brackets: miniLST's activation budget)", t, rows)
+    ours, paper = [r["ours"] for r in cmp.rows], [r["paper"] for r in cmp.rows]
+    gain = [[title, sc.num(paper[2 * i + 1] / paper[2 * i], ".2f"), sc.num(ours[2 * i + 1] / ours[2 * i], ".2f")]
+            for i, title in enumerate(MODELS.values())]
     sections = [
-        (f"CPU scale: one rank, {shape}; mean of the measured steps",
-         sc.md_table(["stack", "step s", "x standard", "model GFLOP/s", "MFU", "tokens/s", "device MiB measured",
-                      "device MiB predicted", "measured = model", "paper: time, TFLOPS"], rows)),
-        ("Paper scale: Llama-3-8B, one rank, S = 8192, bf16, AdamW on the host (miniLST predicted)",
-         sc.md_table(["stack", "paper: time per step", "paper: TFLOPS", "miniLST: device GiB",
-                      "miniLST: activations + workspace GiB", "miniLST: model TFLOP per step",
-                      "mini-sequences (MLP / LM head)"], prow)),
+        ("MsT over recomputation with gradient accumulation", sc.md_table(["model", "paper", "miniLST"], gain)),
+        (f"CPU scale: one rank of inputs/max_seq_cpu.yaml (float), two micro-steps per step, {budget:g} MiB of "
+         "device memory: longest S predicted, one step run at it", sc.md_table(sc.LONGEST_COLUMNS, cpu_rows)),
     ]
     notes = [
-        f"The paper's cells of this table were not available (n/a); the paper states \"{PAPER_CLAIM}\" with MsT "
-        "(abstract). miniLST's CPU rows measure that claim at the same S: the MsT row's step time against the "
-        "others, and its model GFLOP/s.",
-        "Model FLOPs count the forward and the backward once (recomputation not counted), so recomputation "
-        "shows as a lower model GFLOP/s; miniLST's MLP recomputes its gate and up in every policy but "
-        "`vanilla`, which keeps them.",
-        "Memory: Hugging Face's LM head keeps the bf16 logits, their fp32 upcast and its fp32 gradient (10 bytes "
-        "per logit) where standard training keeps the bf16 logits and their gradient (4): with the CPU deck's one "
-        "layer that outweighs what recomputation saves, so the recomputation row needs more memory than standard; "
-        "with Llama-3-8B's 32 layers (the paper-scale rows) the saved activations dominate and it needs less.",
-        "Time on this CPU is not the A100's: compare the ratios (x standard), not the seconds; the MFU is "
-        "against the GEMM rate this machine measured at start (bf16 GEMM on AVX512_BF16 where the CPU has it).",
+        "Budget: as Table 2's (81,559 MiB less a 4,096 MiB reserve, bf16 weights and AdamW moments on the "
+        "device), less the bf16 gradients that accumulation keeps between micro-steps: 8 bytes per parameter, "
+        "MsT's 15 + 30 + 15 GB for Llama-3-8B (its Tables 9-10). The rest is the activation budget "
+        "(`minilst plan --activation-mib`).",
+        "miniLST always keeps an fp32 gradient buffer (it has no optimizer-in-backward), and "
+        "`run.grad_accum` adds nothing to it: the CPU rows' memory is the same with one micro-step or two, and "
+        "equals the prediction. Gradient accumulation therefore changes only the paper-scale budget here.",
+        "K in the paper's cells is read as 10^3 tokens.",
     ]
-    notes += sc.mfu_note([st.run(f"cpu_{s}") for s in STACKS])
-    if not all(ok):
-        notes.append("**A CPU-scale run's memory or communication differs from its prediction** (see the table).")
-    fig, ax = sc.plt.subplots(1, 2, figsize=(10, 4))
-    x = np.arange(3)
-    ax[0].bar(x, t, 0.5, color="tab:blue"), ax[0].set_ylabel("step time (s)")
-    ax[0].set_xticks(x, ["standard", "recompute", "MsT"]), ax[0].set_title("CPU scale: time per step")
-    ax[1].bar(x - 0.2, np.asarray(meas) / sc.MiB, 0.4, label="measured")
-    ax[1].bar(x + 0.2, np.asarray(model) / sc.MiB, 0.4, label="predicted")
-    ax[1].set_ylabel("peak device memory (MiB)"), ax[1].set_xticks(x, ["standard", "recompute", "MsT"])
-    ax[1].legend(), ax[1].set_title("CPU scale: memory")
-    fig.suptitle("MsT Table 4: time and throughput at one sequence length")
-    data = {"stacks": STACKS, "cpu/step_s": t, "cpu/model_gflops_per_rank": gf, "cpu/mfu": mfu,
-            "cpu/device_bytes_measured": meas, "cpu/device_bytes_model": model, "cpu/measured_equals_model": ok,
-            "paper/step_s": [np.nan] * 3, "paper/tflops": [np.nan] * 3,
-            "llama3_8b/device_bytes": [sc.nan(st.plan(f"llama3_8b_{s}") and
-                                              sc.plan_mem(st.plan(f"llama3_8b_{s}"), "device_total"))
-                                       for s in STACKS]}
-    sc.finish(st, "mst_table4", "mst", "MsT Table 4: time per step, standard vs recomputation vs MsT",
-              sections, notes, data, fig)
+    if not all(cpu["measured_equals_model"]):
+        notes.append("**A CPU-scale run's memory differs from its prediction** (see the table).")
+    fig, ax = sc.plt.subplots(1, 2, figsize=(11, 4.2))
+    x = np.arange(2)
+    ax[0].bar(x, cpu["longest_seq_len"], 0.5, color="tab:green")
+    ax[0].set_xticks(x, ["recompute", "MsT"]), ax[0].set_ylabel("longest S (tokens)")
+    ax[0].set_title(f"CPU scale, 2 micro-steps, {budget:g} MiB")
+    x = np.arange(4)
+    ax[1].bar(x - 0.2, paper, 0.4, label=f"paper ({t.name})")
+    ax[1].bar(x + 0.2, ours, 0.4, label="miniLST (predicted)")
+    ax[1].set_xticks(x, ["L3 recompute", "L3 MsT", "L2 recompute", "L2 MsT"], fontsize=8)
+    ax[1].set_yscale("log"), ax[1].set_ylabel("longest S (tokens)"), ax[1].legend(fontsize=8)
+    ax[1].set_title("one 80 GB device, gradient accumulation")
+    fig.suptitle(f"{t.name}: longest sequence with gradient accumulation")
+    data = {f"cpu/{k}": v for k, v in cpu.items()}
+    data.update({"stacks": STACKS, "gpu/longest_seq_len": ours, "gpu/paper_seq_len": paper})
+    sc.finish(st, "mst_table4", "mst", f"{t.name}: longest sequence with gradient accumulation", sections, notes,
+              data, fig, attrs={"cpu_budget_mib": budget}, papers=[t], compares=[cmp])
 
 
 if __name__ == "__main__":

@@ -8,12 +8,12 @@ a BERT-Base-sized shape).
 import numpy as np
 
 import seed_common as sc
+import seed_papers as sp
 
 # RSA, arXiv 2105.13120, Table 2 ("Multi-head attention block memory usage comparison"), the Memory
 # column as printed, in elements (B batch, L sequence, H hidden, N devices, Z heads, A head size),
 # split into its terms: weights with gradients and Adam states (the AZH term), activations.
-PAPER_TEX = {"tensor parallelism": "16AZH/N + 4BLZA/N + BZL^2/N + BLH",
-             "sequence parallelism": "16AZH + 4BZLA/N + BZL^2/N + BLH/N"}
+PAPER_TEX = {k: v[0] for k, v in sp.RSA_TABLE2.rows.items()}  # Table 2's Memory column (seed_papers.RSA_TABLE2)
 PAPER_TERMS = {"tensor parallelism": {"states": "16*A*Z*H/N", "activations": "4*B*L*Z*A/N + B*Z*L**2/N + B*L*H"},
                "sequence parallelism": {"states": "16*A*Z*H", "activations": "4*B*Z*L*A/N + B*Z*L**2/N + B*L*H/N"}}
 # Section 3.2.2, elements sent per layer: sequence parallelism "2(N-1)*B*Z*(L/N)*A in the forward pass
@@ -89,11 +89,6 @@ def main():
             "miniLST / RSA comm", "measured = model"]
     c = first.config["model"]
     sections = [
-        ("The paper's Table 2 (memory of the attention block per device, elements) and Section 3.2.2's "
-         "communication per layer", sc.md_table(["parallelism", "memory", "communication per layer (elements)"], [
-             ["tensor parallelism", f"`{PAPER_TEX['tensor parallelism']}`", "`8(N-1)BZ(L/N)A`"],
-             ["sequence parallelism (RSA)", f"`{PAPER_TEX['sequence parallelism']}`",
-              "`2(N-1)BZ(L/N)A` forward + `6(N-1)BZ(L/N)A` backward"]])),
         (f"CPU scale: H = {c['hidden']}, Z = {c['heads']} heads of A = {c['hidden'] // c['heads']}, float, "
          "memory.policy full, a contiguous ring; per layer and rank, formulas x 4 bytes beside miniLST measured",
          sc.md_table(cols, cpu_rows)),
@@ -144,8 +139,24 @@ def main():
     data = {"paper/formulas": [f"{k}: {v}" for k, v in PAPER_TEX.items()]}
     data.update({f"cpu/{k}": v for k, v in cpu.items()})
     data.update({f"gpu/{k}": v for k, v in gpu.items() if k != "measured_equals_model"})
+    t = sp.RSA_TABLE2
+    cmp = sc.Compare("rsa", "RSA per layer and rank: the paper's activation term (4BZLA/N + BZL^2/N + BLH/N) and "
+                     "communication (8(N-1)BZ(L/N)A) x 4 bytes, B = 1, beside miniLST's RSA ring measured at CPU "
+                     "scale", "MiB", ".2f")
+    for i, (n, v) in enumerate(zip(cpu["N"], cpu["variant"])):
+        if v != "rsa":
+            continue
+        cmp.add(f"N = {n}: activations", t, "sequence parallelism", "Memory", cpu["act"][i] / sc.MiB,
+                "miniLST also keeps the layer's input x and the log-sum-exp rows", paper=cpu["sp_act"][i] / sc.MiB,
+                printed=f"4BZLA/N + BZL^2/N + BLH/N = {cpu['sp_act'][i] / sc.MiB:.2f} MiB")
+        cmp.add(f"N = {n}: bytes sent", sp.RSA_SECTION322, "sequence parallelism", "combined", cpu["comm"][i] / sc.MiB,
+                "ring passes and RSA's all-reduces as miniLST's metrics count them" if seed else
+                "this build runs RSA with the flash backward", paper=cpu["comm_formula"][i] / sc.MiB,
+                printed=f"8(N-1)BZ(L/N)A = {cpu['comm_formula'][i] / sc.MiB:.2f} MiB")
     sc.finish(st, "rsa_table2", "rsa", "RSA Table 2: attention block memory and communication, TP vs SP", sections,
-              notes, data, fig, attrs={"bytes_per_element": T, "rsa_seed_backward": int(seed)})
+              notes, data, fig, attrs={"bytes_per_element": T, "rsa_seed_backward": int(seed)},
+              papers=[t, sp.RSA_SECTION322],
+              compares=[cmp])
 
 
 if __name__ == "__main__":

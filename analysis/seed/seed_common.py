@@ -3,9 +3,10 @@
 Each scripts/bench/seed/<paper>_table<N>.sh leaves in its output directory a
 rows.txt (name|kind|ranks|label|detail per row), a <name>.json per `minilst plan`
 row and a <name>.h5 metrics file per real run. The analysis reads them with the
-helpers below, puts miniLST's figures beside the paper's (the paper's numbers are
-data in the analysis file, exactly as the paper states them; None prints "n/a"),
-and writes with `finish`: table.md (printed too), <script>.h5 and <script>.png.
+helpers below, puts miniLST's figures beside the paper's (the papers' numbers are
+seed_papers.py's tables, cell by cell as printed) in `Compare` rows (paper, miniLST,
+their ratio and what each side counts), and writes with `finish`: table.md (printed
+too), <script>.h5 and <script>.png.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import os
 import platform
 import sys
 
+import time
+
 import h5py
 import matplotlib
 
@@ -24,7 +27,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import minilst_metrics as mm  # noqa: E402
+import seed_papers as sp  # noqa: E402
+
+
+class _Metrics:
+    """analysis/minilst_metrics.py, imported when first used (it brings pandas; the studies without a run
+    never need it)."""
+
+    def __getattr__(self, name):
+        import minilst_metrics
+        return getattr(minilst_metrics, name)
+
+
+mm = _Metrics()
 
 KiB, MiB, GiB = 2.0 ** 10, 2.0 ** 20, 2.0 ** 30
 DEVICE = ("weights", "gradients", "optimizer", "activations", "workspace", "comm")
@@ -55,6 +70,10 @@ class Study:
                 name, kind, ranks, label, detail = (line.rstrip("\n").split("|", 4) + [""] * 5)[:5]
                 self.rows[name] = dict(name=name, kind=kind, ranks=int(ranks), label=label, detail=detail)
         self._runs = {}
+
+    def value(self, name: str) -> float:
+        """A figure the script kept (lib.sh's `keep NAME VALUE`: NAME.txt)."""
+        return float(open(os.path.join(self.dir, f"{name}.txt")).read())
 
     def kind(self, name: str) -> str:
         return self.rows.get(name, {}).get("kind", "missing")
@@ -177,7 +196,7 @@ def mfu_note(runs):
 def tokens(n) -> str:
     """A sequence length as the papers write it: 32.0K, 1.10M (K = 10^3, M = 10^6, as ALST and MEMO count)."""
     if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "n/a"
+        return "-"
     n = float(n)
     if n >= 1e6:
         return f"{n / 1e6:.2f}M"
@@ -186,7 +205,7 @@ def tokens(n) -> str:
     return f"{n:.0f}"
 
 
-def num(x, spec: str = ".3g", none: str = "n/a") -> str:
+def num(x, spec: str = ".3g", none: str = "-") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return none
     return format(x, spec)
@@ -202,7 +221,7 @@ def mib(b) -> str:
 
 def hms(seconds) -> str:
     if seconds is None:
-        return "n/a"
+        return "-"
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
@@ -218,6 +237,41 @@ def nan(x) -> float:
     return math.nan if x is None else float(x)
 
 
+# ---------------------------------------------------------------- paper against miniLST
+
+class Compare:
+    """Rows of a paper's cell against miniLST's figure for the same thing: the cell as printed with its
+    table, the paper's figure in the comparison's unit, miniLST's, the ratio miniLST / paper, and the
+    accounting difference (what one side counts that the other does not)."""
+
+    def __init__(self, key: str, heading: str, unit: str, fmt: str = ".4g"):
+        self.key, self.heading, self.unit, self.fmt, self.rows = key, heading, unit, fmt, []
+
+    def add(self, label: str, table: "sp.PaperTable", row: str, column: str, ours, why: str = "",
+            paper=None, ours_text: str | None = None, printed: str | None = None):
+        """paper: the paper's figure in this unit (default: the cell parsed); ours: miniLST's (None or
+        NaN: none, ours_text says why); printed: what to show of the paper (default: the cell)."""
+        cell = table.cell(row, column)
+        p = sp.parse(cell) if paper is None else paper
+        o = math.nan if ours is None else float(ours)
+        ratio = o / p if math.isfinite(o) and math.isfinite(p) and p else math.nan
+        self.rows.append(dict(label=label, table=table.name, printed=printed or cell, paper=p, ours=o,
+                              ours_text=ours_text, ratio=ratio, why=why))
+
+    def md(self) -> str:
+        rows = [[r["label"], f"{r['printed']} ({r['table']})",
+                 r["ours_text"] if r["ours_text"] is not None else num(r["ours"], self.fmt),
+                 num(r["ratio"], ".3g", "-"), r["why"]] for r in self.rows]
+        return md_table(["row", "paper (as printed)", f"miniLST ({self.unit})", "miniLST / paper",
+                         "accounting difference"], rows)
+
+    def data(self) -> dict:
+        g = f"compare/{self.key}"
+        return {f"{g}/label": [r["label"] for r in self.rows], f"{g}/table": [r["table"] for r in self.rows],
+                f"{g}/printed": [r["printed"] for r in self.rows], f"{g}/paper": [r["paper"] for r in self.rows],
+                f"{g}/minilst": [r["ours"] for r in self.rows], f"{g}/ratio": [r["ratio"] for r in self.rows]}
+
+
 # ---------------------------------------------------------------- writing the three outputs
 
 def _h5_value(v):
@@ -230,15 +284,26 @@ def _h5_value(v):
 
 
 def finish(study: Study, script: str, paper: str, title: str, sections, notes, data: dict, figure,
-           attrs: dict | None = None):
+           attrs: dict | None = None, papers=(), compares=()):
     """Writes table.md, <script>.h5 and <script>.png into the study's directory and prints table.md.
 
     sections: [(heading, markdown table)], notes: [str] (the differences, explained),
-    data: {dataset path: array} (numbers as numbers, NaN for n/a, strings as strings),
-    figure: a matplotlib Figure."""
+    data: {dataset path: array} (numbers as numbers, NaN where miniLST has no figure, strings as
+    strings), figure: a matplotlib Figure, papers: the seed_papers tables the study compares with
+    (printed whole, and every cell stored under paper/), compares: Compare rows (after the papers'
+    tables, before `sections`)."""
+    # when the rows ran: the script's rows.txt, written as each row finished
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(os.path.join(study.dir, "rows.txt"))))
     md = [f"# {title}", "", f"Paper: {PAPERS[paper]}.", "",
-          f"Machine: {machine(study)}; script `scripts/bench/seed/{script}.sh{' --tiny' if study.tiny else ''}`.",
-          ""]
+          f"Machine: {machine(study)}; command `scripts/bench/seed/{script}.sh{' --tiny' if study.tiny else ''}`;"
+          f" rows run by {when}.", ""]
+    for t in papers:
+        md += [f"## {t.name} as printed ({t.what}; {t.unit or 'see the heads'})", "", t.md(), ""]
+        if t.unreadable:
+            md += [f"From the extracted text: {t.unreadable}.", ""]
+    for c in compares:
+        md += [f"## {c.heading}", "", c.md(), ""]
+        data.update(c.data())
     for heading, table in sections:
         md += [f"## {heading}", "", table, ""]
     if notes:
@@ -252,6 +317,11 @@ def finish(study: Study, script: str, paper: str, title: str, sections, notes, d
                         "tiny": int(study.tiny), "machine": machine(study)})
         for k, v in (attrs or {}).items():
             h.attrs[k] = v
+        cells = [(t.name, r, c, v) for t in papers for r, c, v in t.cells()]
+        if cells:
+            for i, k in enumerate(("table", "row", "column", "printed")):
+                data[f"paper/cells/{k}"] = [x[i] for x in cells]
+            h.attrs["paper_tables"] = ", ".join(t.name for t in papers)
         for path, v in data.items():
             h.create_dataset(path, data=_h5_value(v))
     figure.savefig(os.path.join(study.dir, f"{script}.png"), dpi=130, bbox_inches="tight")
@@ -289,3 +359,17 @@ def longest_seq_rows(study: Study, names, group=lambda name: ""):
         step.append(step_s(run) if run else math.nan)
     return rows, {"longest_seq_len": S, "device_bytes_measured": meas, "device_bytes_model": model,
                   "measured_equals_model": ok, "step_s": step}
+
+
+def longest_compare(study: Study, key: str, heading: str, table, rows, k: float = 1e3) -> Compare:
+    """A Compare of longest sequences: rows are (label, paper row, plan name, accounting difference[,
+    paper column: the first by default]); the paper's cell counts thousands of tokens (K = 10^3, as MsT
+    writes 60k; k sets it), miniLST's is the plan's longest S (--max-seq-len)."""
+    c = Compare(key, heading, "tokens", ",.0f")
+    for label, row, name, why, *column in rows:
+        col = column[0] if column else table.columns[0]
+        p = study.plan(name)
+        c.add(label, table, row, col, p["seq_len"] if p else None, why,
+              paper=sp.parse(table.cell(row, col)) * k,
+              ours_text=None if p else "skipped: " + study.why(name))
+    return c

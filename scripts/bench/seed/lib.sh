@@ -76,6 +76,30 @@ run_row() {  # run_row NAME RANKS LABEL DECK [--set ...]: a real run, metrics in
   echo "$name: $(grep '^RESULT' "$out/$name.log" | cut -c1-100) ($label)"
 }
 
+# Device capacities. An 80 GB A100 or H100 offers 81,559 MiB as the CUDA driver reports it (not
+# 81,920); a longest-sequence row answers "would a real run fit", so it keeps 4,096 MiB of that for
+# the CUDA context and NCCL's buffers (until `minilst plan` has a reserve of its own).
+gpu80_mib=81559
+reserve_mib=4096
+fit80_mib=$((gpu80_mib - reserve_mib))  # 77,463 MiB
+
+keep() {  # keep NAME VALUE: a figure the analysis reads back (NAME.txt in the output directory)
+  echo "$2" > "$out/$1.txt"
+}
+
+params_of() {  # params_of DECK [--set ...]: the deck's parameter count (its bf16 weight copy's bytes / 2)
+  local deck=$1
+  shift
+  "$minilst" plan "$deck" --ranks 1 "$@" --set parallel.ulysses=1 --set parallel.ring=1 --set parallel.zero=0 \
+    --set memory.optimizer_offload=false --set run.precision=bf16 --format json |
+    "$py" -c "import json, sys; print(json.load(sys.stdin)['memory_bytes']['weights'] // 2)"
+}
+
+budget_after_states() {  # budget_after_states PARAMS BYTES_PER_PARAM: the MiB of fit80_mib left for
+  # activations once each parameter holds that many bytes of model state on the device
+  awk -v p="$1" -v b="$2" -v fit="$fit80_mib" 'BEGIN { printf "%.2f", fit - p * b / 1048576 }'
+}
+
 json_field() {  # json_field NAME KEY: a top-level field of NAME.json
   "$py" -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$out/$1.json" "$2"
 }
@@ -101,7 +125,7 @@ bench_mst_row() {  # bench_mst_row NAME LABEL [minilst_bench_mst options]: the M
 
 bench_mst_sweep() {  # bench_mst_sweep: MsT Tables 12-15's CPU sweep of both blocks into cpu_bench.h5 (--tiny: small)
   if ((tiny)); then
-    bench_mst_row cpu_bench "d = 32, I = 112, V = 1024" --seq-lens 64,256 --chunks 1,2,4 --hidden 32 \
+    bench_mst_row cpu_bench "d = 32, I = 112, V = 1024" --seq-lens 256,1024 --chunks 1,2,4 --hidden 32 \
       --intermediate 112 --vocab 1024 --repeats 1
   else
     bench_mst_row cpu_bench "d = 256, I = 896, V = 8192" --seq-lens 1024,2048,4096,8192 --chunks 1,2,4,8,16,32 \
@@ -129,7 +153,12 @@ block_plan_rows() {  # block_plan_rows BLOCK "S..." "M...": Llama-3-8B's one-lay
       plan_row "gpu_s${S}_m$M" 1 "$block, S = $S, M = $M" "$root/inputs/llama3_8b_layer.yaml" \
         --set run.seq_len="$S" "${sets[@]}" > /dev/null
     done
+    # The LM head as the paper's standard implementation has it (Hugging Face's: whole bf16 logits,
+    # their fp32 upcast and its gradient), not miniLST's fused head at M = 1: gpu_s<S>_hf.json
+    [[ $block == lm_head ]] && plan_row "gpu_s${S}_hf" 1 "lm_head, S = $S, Hugging Face head" \
+      "$root/inputs/llama3_8b_layer.yaml" --set run.seq_len="$S" --set memory.policy=hf_checkpoint > /dev/null
   done
+  return 0
 }
 
 half_swap_gbs() {  # half_swap_gbs METRICS.h5: the link bandwidth (GB/s) at which one layer's forward time, as

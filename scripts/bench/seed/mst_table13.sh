@@ -6,10 +6,12 @@
 #   I = 896 = 3.5 d, V = 8192 = 32 d), float, S = 1024 to 8192, M = 1 to 32: the
 #   measured workspace high-water (and the memory model's, which must equal it),
 #   plus the block's inputs, outputs, gradients and weights: its peak. About a
-#   minute. --tiny: S = 64 and 256, M = 1, 2, 4, d = 32.
+#   minute. --tiny: S = 256 and 1024, M = 1, 2, 4, d = 32.
 #   Paper scale: inputs/llama3_8b_layer.yaml (one Llama-3-8B layer with the
 #   embedding and LM head, bf16) predicted at the paper's S and M, the other block
 #   cut into single-token chunks: the step's workspace high-water is this block's.
+#   The standard row (M = 1) is Hugging Face's head (memory.policy hf_checkpoint),
+#   as the paper measured it; miniLST's fused head at M = 1 is shown beside it.
 #   scripts/bench/seed/mst_table13.sh [--tiny]
 source "$(dirname "$0")/lib.sh"
 

@@ -1,51 +1,60 @@
 #!/usr/bin/env bash
-# MsT (arXiv 2407.15892) Table 4: training time per step and throughput, standard
-# vs activation recomputation vs MsT at the same sequence length: MsT's chunks cost
-# little time while they cut the intermediates.
-#   CPU scale: one rank of inputs/step_cpu.yaml (1 layer, d = 1024, V = 32000,
-#   S = 2048) in bf16, the three stacks, 3 steps each (the first a warm-up):
-#   step time, model GFLOP/s, MFU, peak memory against the prediction; MsT with
-#   its Llama-3 chunk counts (4 MLP, 16 LM head). About half a minute.
-#   --tiny: inputs/tiny.yaml in bf16, 2 steps.
-#   Paper scale: Llama-3-8B on one rank at S = 8192, bf16, predicted: device
-#   memory and model FLOPs per step (time cannot be predicted).
+# MsT (arXiv 2407.15892) Table 4: the longest sequence on one A100 80G with
+# gradient accumulation, activation recomputation vs MsT, Llama-3-8B and
+# Llama-2-7B. Accumulating gradients over micro-steps keeps a gradient buffer for
+# the whole step, which the optimizer-in-backward of Tables 2-3 does without.
+#   CPU scale: both stacks on one rank of inputs/max_seq_cpu.yaml (float, model
+#   states on the device), run.grad_accum = 2: the longest S within 64 MiB (--tiny:
+#   40 MiB, and only MsT's row runs), predicted, then one step of two micro-steps at
+#   it, memory against the prediction. Under half a minute.
+#   Paper scale: inputs/llama3_8b.yaml and inputs/llama2_7b.yaml on one rank, bf16,
+#   predicted under MsT's accounting with the gradient buffer added: 81,559 MiB less
+#   a 4,096 MiB reserve, less 2 + 4 + 2 bytes per parameter (bf16 weights, AdamW
+#   moments, bf16 gradients: MsT's Tables 9-10's 15, 30 and 15 GB for Llama-3-8B),
+#   the rest for activations (minilst plan --activation-mib).
 #   scripts/bench/seed/mst_table4.sh [--tiny]
 # The activation-recomputation rows need memory.policy hf_checkpoint; a build
 # without it skips them.
 source "$(dirname "$0")/lib.sh"
 
-mst="--set memory.policy=checkpoint --set mst.mlp_chunks=4 --set mst.lm_head_chunks=16"  # MsT's Llama-3 counts
-stacks=(  # name|label|settings
-  "vanilla|standard (vanilla)|--set memory.policy=vanilla"
-  "ar|activation recomputation (Hugging Face)|--set memory.policy=hf_checkpoint"
-  "mst|MsT (recomputation + mini-sequences)|$mst"
+stacks=(  # name|label|policy
+  "recomputation|activation recomputation (Hugging Face)|hf_checkpoint"
+  "mst|MsT (recomputation + mini-sequences)|checkpoint"
 )
+accum=(--set run.grad_accum=2)
 
-deck="$root/inputs/step_cpu.yaml"
-steps=(--set run.precision=bf16 --set run.steps=3 --set run.warmup_steps=1)
-if ((tiny)); then
-  deck="$root/inputs/tiny.yaml"
-  steps=(--set run.precision=bf16 --set run.steps=2 --set run.warmup_steps=1)
-fi
+budget=64
+((tiny)) && budget=40
+keep cpu_budget_mib "$budget"
+deck="$root/inputs/max_seq_cpu.yaml"
 for s in "${stacks[@]}"; do
-  IFS='|' read -r name label settings <<< "$s"
-  read -r -a sets <<< "$settings"
-  if ! has_choice memory.policy "$(policy_of "$settings")"; then
-    skip_row "cpu_$name" 1 "$label" "this build has no memory.policy $(policy_of "$settings")"
+  IFS='|' read -r name label policy <<< "$s"
+  if ! has_choice memory.policy "$policy"; then
+    skip_row "cpu_$name" 1 "$label" "this build has no memory.policy $policy"
     continue
   fi
-  run_row "cpu_$name" 1 "$label" "$deck" "${steps[@]}" "${sets[@]}"
+  plan_row "cpu_$name" 1 "$label" "$deck" "${accum[@]}" --set memory.policy="$policy" --max-seq-len \
+    --device-mib "$budget"
+  [[ -f $out/cpu_$name.json ]] || continue
+  ((tiny)) && [[ $name != mst ]] && continue  # --tiny: MsT's row runs
+  run_row "cpu_${name}_run" 1 "$label" "$deck" "${accum[@]}" --set memory.policy="$policy" \
+    --set run.seq_len="$(json_field "cpu_$name" seq_len)"
 done
 
-one=(--set parallel.ulysses=1 --set parallel.zero=2 --set memory.optimizer_offload=true --set run.seq_len=8192)
-for s in "${stacks[@]}"; do
-  IFS='|' read -r name label settings <<< "$s"
-  read -r -a sets <<< "$settings"
-  if ! has_choice memory.policy "$(policy_of "$settings")"; then
-    skip_row "llama3_8b_$name" 1 "$label" "this build has no memory.policy $(policy_of "$settings")"
-    continue
-  fi
-  plan_row "llama3_8b_$name" 1 "$label" "$root/inputs/llama3_8b.yaml" "${one[@]}" "${sets[@]}"
+one=(--set parallel.ulysses=1 --set parallel.zero=0 --set memory.optimizer_offload=false)
+for model in llama3_8b llama2_7b; do
+  deck="$root/inputs/$model.yaml"
+  act=$(budget_after_states "$(params_of "$deck")" 8)  # bf16 weights 2 + AdamW moments 4 + bf16 gradients 2
+  keep "${model}_activation_budget_mib" "$act"
+  for s in "${stacks[@]}"; do
+    IFS='|' read -r name label policy <<< "$s"
+    if ! has_choice memory.policy "$policy"; then
+      skip_row "${model}_$name" 1 "$label" "this build has no memory.policy $policy"
+      continue
+    fi
+    plan_row "${model}_$name" 1 "$label" "$deck" "${one[@]}" "${accum[@]}" --set memory.policy="$policy" \
+      --max-seq-len --activation-mib "$act"
+  done
 done
 
 analyse

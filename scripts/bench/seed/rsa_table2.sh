@@ -26,7 +26,8 @@ has_key parallel.rsa_backward && rsa+=(--set parallel.rsa_backward=seed)
 has_key parallel.rsa_backward || echo "note: this build has no parallel.rsa_backward: RSA runs with the flash backward"
 shape=(--set model.hidden=128 --set model.heads=4 --set model.kv_heads=4 --set model.intermediate=512
   --set run.steps=1 --set run.warmup_steps=0
-  --set parallel.ring_layout=contiguous --set memory.policy=full)
+  --set parallel.ring_layout=contiguous --set memory.policy=full
+  --set run.watchdog_s=600)  # RSA's step walks [L/N, L] probabilities: minutes on a busy 2-core machine
 S=3072
 ranks=(2 4)
 ((tiny)) && { S=512; ranks=(2); }
