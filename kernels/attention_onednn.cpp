@@ -91,10 +91,13 @@ void forward_block(const Geometry& G, int g, int qb, bf16* o, float* lse, const 
       float* srow = S + std::size_t(rho) * kKeys;
       if (k_hi > q_lo) {  // a diagonal block: the keys after this query are masked
         const std::int64_t qp = q_pos[i0 + rho % nq];
-        for (int t = 0; t < nk; ++t) srow[t] = k_pos[j0 + t] <= qp ? srow[t] : kNegInf;
+        const std::int64_t* kp = k_pos + j0;
+#pragma omp simd
+        for (int t = 0; t < nk; ++t) srow[t] = kp[t] <= qp ? srow[t] : kNegInf;
       }
       float m = mx[rho];
-      for (int t = 0; t < nk; ++t) m = std::max(m, srow[t]);
+#pragma omp simd reduction(max : m)
+      for (int t = 0; t < nk; ++t) m = m > srow[t] ? m : srow[t];
       bf16* prow = P + std::size_t(rho) * kKeys;
       if (m == kNegInf) {  // nothing visible to this row yet
         std::fill_n(prow, nk, bf16(0.0f));
@@ -111,6 +114,7 @@ void forward_block(const Geometry& G, int g, int qb, bf16* o, float* lse, const 
       sum[rho] = sum[rho] * corr + add;
       mx[rho] = m;
       float* orow = O + std::size_t(rho) * h;
+#pragma omp simd
       for (int c = 0; c < h; ++c) orow[c] *= corr;
     }
     gemm_onednn_bf16(false, false, M, h, nk, 1.0f, P, kKeys, V, G.ldk, 1.0f, O, nullptr, h);  // O += P V

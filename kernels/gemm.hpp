@@ -31,8 +31,10 @@ namespace minilst::kernels {
 // Products with a bf16 operand, by the run's path (kernels/kernel_choice.hpp): bf16 A
 // and B go to cuBLAS (device memory), or on hosts to oneDNN or the AVX512_BF16 kernel,
 // where the path says so; every other case, and fp32_tiles, through fp32 tiles and the BLAS.
+// fp32_path: the fp32 tiles' product (the run's gemm_fp32).
 template <class AV, class BV, class CV>
-void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
+void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C,
+                GemmPath fp32_path = GemmPath::blas) {
   using TC = typename CV::non_const_value_type;
   constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
   constexpr bool bf16_in = std::is_same<typename AV::non_const_value_type, bf16>::value &&
@@ -65,7 +67,7 @@ void gemm_mixed(GemmPath path, Op op_a, Op op_b, float alpha, const AV& A, const
       }
     }
   }
-  gemm_fp32_tiles(op_a, op_b, alpha, A, B, beta, C);
+  gemm_fp32_tiles(op_a, op_b, alpha, A, B, beta, C, fp32_path);
 }
 
 // The optimized GEMM of the run's choice: operands of one type, float or double, by
@@ -79,7 +81,7 @@ void gemm_optimized(const KernelChoice& choice, Op op_a, Op op_b, T alpha, const
   constexpr bool blas = std::is_same<TA, typename BV::non_const_value_type>::value &&
                         std::is_same<TA, TC>::value && std::is_floating_point<TC>::value;
   if constexpr (!blas) {
-    gemm_mixed(choice.gemm_bf16, op_a, op_b, float(alpha), A, B, float(beta), C);
+    gemm_mixed(choice.gemm_bf16, op_a, op_b, float(alpha), A, B, float(beta), C, choice.gemm_fp32);
   } else {
     const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
     if constexpr (std::is_same<TC, float>::value) {

@@ -17,13 +17,16 @@
 #include <algorithm>
 #include <string>
 
+#include "gemm_onednn.hpp"
 #include "gemm_shape.hpp"
+#include "kernel_choice.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
 namespace tiles {
 constexpr std::size_t kMc = 512, kNc = 1024, kKc = 512;
+constexpr bool kHost = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
 
 // The fp32 tile buffers, grown on demand and kept until Kokkos::finalize.
 struct Fp32Buffers {
@@ -74,8 +77,10 @@ void from_fp32(const DV& dst, const Mat<float>& src, std::size_t r0, std::size_t
 }
 }  // namespace tiles
 
+// fp32_path: how the fp32 tiles are multiplied (the run's gemm_fp32): the BLAS, or oneDNN on hosts.
 template <class AV, class BV, class CV>
-void gemm_fp32_tiles(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C) {
+void gemm_fp32_tiles(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C,
+                     GemmPath fp32_path = GemmPath::blas) {
   using namespace tiles;
   const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
   if (m == 0 || n == 0) return;
@@ -98,7 +103,13 @@ void gemm_fp32_tiles(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, fl
                                            : Fp32Buffers::shape(buf.b, "gemm_tile_b", nc, kc);
         op_a == Op::N ? tiles::to_fp32(a, A, i0, p0, 1.0f) : tiles::to_fp32(a, A, p0, i0, 1.0f);
         op_b == Op::N ? tiles::to_fp32(b, B, p0, j0, 1.0f) : tiles::to_fp32(b, B, j0, p0, 1.0f);
-        KokkosBlas::gemm(ta, tb, alpha, a, b, 1.0f, c);
+        if (kHost && fp32_path == GemmPath::onednn) {
+          ExecSpace().fence();
+          gemm_onednn_f32(op_a == Op::T, op_b == Op::T, mc, nc, kc, alpha, a.data(), a.stride(0), b.data(), b.stride(0),
+                          1.0f, c.data(), c.stride(0));
+        } else {
+          KokkosBlas::gemm(ta, tb, alpha, a, b, 1.0f, c);
+        }
       }
       tiles::from_fp32(C, c, i0, j0);
     }

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -13,10 +14,11 @@ namespace minilst {
 namespace {
 constexpr double kMaxBudgetMiB = double(1ULL << 40);  // a memory budget beyond 1 EiB is a typo
 
-// A finite number of MiB in (0, 2^40] (CLI11's PositiveNumber lets nan through).
-CLI::Validator mib_validator() {
+// A finite number of MiB in (0, 2^40], or [0, 2^40] with zero allowed (CLI11's
+// PositiveNumber lets nan through).
+CLI::Validator mib_validator(bool zero = false) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [zero](std::string& text) -> std::string {
         double v = 0;
         std::size_t used = 0;
         try {
@@ -24,10 +26,23 @@ CLI::Validator mib_validator() {
         } catch (...) {
           used = 0;
         }
-        return used == text.size() && std::isfinite(v) && v > 0 && v <= kMaxBudgetMiB ? ""
-                                                                                       : "expected a number of MiB in (0, 2^40]";
+        if (used == text.size() && std::isfinite(v) && (v > 0 || (zero && v == 0)) && v <= kMaxBudgetMiB) return "";
+        return zero ? "expected a number of MiB in [0, 2^40]" : "expected a number of MiB in (0, 2^40]";
       },
       "MIB");
+}
+
+// --device NAME: a preset (lower case taken as given in any case) or `list`.
+CLI::Validator device_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        for (auto& ch : text) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        if (text == "list" || find_device(text)) return "";
+        std::string names;
+        for (const auto& d : device_presets()) names += std::string(names.empty() ? "" : ", ") + d.name;
+        return "unknown device '" + text + "' (the presets: " + names + "; `minilst plan --device list`)";
+      },
+      "NAME");
 }
 }  // namespace
 
@@ -45,13 +60,24 @@ Command parse_command_line(int argc, const char* const* argv) {
   auto* result = app.add_subcommand("result", "print the RESULT line of a metrics file (exit code as its run's)");
   result->add_option("metrics", c.deck_path, "a metrics file written by minilst run")->required();
   auto* plan = app.add_subcommand("plan", "predict every rank's memory, FLOPs and communication for a deck, without running it");
-  plan->add_option("deck", c.deck_path, "YAML input deck")->required();
+  plan->add_option("deck", c.deck_path, "YAML input deck (not needed with --device list)");
   plan->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
   plan->add_option("--ranks", c.plan.ranks, "world size N (data parallel x ulysses x ring)")
       ->check(CLI::Range(1, 1 << 24));
   plan->add_option("--format", c.plan.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   const auto mib = mib_validator();
-  plan->add_option("--device-mib", c.plan.device_mib, "device memory budget per rank, MiB")->check(mib);
+  auto* device = plan->add_option("--device", c.plan.device,
+                                  "a device preset: its memory as its driver reports it, less --reserve-mib, is the "
+                                  "device budget per rank (`--device list`: the presets and their sources)")
+                     ->transform(device_validator());
+  auto* device_mib = plan->add_option("--device-mib", c.plan.device_mib,
+                                      "the device's memory per rank, MiB (a device without a preset)")
+                         ->check(mib);
+  device->excludes(device_mib);
+  plan->add_option("--reserve-mib", c.plan.reserve_mib,
+                   "MiB of the device kept for the CUDA context, NCCL's buffers and the allocator (default 4096, or "
+                   "a sixteenth of the device where that is less)")
+      ->check(mib_validator(true));
   plan->add_option("--host-mib", c.plan.host_mib, "host memory budget per rank, MiB")->check(mib);
   plan->add_option("--activation-mib", c.plan.activation_mib,
                    "device budget per rank, MiB, for all but weights, gradients and optimizer moments")
@@ -64,6 +90,14 @@ Command parse_command_line(int argc, const char* const* argv) {
     for (const auto& extra : run->remaining()) {
       if (extra.rfind("--kokkos-", 0) != 0) throw CLI::ExtrasError("run", {extra});
       if (const auto problem = kokkos_flag_problem(extra); !problem.empty()) throw CLI::ValidationError(extra, problem);
+    }
+    if (plan->parsed()) {
+      if (c.plan.device == "list") {  // the presets; no deck needed
+        c.out = device_list(c.plan.format);
+        return c;
+      }
+      if (c.deck_path.empty()) throw CLI::RequiredError("deck");
+      if (const auto problem = resolve_budgets(c.plan); !problem.empty()) throw CLI::ValidationError(problem);
     }
   } catch (const CLI::ParseError& e) {
     c.exit_code = app.exit(e, out, err) == 0 ? 0 : 2;

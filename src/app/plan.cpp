@@ -20,21 +20,128 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr long kMaxChunkPasses = 1L << 15;
 
-// Device bytes besides the weights, their gradients and the optimizer's moments.
-double activation_bytes(const Plan& p) {
-  return double(p.memory.at("device_total")) -
-         double(p.memory.at("weights") + p.memory.at("gradients") + p.memory.at("optimizer"));
+// Device bytes of the model states: weights, their gradients and the optimizer's moments.
+double state_bytes(const Plan& p) {
+  return double(p.memory.at("weights") + p.memory.at("gradients") + p.memory.at("optimizer"));
 }
+
+// Device bytes besides the model states, of the planned run (outside buffers + arena).
+double activation_bytes(const Plan& p) { return double(p.device_planned) - state_bytes(p); }
 
 // Host bytes: offloaded activations and (optimizer offload) the AdamW states.
 double host_bytes(const Plan& p) { return double(p.memory.at("host_offload") + p.memory.at("host_optimizer")); }
 
 bool fits(const Plan& p, const PlanArgs& a) {
-  return (a.device_mib <= 0 || double(p.memory.at("device_total")) <= a.device_mib * kMiB) &&
+  return (a.device_mib <= 0 || double(p.device_planned) <= a.device_budget_mib() * kMiB) &&
          (a.host_mib <= 0 || host_bytes(p) <= a.host_mib * kMiB) &&
          (a.activation_mib <= 0 || activation_bytes(p) <= a.activation_mib * kMiB);
 }
 
+// The most bytes of a step's buffers alive at once, at their own sizes (the arena's
+// lower bound rounds each up to the arena's alignment).
+std::uint64_t live_peak(const std::vector<TraceBuffer>& trace) {
+  std::vector<PlanItem> items;
+  items.reserve(trace.size());
+  for (const auto& b : trace) items.push_back({b.bytes, b.begin, b.end});
+  return plan_lower_bound(items);
+}
+
+// "h100-80gb (NVIDIA H100 80GB HBM3): 81559 MiB less a 4096 MiB reserve = 77463 MiB"
+std::string device_text(const PlanArgs& a) {
+  const DevicePreset* d = a.device.empty() ? nullptr : find_device(a.device);
+  char text[512];
+  std::snprintf(text, sizeof text, "%s%s%s%s: %.6g MiB less a %.6g MiB reserve = %.6g MiB per rank",
+                d ? d->name : "--device-mib", d ? " (" : "", d ? d->label : "", d ? ")" : "", a.device_mib,
+                std::max(0.0, a.reserve_mib), a.device_budget_mib());
+  return text;
+}
+}  // namespace
+
+const std::vector<DevicePreset>& device_presets() {
+  // Capacity per device as the driver reports it (nvidia-smi --query-gpu=memory.total, in MiB;
+  // the CUDA runtime's own total, cudaMemGetInfo's, is about 0.5 GiB less on these parts, which
+  // the reserve covers); the figures as printed by these devices in public nvidia-smi and rocminfo
+  // output.
+  static const std::vector<DevicePreset> presets = {
+      {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM5)", 81559, 0, "nvidia-smi memory.total"},
+      {"h100-94gb", "NVIDIA H100 NVL (94 GB HBM3)", 95830, 0, "nvidia-smi memory.total"},
+      {"a100-40gb", "NVIDIA A100 40GB (SXM4)", 40960, 0, "nvidia-smi memory.total"},
+      {"a100-80gb", "NVIDIA A100 80GB (SXM4)", 81920, 0, "nvidia-smi memory.total"},
+      {"h200", "NVIDIA H200 (141 GB HBM3e, SXM)", 143771, 0, "nvidia-smi memory.total"},
+      {"gh200", "NVIDIA GH200 480GB (96 GB HBM3 + 480 GB LPDDR5X)", 97871, 457763,
+       "nvidia-smi memory.total; host: the Grace CPU's 480 GB (480e9 bytes, NVIDIA's datasheet)"},
+      {"b200", "NVIDIA B200 (180 GB HBM3e, HGX)", 183359, 0, "nvidia-smi memory.total"},
+      {"mi300x", "AMD Instinct MI300X (192 GB HBM3)", 196592, 0,
+       "rocminfo: the GPU's coarse-grained global pool, 201310208 KB"},
+  };
+  return presets;
+}
+
+const DevicePreset* find_device(const std::string& name) {
+  for (const auto& d : device_presets())
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+std::string device_list(const std::string& format) {
+  std::string out;
+  char line[512];
+  if (format == "json") {
+    out = "{\"default_reserve_mib\": " + std::to_string(int(kDefaultReserveMiB)) + ", \"devices\": [";
+    const char* sep = "";
+    for (const auto& d : device_presets()) {
+      std::snprintf(line, sizeof line,
+                    "%s{\"name\": \"%s\", \"label\": \"%s\", \"capacity_mib\": %.0f, \"host_mib\": %.0f, "
+                    "\"source\": \"%s\"}",
+                    sep, d.name, d.label, d.mib, d.host_mib, d.source);
+      out += line;
+      sep = ", ";
+    }
+    return out + "]}\n";
+  }
+  out = "device presets (minilst plan DECK --device NAME): the memory of one device as its driver reports it\n";
+  std::snprintf(line, sizeof line, "  %-10s %9s %9s  %-50s %s\n", "name", "MiB", "host MiB", "device", "source");
+  out += line;
+  for (const auto& d : device_presets()) {
+    std::snprintf(line, sizeof line, "  %-10s %9.0f %9s  %-50s %s\n", d.name, d.mib,
+                  d.host_mib > 0 ? std::to_string(long(d.host_mib)).c_str() : "-", d.label, d.source);
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "the device budget per rank is the device less --reserve-mib (default %.0f MiB, or a sixteenth of the "
+                "device where that is less) for the CUDA context, NCCL's buffers and the allocator; a preset with host "
+                "memory is the default --host-mib\n",
+                kDefaultReserveMiB);
+  return out + line;
+}
+
+double default_reserve_mib(double device_mib) { return std::min(kDefaultReserveMiB, device_mib / 16.0); }
+
+std::string resolve_budgets(PlanArgs& a) {
+  if (!a.device.empty()) {
+    const DevicePreset* d = find_device(a.device);
+    if (!d) return "--device: unknown device '" + a.device + "' (`minilst plan --device list` lists the presets)";
+    if (a.device_mib > 0 && a.device_mib != d->mib)
+      return "--device " + a.device + " and --device-mib: give the device's memory once";
+    a.device_mib = d->mib;
+    if (a.host_mib <= 0 && d->host_mib > 0) {
+      a.host_mib = d->host_mib;
+      a.host_from_device = true;
+    }
+  }
+  if (a.reserve_mib >= 0 && a.device_mib <= 0)
+    return "--reserve-mib: a reserve is kept off a device: give --device NAME or --device-mib MIB";
+  if (a.reserve_mib < 0 && a.device_mib > 0) a.reserve_mib = default_reserve_mib(a.device_mib);
+  if (a.device_mib > 0 && a.reserve_mib >= a.device_mib) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "--reserve-mib: a reserve of %.6g MiB leaves nothing of the device's %.6g MiB",
+                  a.reserve_mib, a.device_mib);
+    return msg;
+  }
+  return "";
+}
+
+namespace {
 std::string layout_of(const Deck& deck, const Plan& p) {
   const auto& par = deck.parallel;
   std::string s = std::to_string(p.ranks) + " rank(s) = " + std::to_string(p.data_parallel) + " data-parallel x " +
@@ -49,16 +156,29 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
   const std::string policy = name_of(p.options.policy), precision = name_of(deck.run.precision);
   const int mlp = effective_chunks(p.local_tokens, p.options.mlp_chunks);
   const int head = effective_chunks(p.local_tokens, p.options.lm_head_chunks);
+  const DevicePreset* preset = a.device.empty() ? nullptr : find_device(a.device);
   if (a.format == "json") {
     std::printf("{\"seq_len\": %lld, \"ranks\": %d, \"data_parallel\": %d, \"ulysses\": %d, \"ring\": %d, "
                 "\"zero_stage\": %d, \"optimizer_offload\": %s, "
                 "\"policy\": \"%s\", \"offload_alpha\": %.6g, \"precision\": \"%s\", \"local_tokens\": %lld, "
                 "\"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"flops_per_step\": %.6e, \"arena_bytes\": %llu, "
-                "\"arena_lower_bound_bytes\": %llu",
+                "\"arena_lower_bound_bytes\": %llu, \"device_planned_bytes\": %llu, \"device_outside_arena_bytes\": %llu",
                 static_cast<long long>(p.seq_len), p.ranks, p.data_parallel, deck.parallel.ulysses, deck.parallel.ring,
                 deck.parallel.zero, deck.memory.optimizer_offload ? "true" : "false", policy.c_str(), p.options.offload.alpha, precision.c_str(),
                 static_cast<long long>(p.local_tokens), mlp, head, p.flops_per_step,
-                static_cast<unsigned long long>(p.arena_bytes), static_cast<unsigned long long>(p.arena_lower_bound));
+                static_cast<unsigned long long>(p.arena_bytes), static_cast<unsigned long long>(p.arena_lower_bound),
+                static_cast<unsigned long long>(p.device_planned),
+                static_cast<unsigned long long>(p.device_outside_arena));
+    if (a.device_mib > 0)
+      std::printf(", \"device\": {\"name\": \"%s\", \"label\": \"%s\", \"capacity_mib\": %.6g}, \"reserve_mib\": %.6g, "
+                  "\"device_budget_mib\": %.6g",
+                  preset ? preset->name : "custom", preset ? preset->label : "--device-mib", a.device_mib,
+                  std::max(0.0, a.reserve_mib), a.device_budget_mib());
+    else
+      std::printf(", \"device\": null, \"reserve_mib\": 0, \"device_budget_mib\": 0");
+    std::printf(", \"host_budget_mib\": %.6g, \"activation_budget_mib\": %.6g", a.host_mib, a.activation_mib);
+    if (a.device_mib > 0 || a.host_mib > 0 || a.activation_mib > 0)
+      std::printf(", \"fits\": %s", fits(p, a) ? "true" : "false");
     for (const auto* m : {&p.memory, &p.memory_min, &p.comm}) {
       std::printf(", \"%s\": {", m == &p.memory ? "memory_bytes" : m == &p.memory_min ? "memory_bytes_min" : "comm_bytes");
       const char* sep = "";
@@ -76,15 +196,31 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
               policy.c_str());
   if (p.options.policy == MemoryPolicy::offload) std::printf(" (alpha %.4g)", p.options.offload.alpha);
   std::printf("%s%s\n", note[0] ? ": " : "", note);
+  if (a.device_mib > 0) std::printf("  device: %s\n", device_text(a).c_str());
+  if (a.host_mib > 0)
+    std::printf("  host: %.6g MiB per rank%s\n", a.host_mib, a.host_from_device ? " (the device's host memory)" : "");
+  if (a.activation_mib > 0) std::printf("  activation budget: %.6g MiB per rank\n", a.activation_mib);
   std::printf("  per rank: up to %lld tokens; mini-sequences: mlp %d, lm_head %d\n",
               static_cast<long long>(p.local_tokens), mlp, head);
   std::printf("  memory per rank, MiB         max        min\n");
   for (const auto& [k, v] : p.memory)
     std::printf("    %-14s %12.2f %10.2f\n", k.c_str(), double(v) / kMiB, double(p.memory_min.at(k)) / kMiB);
-  if (p.arena_bytes)
+  if (p.arena_bytes) {
     std::printf("  step arena (memory.planner plan): %.2f MiB = %.3f x lower bound %.2f MiB (%s)\n",
                 double(p.arena_bytes) / kMiB, double(p.arena_bytes) / double(std::max<std::uint64_t>(1, p.arena_lower_bound)),
                 double(p.arena_lower_bound) / kMiB, p.arena_method.c_str());
+    std::printf("  device memory a planned run holds per rank: %.2f MiB = %.2f MiB outside the step + the arena\n",
+                double(p.device_planned) / kMiB, double(p.device_outside_arena) / kMiB);
+  }
+  if (a.device_mib > 0 || a.host_mib > 0 || a.activation_mib > 0) {
+    std::printf("  within the budget: %s", fits(p, a) ? "yes" : "no");
+    if (a.device_mib > 0)
+      std::printf(" (device %.2f of %.2f MiB)", double(p.device_planned) / kMiB, a.device_budget_mib());
+    if (a.host_mib > 0) std::printf(" (host %.2f of %.2f MiB)", host_bytes(p) / kMiB, a.host_mib);
+    if (a.activation_mib > 0)
+      std::printf(" (activations %.2f of %.2f MiB)", activation_bytes(p) / kMiB, a.activation_mib);
+    std::printf("\n");
+  }
   std::printf("  communication per step, MiB sent per rank (max):");
   for (const auto& [k, v] : p.comm) std::printf("  %s %.2f", k.c_str(), double(v) / kMiB);
   std::printf("\n  model FLOPs per step: %.4e (%.4e per rank)\n", p.flops_per_step, p.flops_per_step / p.ranks);
@@ -103,6 +239,16 @@ ModelOptions resolve_chunks(const Deck& deck, const ModelConfig& cfg, std::int64
   return o;
 }
 
+namespace {
+// One rank shape's prediction, communication and (planned) arena.
+struct ShapePlan {
+  MemoryPrediction pred;
+  std::map<std::string, std::uint64_t> comm;
+  std::uint64_t arena = 0, lower_bound = 0, outside = 0, planned = 0;
+  std::string method;
+};
+}  // namespace
+
 Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::string& error) {
   Plan p;
   p.seq_len = S;
@@ -116,10 +262,14 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   p.data_parallel = args.ranks / P;
   const std::size_t T = scalar_bytes(deck.run.precision);
   const SequenceLayout layout(S, par.ulysses, par.ring, par.layout, false);
-  MemoryPrediction busiest;
+  // The arena each rank shape's planner builds (as the run's first step plans it): the device
+  // memory a planned run holds is the buffers outside the step plus that arena.
+  const bool plan_arena = args.arena && deck.memory.plan;
+  const ShapePlan* busiest = nullptr;  // the most device memory (high-water): its options are printed
+  const ShapePlan* fullest = nullptr;  // the most device memory a planned run holds
   // Ranks that hold as many tokens, in groups and ring blocks of the same sizes, need the same:
   // each such shape is predicted once.
-  std::map<std::vector<std::int64_t>, std::pair<MemoryPrediction, std::map<std::string, std::uint64_t>>> seen;
+  std::map<std::vector<std::int64_t>, ShapePlan> seen;
   for (int s = 0; s < P; ++s) {
     const std::int64_t local = layout.tokens(s);
     const int r = s / par.ulysses;
@@ -127,7 +277,9 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     std::vector<std::int64_t> shape{local, layout.group_tokens(r), layout.group_tokens((r + 1) % par.ring)};
     for (int u = 0; u < par.ulysses; ++u) shape.push_back(layout.tokens(r * par.ulysses + u));
     ModelOptions o = resolve_chunks(deck, deck.model, local, T);
-    if (deck.memory.alpha_auto) o.offload.alpha = 1.0;  // auto's warm-up step: the most host memory
+    // auto's warm-up step: the most host memory, and the most device memory (any alpha > 0 keeps
+    // the row buffers and the MLP's tensors on the device; alpha 0 keeps neither)
+    if (deck.memory.alpha_auto) o.offload.alpha = 1.0;
     // Chunk passes of one step: each costs kernel launches and a model replay event; past
     // millions a step is all overhead (and the model's replay would not fit memory).
     const double passes = double(deck.run.grad_accum) *
@@ -142,39 +294,56 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     }
     auto it = seen.find(shape);
     if (it == seen.end()) {
-      auto pr = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, deck.run.precision,
+      ShapePlan sp;
+      sp.pred = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, deck.run.precision,
                                     o.offload.alpha, zero);
-      auto cm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision,
+      sp.comm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision,
                                    zero);
-      it = seen.insert_or_assign(shape, std::make_pair(std::move(pr), std::move(cm))).first;
+      const std::uint64_t total = sp.pred.bytes.at("device_total");
+      sp.planned = total;
+      if (plan_arena) {
+        const auto plan = plan_step(sp.pred.trace, sp.pred.segments, deck.memory.solver, kArenaAlignment);
+        sp.arena = plan.arena_bytes;
+        sp.lower_bound = plan.lower_bound_bytes;
+        sp.method = plan.method;
+        sp.outside = total - std::min(total, live_peak(sp.pred.trace));  // the states and buffers outside the step
+        sp.planned = std::max(total, sp.outside + sp.arena);
+      }
+      it = seen.emplace(std::move(shape), std::move(sp)).first;
     }
-    MemoryPrediction pred = it->second.first;
-    const auto& comm = it->second.second;
-    for (const auto& [k, v] : pred.bytes) {
+    const ShapePlan& sp = it->second;
+    for (const auto& [k, v] : sp.pred.bytes) {
       p.memory[k] = s == 0 ? v : std::max(p.memory[k], v);
       p.memory_min[k] = s == 0 ? v : std::min(p.memory_min[k], v);
     }
-    for (const auto& [k, v] : comm) p.comm[k] = std::max(p.comm[k], v);
-    if (s == 0 || pred.bytes.at("device_total") > busiest.bytes.at("device_total")) {
-      busiest = std::move(pred);
+    for (const auto& [k, v] : sp.comm) p.comm[k] = std::max(p.comm[k], v);
+    if (!busiest || sp.pred.bytes.at("device_total") > busiest->pred.bytes.at("device_total")) {
+      busiest = &sp;
       p.busiest = s;
       p.options = o;
       p.local_tokens = local;
     }
+    if (!fullest || sp.planned > fullest->planned) fullest = &sp;
   }
   p.flops_per_step = double(deck.run.grad_accum) * p.data_parallel * model_flops_per_sequence(deck.model, double(S));
-  if (args.arena && deck.memory.plan) {
-    const auto plan = plan_step(busiest.trace, busiest.segments, deck.memory.solver, kArenaAlignment);
-    p.arena_bytes = plan.arena_bytes;
-    p.arena_lower_bound = plan.lower_bound_bytes;
-    p.arena_method = plan.method;
+  p.device_planned = fullest->planned;
+  if (plan_arena) {
+    p.arena_bytes = fullest->arena;
+    p.arena_lower_bound = fullest->lower_bound;
+    p.arena_method = fullest->method;
+    p.device_outside_arena = fullest->outside;
   }
   return p;
 }
 
-int run_plan(const Deck& deck, const PlanArgs& a) {
-  if (a.format != "text" && a.format != "json") {
+int run_plan(const Deck& deck, const PlanArgs& args) {
+  if (args.format != "text" && args.format != "json") {
     std::fprintf(stderr, "error: plan: --format must be text or json\n");
+    return 2;
+  }
+  PlanArgs a = args;
+  if (const auto problem = resolve_budgets(a); !problem.empty()) {
+    std::fprintf(stderr, "error: plan: %s\n", problem.c_str());
     return 2;
   }
   std::string error;
@@ -188,27 +357,30 @@ int run_plan(const Deck& deck, const PlanArgs& a) {
     return 0;
   }
   if (a.device_mib <= 0 && a.host_mib <= 0 && a.activation_mib <= 0) {
-    std::fprintf(stderr, "error: plan: --max-seq-len needs a budget: --device-mib MIB (and/or --host-mib, "
-                 "--activation-mib MIB)\n");
+    std::fprintf(stderr, "error: plan: --max-seq-len needs a budget: --device NAME or --device-mib MIB (and/or "
+                 "--host-mib MIB, --activation-mib MIB)\n");
     return 2;
   }
-  // Longest S that fits: double until it does not (or 2^40), then bisect; the
-  // arena is planned once, for the answer.
-  PlanArgs quick = a;
-  quick.arena = false;
+  // Longest S that fits: double until it does not (or 2^40), then bisect. Every length is
+  // planned as a run plans it (its step arena included), so the answer is one a run fits.
   const std::int64_t lowest = std::max<std::int64_t>(2, 2LL * deck.parallel.sequence_parallel());
-  const Plan first = plan_deck(deck, lowest, quick, error);
+  const Plan first = plan_deck(deck, lowest, a, error);
   if (!error.empty()) {
     std::fprintf(stderr, "error: plan: %s\n", error.c_str());
     return 2;
   }
   if (!fits(first, a)) {
-    std::fprintf(stderr, "error: plan: not even S = %lld fits: it needs %.2f MiB of device memory per rank "
-                 "(%.2f MiB of it weights, gradients and optimizer moments)%s\n",
-                 static_cast<long long>(lowest), double(first.memory.at("device_total")) / kMiB,
-                 (double(first.memory.at("device_total")) - activation_bytes(first)) / kMiB,
+    std::string budget;
+    if (a.device_mib > 0) budget += "; device: " + device_text(a);
+    if (a.host_mib > 0) budget += "; host: " + std::to_string(std::uint64_t(a.host_mib)) + " MiB per rank";
+    if (a.activation_mib > 0)
+      budget += "; activations: " + std::to_string(std::uint64_t(a.activation_mib)) + " MiB per rank";
+    std::fprintf(stderr, "error: plan: not even S = %lld fits: a planned run needs %.2f MiB of device memory per rank "
+                 "(%.2f MiB of it weights, gradients and optimizer moments)%s%s\n",
+                 static_cast<long long>(lowest), double(first.device_planned) / kMiB, state_bytes(first) / kMiB,
                  a.host_mib > 0 ? (" and " + std::to_string(std::uint64_t(host_bytes(first)) / (1 << 20)) +
-                                   " MiB of host memory").c_str() : "");
+                                   " MiB of host memory").c_str() : "",
+                 budget.c_str());
     return 2;
   }
   // A length the program refuses (too many mini-sequence passes, a layout rule) ends the
@@ -216,7 +388,7 @@ int run_plan(const Deck& deck, const PlanArgs& a) {
   std::string bound;
   const auto fits_at = [&](std::int64_t S) {
     std::string why;
-    const Plan p = plan_deck(deck, S, quick, why);
+    const Plan p = plan_deck(deck, S, a, why);
     if (why.empty()) return fits(p, a);
     if (bound.empty()) bound = "run.seq_len = " + std::to_string(S) + " is refused: " + why;
     return false;
@@ -237,6 +409,9 @@ int run_plan(const Deck& deck, const PlanArgs& a) {
   print(deck, answer, a, "the longest run.seq_len within the budget");
   if (lo == limit) std::fprintf(stderr, "note: plan: run.seq_len's own limit (2^40) came before the budget\n");
   else if (!bound.empty()) std::fprintf(stderr, "note: plan: the search met a rule as well as the budget: %s\n", bound.c_str());
+  if (!deck.memory.plan && a.device_mib > 0)
+    std::fprintf(stderr, "note: plan: memory.planner none: every buffer its own allocation; the allocator's "
+                 "fragmentation is not counted (memory.planner plan counts its arena)\n");
   return 0;
 }
 
@@ -275,11 +450,11 @@ std::string check_fits(const Deck& deck, int ranks, const AvailableMemory& avail
   if (cuda && avail.host > 0 && host_states > avail.host) return refuse(host_states, avail.host, "host memory");
   PlanArgs args;
   args.ranks = ranks;
-  args.arena = false;
+  args.arena = deck.memory.plan;  // a planned run holds its step arena (and the buffers outside the step)
   std::string error;
   const Plan p = plan_deck(deck, deck.run.seq_len, args, error);
   if (!error.empty()) return error;
-  const double device = double(p.memory.at("device_total")), host = host_bytes(p) + host_inputs;
+  const double device = double(p.device_planned), host = host_bytes(p) + host_inputs;
   if (cuda) {
     if (device > avail.device) return refuse(device, avail.device, "device memory");
     if (avail.host > 0 && host > avail.host) return refuse(host, avail.host, "host memory");

@@ -2,13 +2,19 @@
 // by the analytic models without running, allocating or launching anything:
 // memory per category (device and host) per rank, the layout, the chunk counts
 // `auto` would choose, the FLOPs per step, the communication volume per step per
-// rank, and the arena a planned run would allocate; with --device-mib (and
-// --host-mib) and --max-seq-len, the longest sequence that fits, by bisection.
+// rank, and the arena a planned run would allocate; with a device (--device NAME,
+// a preset of a real device's capacity, or --device-mib) less a runtime reserve
+// (--reserve-mib), --host-mib, --activation-mib and --max-seq-len, the longest
+// sequence whose planned run fits, by bisection: with memory.planner plan the
+// device memory checked is the one a run holds (the buffers outside the step plus
+// the step arena its planner builds), not the ideal high-water.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "job/machine.hpp"
 #include "io/deck.hpp"
@@ -20,15 +26,42 @@ namespace minilst {
 // fits mst.chunk_budget_mib (auto).
 ModelOptions resolve_chunks(const Deck& deck, const ModelConfig& cfg, std::int64_t S, std::size_t scalar_bytes);
 
+// A device's memory as its driver reports it (what `minilst plan --device NAME` budgets).
+struct DevicePreset {
+  const char* name;    // --device NAME
+  const char* label;   // the device as its vendor names it
+  double mib;          // capacity per device, MiB (nvidia-smi's memory.total; ROCm's VRAM pool)
+  double host_mib;     // > 0: the host memory beside each device (the default --host-mib), MiB
+  const char* source;  // where the figures come from
+};
+const std::vector<DevicePreset>& device_presets();
+const DevicePreset* find_device(const std::string& name);  // nullptr: no such preset
+std::string device_list(const std::string& format);        // `--device list`: text or json
+
+// The runtime reserve kept off the device budget (CUDA context, NCCL's buffers, the
+// allocator's slack) when --reserve-mib is not given: 4096 MiB, or a sixteenth of the
+// device where that is less (CPU-scale budgets of a few MiB).
+constexpr double kDefaultReserveMiB = 4096;
+double default_reserve_mib(double device_mib);
+
 struct PlanArgs {
   int ranks = 1;                // the world size N = data parallel x ulysses x ring
   std::string format = "text";  // text | json
-  double device_mib = 0;        // > 0: a device budget per rank
+  std::string device;           // --device NAME: a preset ("" : none)
+  double device_mib = 0;        // > 0: the device's memory per rank (the preset's, or --device-mib)
+  double reserve_mib = -1;      // kept off device_mib for the runtime (< 0: the default, resolved)
   double host_mib = 0;          // > 0: a host budget per rank (offload kinds)
+  bool host_from_device = false;  // host_mib is the preset's host memory (not --host-mib)
   double activation_mib = 0;    // > 0: a device budget per rank for all but weights, gradients, optimizer
   bool max_seq_len = false;     // bisect for the longest run.seq_len within the budgets
-  bool arena = true;            // plan the busiest rank's arena too
+  bool arena = true;            // plan the step arena of every rank shape too
+  // The device budget per rank: the device less the reserve (0: none).
+  double device_budget_mib() const { return device_mib > 0 ? device_mib - std::max(0.0, reserve_mib) : 0; }
 };
+
+// The preset's figures and the default reserve filled in; "" or why the request is
+// wrong, naming the flag (a command-line error: exit 2).
+std::string resolve_budgets(PlanArgs& args);
 
 struct Plan {
   std::int64_t seq_len = 0;
@@ -38,8 +71,12 @@ struct Plan {
   std::map<std::string, std::uint64_t> memory, memory_min;  // category -> max / min over ranks
   std::map<std::string, std::uint64_t> comm;           // operation -> max bytes per step over ranks
   double flops_per_step = 0;                           // model FLOPs of one step, all ranks
-  std::uint64_t arena_bytes = 0, arena_lower_bound = 0;
+  std::uint64_t arena_bytes = 0, arena_lower_bound = 0;  // of the rank shape that holds the most (below)
   std::string arena_method;
+  // The device memory a run holds at its peak on its fullest rank: with memory.planner plan
+  // and the arena planned, the buffers outside the step (the model states, ...) plus the
+  // step arena; else the high-water of the buffers (memory["device_total"]).
+  std::uint64_t device_planned = 0, device_outside_arena = 0;
 };
 
 // Empty error when the deck can run on args.ranks ranks at this S; else why not.

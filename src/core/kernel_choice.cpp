@@ -92,23 +92,24 @@ std::string kernel_choice_refusal(const KernelChoice& request, Precision precisi
 }
 
 namespace {
-// The fastest of `candidates` (in EnumNames order) on the probe product in T; their rates into `rates`.
+// The fastest of `candidates` (in EnumNames order) on the probe product in T, each tried as
+// `base`'s bf16 or fp32 path; their rates into `rates`.
 template <class T>
-GemmPath fastest(GemmPaths candidates, bool bf16, std::map<std::string, double>& rates) {
+GemmPath fastest(KernelChoice base, GemmPaths candidates, bool bf16, std::map<std::string, double>& rates) {
   GemmPath best = GemmPath::automatic;
   for (const auto& [path, name] : EnumNames<GemmPath>::table) {
     if (!(candidates & path_bit(path))) continue;
-    KernelChoice c;
-    (bf16 ? c.gemm_bf16 : c.gemm_fp32) = path;
-    rates[name] = kernels::probe_gemm_gflops<T>(c);
+    (bf16 ? base.gemm_bf16 : base.gemm_fp32) = path;
+    rates[name] = kernels::probe_gemm_gflops<T>(base);
     if (best == GemmPath::automatic || rates[name] > rates[name_of(best)]) best = path;
   }
   return best;
 }
 
-// A GEMM path where the request says auto: `only` when one path may run, else the fastest measured.
+// A GEMM path where the request says auto: the one path allowed, else the fastest measured.
 template <class T>
-GemmPath resolve_path(GemmPaths allowed, bool bf16, std::map<std::string, double>& rates, std::string& reason) {
+GemmPath resolve_path(const KernelChoice& base, GemmPaths allowed, bool bf16, std::map<std::string, double>& rates,
+                      std::string& reason) {
   if ((allowed & (allowed - 1)) == 0) {  // one path
     for (const auto& [path, name] : EnumNames<GemmPath>::table)
       if (allowed & path_bit(path)) {
@@ -117,7 +118,7 @@ GemmPath resolve_path(GemmPaths allowed, bool bf16, std::map<std::string, double
       }
   }
   reason = "measured";
-  return fastest<T>(allowed, bf16, rates);
+  return fastest<T>(base, allowed, bf16, rates);
 }
 }  // namespace
 
@@ -139,14 +140,14 @@ ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision pre
   } else {
     r.attention_reason = "asked (run.attention_kernel)";
   }
-  // fp32 products: measured in fp32 runs where there is a choice.
+  // fp32 products (and bf16's fp32 tiles): measured on hosts where there is a choice.
   if (c.gemm_fp32 != GemmPath::automatic) {
     r.gemm_fp32_reason = "asked (run.gemm_fp32)";
-  } else if (kCuda || precision != Precision::float32) {
+  } else if (kCuda || precision == Precision::float64) {
     c.gemm_fp32 = GemmPath::blas;
-    r.gemm_fp32_reason = kCuda ? "device: the BLAS (cuBLAS)" : "the BLAS (no fp32 products to measure in this run)";
+    r.gemm_fp32_reason = kCuda ? "device: the BLAS (cuBLAS)" : "the BLAS (no fp32 products in a double run)";
   } else {
-    c.gemm_fp32 = resolve_path<float>(fp32_allowed & kFp32Paths, false, r.gemm_fp32_gflops, r.gemm_fp32_reason);
+    c.gemm_fp32 = resolve_path<float>(c, fp32_allowed & kFp32Paths, false, r.gemm_fp32_gflops, r.gemm_fp32_reason);
   }
   // bf16 products: the device's library, or the fastest measured host path.
   if (c.gemm_bf16 != GemmPath::automatic) {
@@ -158,7 +159,7 @@ ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision pre
     c.gemm_bf16 = GemmPath::fp32_tiles;
     r.gemm_bf16_reason = "not used: no bf16 products in a " + name_of(precision) + " run";
   } else {
-    c.gemm_bf16 = resolve_path<bf16>(bf16_allowed & kBf16Paths & ~path_bit(GemmPath::cublas), true,
+    c.gemm_bf16 = resolve_path<bf16>(c, bf16_allowed & kBf16Paths & ~path_bit(GemmPath::cublas), true,
                                      r.gemm_bf16_gflops, r.gemm_bf16_reason);
   }
   return r;

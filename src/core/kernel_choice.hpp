@@ -7,8 +7,8 @@
 //   gemm_bf16  auto: cublas on CUDA builds; on hosts the fastest, measured now, of the
 //              paths every rank can run (onednn in builds with oneDNN; avx512_bf16 where
 //              the CPU has it; fp32_tiles)
-//   gemm_fp32  auto: blas on CUDA builds; on hosts the faster, measured now (in fp32
-//              runs), of blas and onednn
+//   gemm_fp32  auto: blas on CUDA builds and in fp64 runs; on hosts the faster, measured
+//              now, of blas and onednn (in bf16 runs too: the fp32 tiles are fp32 products)
 // Several ranks agree through the job floor (job/agreement.hpp): the intersection of
 // what each can run, then rank 0's measurement.
 #pragma once

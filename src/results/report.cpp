@@ -64,7 +64,7 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKerne
     }
     std::printf(")\n");
   }
-  if (deck.run.precision == Precision::float32) {
+  if (deck.run.precision != Precision::float64) {
     std::printf("fp32 GEMM: %s (%s", gemm_path_record(kernels.choice.gemm_fp32, false).c_str(),
                 kernels.gemm_fp32_reason.c_str());
     const char* sep = ": ";

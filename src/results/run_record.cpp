@@ -97,7 +97,7 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
     m.attributes.reals["gemm_bf16_tiles_gflops"] = rate("fp32_tiles");
     m.attributes.reals["gemm_bf16_onednn_gflops"] = rate("onednn");
   }
-  if (deck.run.precision == Precision::float32) {  // which fp32 GEMM ran, and why
+  if (deck.run.precision != Precision::float64) {  // which fp32 GEMM ran (bf16: its fp32 tiles'), and why
     text["gemm_fp32"] = gemm_path_record(k.choice.gemm_fp32, false);
     text["gemm_fp32_reason"] = k.gemm_fp32_reason;
     for (const auto& [path, gflops] : k.gemm_fp32_gflops) m.attributes.reals["gemm_fp32_" + path + "_gflops"] = gflops;
