@@ -1,13 +1,18 @@
 # minilst_add_gtest(NAME name SOURCES a.cpp ... [RANKS 1 2 4] [LABELS ...])
 #   Builds one GoogleTest program and registers it with ctest once per rank
 #   count, as name_np<N>, launched by mpiexec with --oversubscribe on N > 1
-#   (the test machines have 2 cores; 4 ranks oversubscribe them).
+#   (the test machines have 2 cores; 4 ranks oversubscribe them). Every program
+#   links the one main (tests/gtest_main.cpp), compiled once.
 function(minilst_add_gtest)
   cmake_parse_arguments(T "" "NAME" "SOURCES;RANKS;LABELS" ${ARGN})
   if(NOT T_RANKS)
     set(T_RANKS 1)
   endif()
-  add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/gtest_main.cpp)
+  if(NOT TARGET minilst_gtest_main)
+    add_library(minilst_gtest_main OBJECT ${PROJECT_SOURCE_DIR}/tests/gtest_main.cpp)
+    target_link_libraries(minilst_gtest_main PRIVATE minilst_core GTest::gtest)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES} $<TARGET_OBJECTS:minilst_gtest_main>)
   target_link_libraries(${T_NAME} PRIVATE minilst_core GTest::gtest)
   if(NOT MINILST_ENABLE_MPI)   # a single-process build: the program alone, as one rank
     set(T_RANKS 1)

@@ -216,7 +216,7 @@ void backward_head(const Geometry& G, int g, bf16* dq, bf16* dk, bf16* dv, const
 
 }  // namespace
 
-bool attention_onednn_available() { return true; }
+bool attention_onednn_available() { return onednn_bf16_available(); }
 
 void attention_forward_onednn(const Mat<bf16>& o, const Mat<float>& lse, const Mat<const bf16>& q,
                               const Mat<const bf16>& k, const Mat<const bf16>& v, const Vec<const std::int64_t>& q_pos,

@@ -85,6 +85,18 @@ void run(const Key& key, const void* A, const void* B, void* C) {
 
 bool onednn_available() { return true; }
 
+bool onednn_bf16_available() {
+  static const bool can = [] {
+    try {
+      primitive({false, false, 16, 16, 16, 16, 16, 16, dt::bf16, dt::f32, 1.0f, 0.0f});
+      return true;
+    } catch (const dnnl::error&) {  // no implementation on this CPU (or under this ISA cap)
+      return false;
+    }
+  }();
+  return can;
+}
+
 void gemm_onednn_bf16(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const bf16* A,
                       std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* c32, bf16* c16,
                       std::size_t ldc) {
@@ -128,6 +140,7 @@ std::string cpu_matrix_isa() {
 #else  // a build without oneDNN: nothing to call
 
 bool onednn_available() { return false; }
+bool onednn_bf16_available() { return false; }
 void gemm_onednn_bf16(bool, bool, std::size_t, std::size_t, std::size_t, float, const bf16*, std::size_t, const bf16*,
                       std::size_t, float, float*, bf16*, std::size_t) {
   throw std::logic_error("gemm_onednn_bf16: this build has no oneDNN");

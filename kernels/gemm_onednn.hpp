@@ -22,8 +22,10 @@
 
 namespace minilst::kernels {
 
-// Whether this build has oneDNN (and this host can run it).
+// Whether this build has oneDNN, and whether oneDNN can multiply bf16 here (it has no bf16
+// matmul on CPUs without AVX-512, or with ONEDNN_MAX_CPU_ISA=AVX2).
 bool onednn_available();
+bool onednn_bf16_available();
 
 // Exactly one of c32 (fp32 C) and c16 (bf16 C) is non-null.
 void gemm_onednn_bf16(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const bf16* A,

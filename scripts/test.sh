@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a tested build: installs what is
 # missing, builds, runs every test with ctest (unit, reference, app checks), in stages:
-#   serial  Debian's Kokkos 3.4 (Serial), in build/
+#   serial  Debian's Kokkos 3.4 (Serial), in build/: every test but the CUDA bundle
 #   openmp  Kokkos 4 with OpenMP, 2 threads per rank, in build-omp/ (the stack is
-#           built once by scripts/build_kokkos.sh into ~/.cache/minilst), where the
-#           Kokkos sources are found (MINILST_VENDOR, or the snapshots beside the
-#           source tree); the build-only and Slurm checks run in the serial stage
-#   cuda    ctest's cuda_compile_check in build/: the whole program compiled for CUDA
-#           against a Kokkos 4 CUDA stack it builds (and caches), where the CUDA
-#           toolkit and the Kokkos sources are found; skipped with a message otherwise
+#           built once by scripts/build_kokkos.sh into ~/.cache/minilst, where the
+#           Kokkos sources are found: MINILST_VENDOR, or the snapshots beside the
+#           source tree): what threads change, the kernels, the layouts and the
+#           PyTorch references (labels unit, parallel, reference); the program's
+#           scripts, batch-job and Slurm behaviour do not depend on the backend and
+#           run once, in the serial stage
+#   cuda    the GPU bundle (ctest's gpu_bundle, scripts/gpu/pack.sh): the CUDA
+#           program, its tests and benchmarks built against a CUDA Kokkos it builds
+#           (and caches), packed and checked; skipped with a message where the CUDA
+#           toolkit or the Kokkos sources are missing
 #   scripts/test.sh [ctest arguments, e.g. -L reference or -R deck]
 #   MINILST_TEST_BACKENDS="serial"     only these stages (default: "serial openmp cuda")
+# Each stage prints its time, and the whole run its total.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
@@ -33,7 +38,7 @@ for backend in $backends; do
       prefix=$(MINILST_VENDOR=$vendor bash "$root/scripts/build_kokkos.sh" --backend openmp | tail -n 1)
       KOKKOS_PREFIX=$prefix BUILD_DIR=build-omp bash "$root/scripts/build.sh"
       (export MINILST_THREADS=2; source "$root/scripts/env.sh"; cd "$root/build-omp" &&
-        ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE "build|slurm" "$@") || status=1
+        ctest --output-on-failure --timeout 3000 -j "$(nproc)" -L "unit|parallel|reference" "$@") || status=1
       ;;
     cuda)
       [[ -f $root/build/CTestTestfile.cmake ]] || bash "$root/scripts/build.sh"
@@ -43,4 +48,5 @@ for backend in $backends; do
   esac
   echo "test.sh: $backend stage took $((SECONDS - t0)) s"
 done
+echo "test.sh: all stages took $SECONDS s"
 exit $status

@@ -1,5 +1,6 @@
-// Helpers shared by the kernel tests: Views <-> flat row-major host vectors, random
-// fills, error measures, the central finite-difference driver, position lists.
+// Helpers shared by the kernel tests (tests/kernels/test_*.cpp, one program: test_kernels):
+// Views <-> flat row-major host vectors, random fills, error measures with their printed
+// "[err] <what> = <value>" lines, the central finite-difference driver, position lists.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/types.hpp"
@@ -68,6 +70,33 @@ void fill_random(const View& x, Rng& rng, double lo = -1.0, double hi = 1.0) {
   from_host(x, random_vec(x.size(), rng, lo, hi));
 }
 
+// A View of the given shape holding the values of a host vector.
+template <class T>
+Mat<T> mat_of(const char* label, std::size_t r, std::size_t c, const Host& v) {
+  Mat<T> m(std::string(label), r, c);
+  from_host(m, v);
+  return m;
+}
+template <class T>
+Vec<T> vec_of(const char* label, const Host& v) {
+  Vec<T> x(std::string(label), v.size());
+  from_host(x, v);
+  return x;
+}
+
+// A device copy (for kernels that use an input as scratch, or work in place).
+template <class T>
+Mat<T> copy_of(const Mat<T>& x) {
+  Mat<T> y(std::string(x.label()) + "_copy", x.extent(0), x.extent(1));
+  Kokkos::deep_copy(y, x);
+  return y;
+}
+
+inline Host scaled(Host a, double s) {
+  for (auto& e : a) e *= s;
+  return a;
+}
+
 inline Vec<std::int64_t> ids(const std::vector<std::int64_t>& v) {
   Vec<std::int64_t> x("ids", v.size());
   auto hx = Kokkos::create_mirror_view(x);
@@ -110,6 +139,22 @@ inline double max_abs_diff(const Host& a, const Host& b) {
 
 inline void note(const std::string& what, double err) { std::printf("  [err] %s = %.3e\n", what.c_str(), err); }
 
+// Prints err and expects it at most limit.
+inline void expect_le(const std::string& what, double err, double limit) {
+  note(what, err);
+  EXPECT_LE(err, limit) << what;
+}
+
+// The storage type's name in messages, and a tolerance that depends on it.
+template <class T>
+std::string type_name() {
+  return std::is_same<T, double>::value ? "double" : "float";
+}
+template <class T>
+constexpr double tol(double for_double, double for_float) {
+  return std::is_same<T, double>::value ? for_double : for_float;
+}
+
 // Central FD gradient of loss() with respect to every entry of x (a rank-1 or rank-2 View that
 // loss() reads). Each entry is moved by +-h max(1, |x|), written back to x, and restored.
 template <class View>
@@ -141,6 +186,15 @@ Host fd_grad(const View& x, const std::function<double()>& loss, double h = 1e-5
   return g;
 }
 
+// Asserts ||analytic - fd|| / ||fd|| <= kFdTol, prints it, and returns it.
+inline double expect_grad_close(const std::string& what, const Host& analytic, const Host& fd) {
+  EXPECT_GT(norm(fd), 0.0) << what << ": FD gradient is zero, the check would be vacuous";
+  const double e = rel_err(analytic, fd);
+  note(what + " vs FD", e);
+  EXPECT_LE(e, kFdTol) << what;
+  return e;
+}
+
 inline std::vector<std::int64_t> iota_pos(int n, std::int64_t start = 0) {
   std::vector<std::int64_t> p(n);
   for (int i = 0; i < n; ++i) p[i] = start + i;
@@ -150,6 +204,11 @@ inline std::vector<std::int64_t> iota_pos(int n, std::int64_t start = 0) {
 inline std::vector<std::int64_t> shuffled(std::vector<std::int64_t> p, Rng& rng) {
   std::shuffle(p.begin(), p.end(), rng);
   return p;
+}
+
+inline std::vector<std::int64_t> concat(std::vector<std::int64_t> a, const std::vector<std::int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 }  // namespace minilst::kernel_test

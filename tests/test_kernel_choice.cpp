@@ -7,6 +7,7 @@
 
 #include "core/kernel_choice.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
+#include "kernels/gemm_onednn.hpp"
 #include "kernels/select.hpp"
 #include "test_util.hpp"
 
@@ -36,7 +37,8 @@ TEST(KernelChoice, AutoResolvesToWhatThisBuildAndCpuRun) {
     EXPECT_EQ(c.variant, KernelVariant::optimized);
     EXPECT_NE(c.attention, AttentionKernel::automatic);
     EXPECT_NE(c.gemm_bf16, GemmPath::automatic);
-    EXPECT_EQ(c.gemm_fp32, GemmPath::blas);
+    EXPECT_TRUE(runnable_gemm_fp32_paths() & path_bit(c.gemm_fp32)) << name_of(c.gemm_fp32);
+    if (p == Precision::float64) EXPECT_EQ(c.gemm_fp32, GemmPath::blas) << "fp64 runs have no fp32 products";
     EXPECT_TRUE(runnable(c.gemm_bf16)) << name_of(c.gemm_bf16);
     EXPECT_EQ(kernel_choice_refusal(c, p, 64), "") << "a resolved choice runs";
     EXPECT_FALSE(r.gemm_bf16_reason.empty());
@@ -44,13 +46,24 @@ TEST(KernelChoice, AutoResolvesToWhatThisBuildAndCpuRun) {
     EXPECT_EQ(c.attention == AttentionKernel::tensor_core, kCudaBuild && p == Precision::bf16) << name_of(p);
     if (kCudaBuild) EXPECT_EQ(c.gemm_bf16, GemmPath::cublas);
   }
-  // A host bf16 run measures its paths where the CPU has a choice, and keeps the faster.
-  if (!kCudaBuild && kernels::cpu_has_bf16_dot()) {
-    const auto r = resolve_kernel_choice(autos(), Precision::bf16, 64);
-    ASSERT_EQ(r.gemm_bf16_gflops.size(), 2u);
-    const bool dot = r.gemm_bf16_gflops.at("avx512_bf16") >= r.gemm_bf16_gflops.at("fp32_tiles");
-    EXPECT_EQ(r.choice.gemm_bf16, dot ? GemmPath::avx512_bf16 : GemmPath::fp32_tiles);
-    EXPECT_EQ(r.gemm_bf16_reason, "measured");
+  // A host run measures its paths where the build and CPU give a choice, and keeps the fastest.
+  if (!kCudaBuild) {
+    for (const Precision p : {Precision::bf16, Precision::float32}) {
+      const bool bf = p == Precision::bf16;
+      const GemmPaths paths = bf ? runnable_gemm_bf16_paths() : runnable_gemm_fp32_paths();
+      const auto r = resolve_kernel_choice(autos(), p, 64);
+      const auto& rates = bf ? r.gemm_bf16_gflops : r.gemm_fp32_gflops;
+      const GemmPath chosen = bf ? r.choice.gemm_bf16 : r.choice.gemm_fp32;
+      std::size_t n = 0;
+      for (const auto& [path, name] : EnumNames<GemmPath>::table) n += (paths & path_bit(path)) ? 1 : 0;
+      if (n < 2) continue;  // nothing to measure
+      ASSERT_EQ(rates.size(), n) << name_of(p);
+      for (const auto& [name, gflops] : rates) {
+        EXPECT_GT(gflops, 0.0) << name;
+        EXPECT_LE(gflops, rates.at(name_of(chosen))) << name << " was faster than the path chosen";
+      }
+      EXPECT_EQ(bf ? r.gemm_bf16_reason : r.gemm_fp32_reason, "measured");
+    }
   }
   // Ranks that cannot all run a path: the choice keeps to what they share.
   if (!kCudaBuild) {
@@ -72,7 +85,7 @@ TEST(KernelChoice, WhatIsAskedIsKeptOrRefusedNamingItsKey) {
   EXPECT_EQ(r.gemm_bf16_reason, "asked (run.gemm_bf16)");
 
   KernelChoice fp32_odd = autos();
-  fp32_odd.gemm_fp32 = GemmPath::avx512_bf16;
+  fp32_odd.gemm_fp32 = GemmPath::avx512_bf16;  // a bf16 path
   EXPECT_NE(kernel_choice_refusal(fp32_odd, Precision::float32, 64).find("run.gemm_fp32: avx512_bf16 is not a path"),
             std::string::npos);
   KernelChoice tc = autos();
@@ -90,6 +103,12 @@ TEST(KernelChoice, WhatIsAskedIsKeptOrRefusedNamingItsKey) {
   KernelChoice dot = autos();
   dot.gemm_bf16 = GemmPath::avx512_bf16;
   EXPECT_EQ(kernel_choice_refusal(dot, Precision::bf16, 64).empty(), runnable(GemmPath::avx512_bf16));
+  KernelChoice onednn = autos();
+  onednn.gemm_bf16 = GemmPath::onednn;
+  onednn.gemm_fp32 = GemmPath::onednn;
+  EXPECT_EQ(kernel_choice_refusal(onednn, Precision::bf16, 64).empty(), kernels::onednn_bf16_available() && !kCudaBuild);
+  if (!kernels::onednn_bf16_available())
+    EXPECT_NE(kernel_choice_refusal(onednn, Precision::bf16, 64).find("needs a host build with oneDNN"), std::string::npos);
 }
 
 TEST(KernelChoice, RecordedNames) {

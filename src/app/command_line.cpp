@@ -82,7 +82,8 @@ Command parse_command_line(int argc, const char* const* argv) {
   plan->add_option("--activation-mib", c.plan.activation_mib,
                    "device budget per rank, MiB, for all but weights, gradients and optimizer moments")
       ->check(mib);
-  plan->add_flag("--max-seq-len", c.plan.max_seq_len, "print the longest run.seq_len that fits the budgets");
+  plan->add_flag("--max-seq-len", c.plan.max_seq_len,
+                 "print the longest run.seq_len whose planned run (its step arena included) fits the budgets");
 
   std::ostringstream out, err;
   try {

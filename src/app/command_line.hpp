@@ -1,6 +1,7 @@
 // The command line of `minilst`, parsed (CLI11) before MPI collectives, Kokkos or
-// the deck: `run DECK [--set k=v]... [--kokkos-*=...]`, `plan DECK [...]`, `keys`,
-// `result METRICS.h5`, `--help`, `--version`. Never throws: a bad command line is a message and exit 2.
+// the deck: `run DECK [--set k=v]... [--kokkos-*=...]`, `plan DECK [...]` (its device, reserve and
+// budgets resolved and checked here), `plan --device list`, `keys`, `result METRICS.h5`, `--help`,
+// `--version`. Never throws: a bad command line is a message and exit 2.
 #pragma once
 
 #include <string>

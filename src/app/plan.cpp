@@ -46,12 +46,12 @@ std::uint64_t live_peak(const std::vector<TraceBuffer>& trace) {
   return plan_lower_bound(items);
 }
 
-// "h100-80gb (NVIDIA H100 80GB HBM3): 81559 MiB less a 4096 MiB reserve = 77463 MiB"
+// "h100-80gb, NVIDIA H100 80GB HBM3 (SXM5): 81559 MiB less a 4096 MiB reserve = 77463 MiB per rank"
 std::string device_text(const PlanArgs& a) {
   const DevicePreset* d = a.device.empty() ? nullptr : find_device(a.device);
   char text[512];
-  std::snprintf(text, sizeof text, "%s%s%s%s: %.6g MiB less a %.6g MiB reserve = %.6g MiB per rank",
-                d ? d->name : "--device-mib", d ? " (" : "", d ? d->label : "", d ? ")" : "", a.device_mib,
+  std::snprintf(text, sizeof text, "%s%s%s: %.10g MiB less a %.10g MiB reserve = %.10g MiB per rank",
+                d ? d->name : "--device-mib", d ? ", " : "", d ? d->label : "", a.device_mib,
                 std::max(0.0, a.reserve_mib), a.device_budget_mib());
   return text;
 }
@@ -59,9 +59,8 @@ std::string device_text(const PlanArgs& a) {
 
 const std::vector<DevicePreset>& device_presets() {
   // Capacity per device as the driver reports it (nvidia-smi --query-gpu=memory.total, in MiB;
-  // the CUDA runtime's own total, cudaMemGetInfo's, is about 0.5 GiB less on these parts, which
-  // the reserve covers); the figures as printed by these devices in public nvidia-smi and rocminfo
-  // output.
+  // the CUDA runtime's own total, cudaMemGetInfo's, is about 0.5 GiB less on an H100, inside the
+  // reserve); the figures as these devices print them in public nvidia-smi and rocminfo output.
   static const std::vector<DevicePreset> presets = {
       {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM5)", 81559, 0, "nvidia-smi memory.total"},
       {"h100-94gb", "NVIDIA H100 NVL (94 GB HBM3)", 95830, 0, "nvidia-smi memory.total"},
@@ -134,7 +133,7 @@ std::string resolve_budgets(PlanArgs& a) {
   if (a.reserve_mib < 0 && a.device_mib > 0) a.reserve_mib = default_reserve_mib(a.device_mib);
   if (a.device_mib > 0 && a.reserve_mib >= a.device_mib) {
     char msg[256];
-    std::snprintf(msg, sizeof msg, "--reserve-mib: a reserve of %.6g MiB leaves nothing of the device's %.6g MiB",
+    std::snprintf(msg, sizeof msg, "--reserve-mib: a reserve of %.10g MiB leaves nothing of the device's %.10g MiB",
                   a.reserve_mib, a.device_mib);
     return msg;
   }
@@ -170,13 +169,13 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
                 static_cast<unsigned long long>(p.device_planned),
                 static_cast<unsigned long long>(p.device_outside_arena));
     if (a.device_mib > 0)
-      std::printf(", \"device\": {\"name\": \"%s\", \"label\": \"%s\", \"capacity_mib\": %.6g}, \"reserve_mib\": %.6g, "
-                  "\"device_budget_mib\": %.6g",
+      std::printf(", \"device\": {\"name\": \"%s\", \"label\": \"%s\", \"capacity_mib\": %.10g}, \"reserve_mib\": %.10g, "
+                  "\"device_budget_mib\": %.10g",
                   preset ? preset->name : "custom", preset ? preset->label : "--device-mib", a.device_mib,
                   std::max(0.0, a.reserve_mib), a.device_budget_mib());
     else
       std::printf(", \"device\": null, \"reserve_mib\": 0, \"device_budget_mib\": 0");
-    std::printf(", \"host_budget_mib\": %.6g, \"activation_budget_mib\": %.6g", a.host_mib, a.activation_mib);
+    std::printf(", \"host_budget_mib\": %.10g, \"activation_budget_mib\": %.10g", a.host_mib, a.activation_mib);
     if (a.device_mib > 0 || a.host_mib > 0 || a.activation_mib > 0)
       std::printf(", \"fits\": %s", fits(p, a) ? "true" : "false");
     for (const auto* m : {&p.memory, &p.memory_min, &p.comm}) {
@@ -198,8 +197,8 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
   std::printf("%s%s\n", note[0] ? ": " : "", note);
   if (a.device_mib > 0) std::printf("  device: %s\n", device_text(a).c_str());
   if (a.host_mib > 0)
-    std::printf("  host: %.6g MiB per rank%s\n", a.host_mib, a.host_from_device ? " (the device's host memory)" : "");
-  if (a.activation_mib > 0) std::printf("  activation budget: %.6g MiB per rank\n", a.activation_mib);
+    std::printf("  host: %.10g MiB per rank%s\n", a.host_mib, a.host_from_device ? " (the device's host memory)" : "");
+  if (a.activation_mib > 0) std::printf("  activation budget: %.10g MiB per rank\n", a.activation_mib);
   std::printf("  per rank: up to %lld tokens; mini-sequences: mlp %d, lm_head %d\n",
               static_cast<long long>(p.local_tokens), mlp, head);
   std::printf("  memory per rank, MiB         max        min\n");

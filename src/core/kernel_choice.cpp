@@ -50,7 +50,8 @@ std::string path_refusal(const char* key, GemmPath asked, GemmPaths of_kind, Gem
   if (!(of_kind & path_bit(asked))) return why + " is not a path of these products (auto, " + path_names(of_kind) + ")";
   why += asked == GemmPath::avx512_bf16 ? " needs an x86-64 CPU with AVX512_BF16 and a host build"
          : asked == GemmPath::cublas    ? " needs a CUDA build"
-         : asked == GemmPath::onednn    ? " needs a host build with oneDNN (libdnnl-dev; MINILST_ENABLE_ONEDNN)"
+         : asked == GemmPath::onednn    ? " needs a host build with oneDNN (libdnnl-dev; MINILST_ENABLE_ONEDNN), "
+                                          "for bf16 on a CPU with AVX-512 or later"
                                         : " cannot run in this build";
   return why + " (here: auto, " + path_names(runnable) + ")";
 }
@@ -61,7 +62,7 @@ GemmPaths runnable_gemm_bf16_paths() {
   if (kCuda) return path_bit(GemmPath::cublas) | path_bit(GemmPath::fp32_tiles);
   GemmPaths p = path_bit(GemmPath::fp32_tiles);
   if (kernels::cpu_has_bf16_dot()) p |= path_bit(GemmPath::avx512_bf16);
-  if (kernels::onednn_available()) p |= path_bit(GemmPath::onednn);
+  if (kernels::onednn_bf16_available()) p |= path_bit(GemmPath::onednn);
   return p;
 }
 
@@ -83,7 +84,8 @@ std::string kernel_choice_refusal(const KernelChoice& request, Precision precisi
   }
   if (request.attention == AttentionKernel::onednn) {
     if (kCuda || !kernels::attention_onednn_available())
-      return "run.attention_kernel: onednn needs a host build with oneDNN (libdnnl-dev; MINILST_ENABLE_ONEDNN)";
+      return "run.attention_kernel: onednn needs a host build with oneDNN (libdnnl-dev; MINILST_ENABLE_ONEDNN) "
+             "on a CPU where oneDNN multiplies bf16 (AVX-512 or later)";
     if (precision != Precision::bf16) return "run.attention_kernel: onednn multiplies bf16 tiles: run.precision bf16";
   }
   if (auto why = path_refusal("run.gemm_bf16", request.gemm_bf16, kBf16Paths, runnable_gemm_bf16_paths()); !why.empty())

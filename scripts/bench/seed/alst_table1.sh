@@ -9,11 +9,12 @@
 #   --max-seq-len), then one step at that S: its time, and its memory against the
 #   prediction. Budget 64 MiB per rank (--tiny: 24 MiB, and only the first and last
 #   rungs run), about a minute.
-#   Paper scale: inputs/llama3_8b.yaml in bf16, predicted. Devices: an H100's
-#   81,559 MiB less a 4,096 MiB reserve (CUDA context, NCCL). Host memory: the
-#   node's 1.9 TB (ALST Section 5.3) shared by its 8 GPUs, so 1.9 TB / 8 per rank
-#   on 8 and 32 ranks and all of it on one. The longest S of each rung on 8 ranks,
-#   of baseline and ALST on 1 and 32; and (not in --tiny) the model FLOPs per rank
+#   Paper scale: inputs/llama3_8b.yaml in bf16, predicted. Devices: H100 80GB
+#   (`--device h100-80gb`: 81,559 MiB) less a 4,096 MiB reserve (`--reserve-mib`:
+#   CUDA context, NCCL). Host memory: the node's 1.9 TB (ALST Section 5.3)
+#   shared by its 8 GPUs, so 1.9 TB / 8 per rank on 8 and 32 ranks and all of it
+#   on one. The longest S of each rung on 8 ranks, of baseline and ALST on 1 and
+#   32; and (not in --tiny) the model FLOPs per rank
 #   of a step at the paper's S beside the FLOPs its TFLOPS x iteration time imply.
 #   scripts/bench/seed/alst_table1.sh [--tiny]
 # The baseline rows need memory.policy hf_checkpoint (Hugging Face's recomputation
@@ -56,8 +57,9 @@ done
 deck="$root/inputs/llama3_8b.yaml"
 node_mib=$(awk 'BEGIN { printf "%d", 1.9e12 / 1048576 }')  # ALST's 1.9 TB of host memory per node
 keep node_host_mib "$node_mib"
-keep device_mib "$fit80_mib"
-per_gpu=(--device-mib "$fit80_mib" --host-mib $((node_mib / 8)))
+keep device_mib "$(device_fit_mib h100-80gb)"  # the device budget per rank: 81,559 MiB less the reserve
+read -r -a h100 <<< "$(device_args h100-80gb)"
+per_gpu=("${h100[@]}" --host-mib $((node_mib / 8)))
 # The paper's sequence lengths (K = 10^3, M = 10^6, as ALST counts its 500K and 3.7M).
 declare -A paper_seq=([base]=32000 [loss]=160000 [ulysses]=1100000 [mlp]=1200000 [offload]=2400000 [all]=3700000)
 for rung in "${ladder[@]}"; do
@@ -77,7 +79,7 @@ done
 for g in 1 32; do
   if ((g == 1)); then
     layout=(--set parallel.zero=2)
-    budgets=(--device-mib "$fit80_mib" --host-mib "$node_mib")
+    budgets=("${h100[@]}" --host-mib "$node_mib")
     paper_s=500000
   else
     layout=()

@@ -76,12 +76,21 @@ run_row() {  # run_row NAME RANKS LABEL DECK [--set ...]: a real run, metrics in
   echo "$name: $(grep '^RESULT' "$out/$name.log" | cut -c1-100) ($label)"
 }
 
-# Device capacities. An 80 GB A100 or H100 offers 81,559 MiB as the CUDA driver reports it (not
-# 81,920); a longest-sequence row answers "would a real run fit", so it keeps 4,096 MiB of that for
-# the CUDA context and NCCL's buffers (until `minilst plan` has a reserve of its own).
-gpu80_mib=81559
-reserve_mib=4096
-fit80_mib=$((gpu80_mib - reserve_mib))  # 77,463 MiB
+# Device budgets: `minilst plan --device PRESET --reserve-mib MIB`, a device's memory as its driver
+# reports it (`minilst plan --device list`: the H100 80GB offers 81,559 MiB, the A100 80GB 81,920)
+# less a runtime reserve for the CUDA context, NCCL's buffers and the allocator. ALST ran on H100s,
+# MsT on A100s, MEMO on A800s (an A100's 80 GB).
+reserve_mib=4096  # minilst plan's default reserve on these devices, given explicitly
+
+device_args() {  # device_args PRESET: the plan arguments of one such device per rank, less the reserve
+  echo "--device $1 --reserve-mib $reserve_mib"
+}
+
+device_fit_mib() {  # device_fit_mib PRESET: the MiB a run may use there: the preset's memory less the reserve
+  "$minilst" plan --device list --format json | "$py" -c "import json, sys
+devices = {d['name']: d for d in json.load(sys.stdin)['devices']}
+print(int(devices[sys.argv[1]]['capacity_mib'] - float(sys.argv[2])))" "$1" "$reserve_mib"
+}
 
 keep() {  # keep NAME VALUE: a figure the analysis reads back (NAME.txt in the output directory)
   echo "$2" > "$out/$1.txt"
@@ -95,9 +104,9 @@ params_of() {  # params_of DECK [--set ...]: the deck's parameter count (its bf1
     "$py" -c "import json, sys; print(json.load(sys.stdin)['memory_bytes']['weights'] // 2)"
 }
 
-budget_after_states() {  # budget_after_states PARAMS BYTES_PER_PARAM: the MiB of fit80_mib left for
-  # activations once each parameter holds that many bytes of model state on the device
-  awk -v p="$1" -v b="$2" -v fit="$fit80_mib" 'BEGIN { printf "%.2f", fit - p * b / 1048576 }'
+budget_after_states() {  # budget_after_states PRESET PARAMS BYTES_PER_PARAM: the MiB of device_fit_mib PRESET
+  # left for activations once each parameter holds that many bytes of model state on the device
+  awk -v p="$2" -v b="$3" -v fit="$(device_fit_mib "$1")" 'BEGIN { printf "%.2f", fit - p * b / 1048576 }'
 }
 
 json_field() {  # json_field NAME KEY: a top-level field of NAME.json

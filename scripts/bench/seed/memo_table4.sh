@@ -17,7 +17,8 @@
 #   Paper scale: MEMO's 7B (its Table 2: 32 layers, h = 4096, 32 heads, vocabulary
 #   50257; SwiGLU of width 11008 for its GeLU MLP of 16384) on 8 ranks as Ulysses 4 x
 #   ring 2 for its TP 4 x CP 2, bf16: the longest S of each row, predicted. Budgets:
-#   81,559 MiB less a 4,096 MiB reserve, less the model states Megatron's TP 4 leaves
+#   an A800's 80 GB (`--device a100-80gb`: 81,920 MiB) less a 4,096 MiB reserve, less
+#   the model states Megatron's TP 4 leaves
 #   on a GPU (bf16 weights 2 + fp32 gradients 4 + optimizer 12 / (DP x CP) bytes per
 #   parameter, over TP: 3 bytes), the rest for activations (--activation-mib); host:
 #   MEMO's 2 TB per 8-GPU node (--host-mib).
@@ -50,7 +51,7 @@ run_row memo 1 "MEMO (alpha auto) + memory plan" "$deck" "${base[@]}" "${cap[@]}
 read -r -a shape <<< "$("$py" "$root/analysis/seed/seed_papers.py" memo-sets 7B)"
 big=(--set parallel.ulysses=4 --set parallel.ring=2 --set parallel.zero=1 --set memory.optimizer_offload=false
   "${shape[@]}" --set memory.policy=offload)
-act=$(budget_after_states "$(params_of "$root/inputs/llama2_7b.yaml" "${shape[@]}")" 3)
+act=$(budget_after_states a100-80gb "$(params_of "$root/inputs/llama2_7b.yaml" "${shape[@]}")" 3)
 host=$(awk 'BEGIN { printf "%d", 2e12 / 8 / 1048576 }')  # MEMO's 2 TB of host memory per 8-GPU node
 keep activation_budget_mib "$act"
 keep host_mib "$host"

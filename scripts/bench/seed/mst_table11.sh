@@ -10,8 +10,8 @@
 #   Paper scale: inputs/llama2_7b.yaml, Ulysses over 2, 4 and 8 ranks, bf16,
 #   predicted under MsT's single-GPU accounting on every GPU (Table 2's: the bf16
 #   weights and AdamW moments whole on the device, 6 bytes per parameter, the rest
-#   of 81,559 MiB less a 4,096 MiB reserve for activations and Ulysses' buffers;
-#   minilst plan --activation-mib). --tiny: 8 ranks only.
+#   of an A100 80GB's 81,920 MiB less a 4,096 MiB reserve for activations and
+#   Ulysses' buffers; minilst plan --activation-mib). --tiny: 8 ranks only.
 #   scripts/bench/seed/mst_table11.sh [--tiny]
 # The recomputation rows need memory.policy hf_checkpoint (Hugging Face's, with its
 # whole fp32 logits); a build without it skips them.
@@ -45,7 +45,7 @@ done
 gpus=(2 4 8)
 ((tiny)) && gpus=(8)
 deck="$root/inputs/llama2_7b.yaml"
-act=$(budget_after_states "$(params_of "$deck")" 6)  # bf16 weights 2 + AdamW moments 4 bytes per parameter
+act=$(budget_after_states a100-80gb "$(params_of "$deck")" 6)  # bf16 weights 2 + AdamW moments 4 bytes per parameter
 keep activation_budget_mib "$act"
 for u in "${gpus[@]}"; do
   for s in "${stacks[@]}"; do

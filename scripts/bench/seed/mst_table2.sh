@@ -9,9 +9,9 @@
 #   Paper scale: inputs/llama3_8b.yaml on one rank, bf16, predicted under MsT's own
 #   memory budget: the optimizer runs in the backward (no gradient buffer), so the
 #   device holds the bf16 weights (2 bytes per parameter) and the AdamW moments
-#   (4 bytes, MsT's Tables 9-10 list them as 15 and 30 GB), and the rest of 81,559
-#   MiB less a 4,096 MiB reserve is the activation budget (minilst plan
-#   --activation-mib).
+#   (4 bytes, MsT's Tables 9-10 list them as 15 and 30 GB), and the rest of an
+#   A100 80GB's 81,920 MiB (`minilst plan --device list`: a100-80gb) less a 4,096
+#   MiB reserve is the activation budget (minilst plan --activation-mib).
 #   scripts/bench/seed/mst_table2.sh [--tiny]
 # The activation-recomputation rows need memory.policy hf_checkpoint (Hugging
 # Face's recomputation with its whole fp32 logits); a build without it skips them.
@@ -42,7 +42,7 @@ done
 # Paper scale: one device, model states whole (ZeRO 0), the activation budget MsT leaves.
 deck="$root/inputs/llama3_8b.yaml"
 one=(--set parallel.ulysses=1 --set parallel.zero=0 --set memory.optimizer_offload=false)
-act=$(budget_after_states "$(params_of "$deck")" 6)  # bf16 weights 2 + AdamW moments 4 bytes per parameter
+act=$(budget_after_states a100-80gb "$(params_of "$deck")" 6)  # bf16 weights 2 + AdamW moments 4 bytes per parameter
 keep activation_budget_mib "$act"
 for s in "${stacks[@]}"; do
   IFS='|' read -r name label settings <<< "$s"

@@ -4,12 +4,12 @@
 # activation recomputation vs MsT.
 #   Paper scale only (predicted, a few seconds): inputs/llama2_7b.yaml, and the
 #   same deck at Llama-2-13B's shape (40 layers, d = 5120, 40 heads, I = 13824),
-#   bf16, one rank, under MsT's own budget as in Table 2 (81,559 MiB less a 4,096
-#   MiB reserve, less 2 + 4 bytes per parameter of bf16 weights and AdamW moments:
-#   the rest for activations, minilst plan --activation-mib), and with the bf16
-#   weights alone on the device (2 bytes per parameter: 13B's weights and moments
-#   would leave under 3 GiB). The CPU-scale runs of the three stacks are Table 2's
-#   (scripts/bench/seed/mst_table2.sh).
+#   bf16, one rank, under MsT's own budget as in Table 2 (an A100 80GB's 81,920
+#   MiB less a 4,096 MiB reserve, less 2 + 4 bytes per parameter of bf16 weights
+#   and AdamW moments: the rest for activations, minilst plan --activation-mib),
+#   and with the bf16 weights alone on the device (2 bytes per parameter: 13B's
+#   weights and moments would leave under 3 GiB). The CPU-scale runs of the three
+#   stacks are Table 2's (scripts/bench/seed/mst_table2.sh).
 #   scripts/bench/seed/mst_table3.sh [--tiny]   (--tiny: MsT's accounting only)
 # The activation-recomputation rows need memory.policy hf_checkpoint; a build
 # without it skips them.
@@ -34,7 +34,7 @@ for m in "${models[@]}"; do
   for b in "6|" "2|_weights"; do  # bytes of state per parameter on the device|row suffix
     IFS='|' read -r bytes suffix <<< "$b"
     ((tiny)) && [[ -n $suffix ]] && continue  # --tiny: MsT's accounting only
-    act=$(budget_after_states "$params" "$bytes")
+    act=$(budget_after_states a100-80gb "$params" "$bytes")
     keep "${model}${suffix}_activation_budget_mib" "$act"
     for s in "${stacks[@]}"; do
       IFS='|' read -r name label policy <<< "$s"

@@ -8,10 +8,10 @@
 #   40 MiB, and only MsT's row runs), predicted, then one step of two micro-steps at
 #   it, memory against the prediction. Under half a minute.
 #   Paper scale: inputs/llama3_8b.yaml and inputs/llama2_7b.yaml on one rank, bf16,
-#   predicted under MsT's accounting with the gradient buffer added: 81,559 MiB less
-#   a 4,096 MiB reserve, less 2 + 4 + 2 bytes per parameter (bf16 weights, AdamW
-#   moments, bf16 gradients: MsT's Tables 9-10's 15, 30 and 15 GB for Llama-3-8B),
-#   the rest for activations (minilst plan --activation-mib).
+#   predicted under MsT's accounting with the gradient buffer added: an A100
+#   80GB's 81,920 MiB less a 4,096 MiB reserve, less 2 + 4 + 2 bytes per parameter
+#   (bf16 weights, AdamW moments, bf16 gradients: MsT's Tables 9-10's 15, 30 and
+#   15 GB for Llama-3-8B), the rest for activations (minilst plan --activation-mib).
 #   scripts/bench/seed/mst_table4.sh [--tiny]
 # The activation-recomputation rows need memory.policy hf_checkpoint; a build
 # without it skips them.
@@ -44,7 +44,7 @@ done
 one=(--set parallel.ulysses=1 --set parallel.zero=0 --set memory.optimizer_offload=false)
 for model in llama3_8b llama2_7b; do
   deck="$root/inputs/$model.yaml"
-  act=$(budget_after_states "$(params_of "$deck")" 8)  # bf16 weights 2 + AdamW moments 4 + bf16 gradients 2
+  act=$(budget_after_states a100-80gb "$(params_of "$deck")" 8)  # bf16 weights 2 + AdamW moments 4 + bf16 gradients 2
   keep "${model}_activation_budget_mib" "$act"
   for s in "${stacks[@]}"; do
     IFS='|' read -r name label policy <<< "$s"
