@@ -10,7 +10,8 @@ build=${BUILD_DIR:-build}
 mkdir -p "$(dirname "$build")"
 prefix=()
 if [[ -n ${KOKKOS_PREFIX:-} ]]; then
-  prefix=(-DKokkos_ROOT="$KOKKOS_PREFIX" -DKokkosKernels_ROOT="$KOKKOS_PREFIX")
+  # -U: a build folder configured against another prefix must not keep finding that one (CMake caches *_DIR).
+  prefix=(-DKokkos_ROOT="$KOKKOS_PREFIX" -DKokkosKernels_ROOT="$KOKKOS_PREFIX" -UKokkos_DIR -UKokkosKernels_DIR)
   if [[ -x $KOKKOS_PREFIX/bin/nvcc_wrapper ]]; then export PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH; fi
 fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} "${prefix[@]}" "$@" > "$build.configure.log" 2>&1 \
