@@ -46,7 +46,8 @@ for row in "${stacks[@]}"; do
   read -r -a set <<< "$settings"
   "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --device-mib "$budget" --max-seq-len --format json > "$out/plan_$i.json"
   S=$("$py" -c "import json; print(json.load(open('$out/plan_$i.json'))['seq_len'])")
-  "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --set run.seq_len=$((S + 1)) --format json > "$out/next_$i.json"
+  "$minilst" plan "$deck" "${set[@]}" --ranks "$ranks" --device-mib "$budget" --set run.seq_len=$((S + 1)) \
+    --format json > "$out/next_$i.json"
   status="predicted"
   if ((runs)); then
     "${launch[@]}" "$ranks" "$minilst" run "$deck" "${set[@]}" --set run.seq_len="$S" --set output.metrics="$out/run_$i.h5" \
@@ -58,7 +59,7 @@ for row in "${stacks[@]}"; do
   i=$((i + 1))
 done
 
-# Llama-3-8B on 80 GiB devices: predictions only.
+# Llama-3-8B on H100 80GB devices (the preset, less the default reserve): predictions only.
 l8="$root/inputs/llama3_8b.yaml"
 one="--set parallel.ulysses=1 --set parallel.zero=2 --set memory.optimizer_offload=true"  # one device
 llama=(
@@ -75,7 +76,7 @@ j=0
 for row in "${llama[@]}"; do
   IFS='|' read -r name ranks settings <<< "$row"
   read -r -a set <<< "$settings"
-  "$minilst" plan "$l8" "${set[@]}" --ranks "$ranks" --device-mib 81920 --host-mib 245760 --max-seq-len \
+  "$minilst" plan "$l8" "${set[@]}" --ranks "$ranks" --device h100-80gb --host-mib 245760 --max-seq-len \
     --format json > "$out/llama_$j.json"
   printf '%s|%s|%s\n' "$j" "$name" "$ranks" >> "$out/llama.txt"
   j=$((j + 1))
