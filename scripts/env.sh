@@ -6,7 +6,17 @@
 # from spinning while OpenBLAS's threads work. Ranks x threads = cores per node.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/blas.sh"
 blas_check_coretype  # an OPENBLAS_CORETYPE this CPU cannot run: warned about and dropped (else SIGILL)
-export MINILST_THREADS=${MINILST_THREADS:-1}
+# MINILST_THREADS must be a positive integer no larger than this machine's CPUs: it is
+# checked as text, never evaluated (a value such as x[$(cmd)] runs nothing).
+MINILST_THREADS=${MINILST_THREADS:-1}
+_mlst_cpus=$(nproc --all 2> /dev/null || echo 1)
+if [[ ! $MINILST_THREADS =~ ^[1-9][0-9]{0,5}$ ]] || ((10#$MINILST_THREADS > _mlst_cpus)); then
+  echo "env.sh: MINILST_THREADS='$MINILST_THREADS': threads per rank must be a whole number from 1 to $_mlst_cpus (this machine's CPUs)" >&2
+  unset _mlst_cpus
+  return 2 2> /dev/null || exit 2
+fi
+unset _mlst_cpus
+export MINILST_THREADS=$((10#$MINILST_THREADS))
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$MINILST_THREADS}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$MINILST_THREADS}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
