@@ -1,7 +1,7 @@
 // Plain reference of attention.hpp: causal multi-head attention as the obvious loops,
 // no tiles, no online softmax, no vectorised exp; selected at run time in place of
 // attention_forward / attention_backward, and validated against them in
-// tests/test_reference_kernels.cpp. Same signatures, same semantics.
+// tests/kernels/test_attention.cpp (Attention.Reference*). Same signatures, same semantics.
 //   Sq query tokens, Sk key tokens, Hq query heads, Gk kv heads, h head dim.
 //   q: [Sq, Hq*h]  k, v: [Sk, Gk*h]  o: [Sq, Hq*h]  lse: [Sq, Hq]  (accum type)
 //   q_pos: [Sq], k_pos: [Sk] global positions; key j is visible to query i iff

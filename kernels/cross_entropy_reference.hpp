@@ -1,7 +1,8 @@
 // Plain reference of cross_entropy.hpp: softmax cross-entropy and its gradient as the
 // obvious loops (the math library's exp, two exps per logit, no vectorised reductions);
 // selected at run time in place of cross_entropy_fused, and validated against it in
-// tests/test_reference_kernels.cpp. Same signature, same semantics.
+// tests/kernels/test_cross_entropy.cpp (CrossEntropy.Reference*). Same signature, same
+// semantics.
 //   C tokens of a chunk, V vocabulary.
 //   logits: [C, V] in: logits, out: dlogits (overwritten in place, =), labels: [C]
 //   m_i = max_c logits_ic,  lse_i = m_i + log sum_c e^(logits_ic - m_i)

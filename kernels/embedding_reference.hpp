@@ -1,7 +1,8 @@
 // Plain reference of embedding.hpp's backward: the scatter-add one column per work
 // item (no blocks of columns, no vectorised rows); selected at run time in place of
-// embedding_backward, and validated against it in tests/test_reference_kernels.cpp.
-// Same signature, same semantics. (embedding_forward, a plain gather, has no reference.)
+// embedding_backward, and validated against it in tests/kernels/test_embedding.cpp
+// (Embedding.Reference*). Same signature, same semantics. (embedding_forward, a plain
+// gather, has no reference.)
 //   S tokens, V vocab, d hidden.  tokens: [S]  dx: [S, d]  dE: [V, d]
 //   backward  dE[tok[i], :] += dx[i, :]             dE: [V, d] (+=)
 // Each column's tokens are summed in order: a token that appears twice adds up in a

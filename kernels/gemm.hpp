@@ -1,5 +1,6 @@
-// C = alpha op(A) op(B) + beta C on row-major matrices, done by Kokkos Kernels
-// (and so by the BLAS / cuBLAS it was built with).
+// C = alpha op(A) op(B) + beta C on row-major matrices, by the path the run's
+// KernelChoice names: Kokkos Kernels (and so the BLAS / cuBLAS it was built with),
+// oneDNN on hosts, or a bf16 path (below).
 //   op(X) = X ("N") or X^T ("T");  A: [m,k] or [k,m], B: [k,n] or [n,k], C: [m,n].
 // beta = 0 overwrites C (=), beta = 1 accumulates (+=, weight gradients).
 // Every linear layer of the model is one call:

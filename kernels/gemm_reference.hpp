@@ -1,7 +1,8 @@
 // Plain reference of gemm.hpp: C = alpha op(A) op(B) + beta C as the obvious triple
-// loop (gemm.hpp hands the product to Kokkos Kernels, i.e. a blocked BLAS / cuBLAS);
-// selected at run time in place of gemm, and validated against it in
-// tests/test_reference_kernels.cpp. Same signature, same semantics.
+// loop (gemm.hpp hands the product to the run's GEMM path: a blocked BLAS / cuBLAS
+// through Kokkos Kernels, oneDNN, or a bf16 path); selected at run time in place of
+// gemm, and validated against it in tests/kernels/test_gemm.cpp (Gemm.Reference*).
+// Same signature, same semantics.
 //   op(X) = X ("N") or X^T ("T");  A: [m,k] or [k,m], B: [k,n] or [n,k], C: [m,n].
 //   C_ij = alpha sum_p op(A)_ip op(B)_pj + beta C_ij, one work item per C_ij, p in order.
 // beta = 0 overwrites C (=, even where C holds NaN, as BLAS does), beta = 1 accumulates (+=).

@@ -22,9 +22,12 @@
 // fp64 products always go to the BLAS. A deck's `auto` (automatic) never reaches a
 // kernel: the resolver replaces it (a kernel given one throws). A KernelChoice{} runs
 // on every build without measuring anything: the portable attention, bf16 products
-// through fp32 tiles (cuBLAS on CUDA builds), fp32 products through the BLAS. Adding a path or an attention kernel takes one
-// enumerator here, one implementation file, one line in the resolver and one test
-// file (docs/architecture.md, "Where to change things").
+// through fp32 tiles (cuBLAS on CUDA builds), fp32 products through the BLAS.
+// Adding a path or an attention kernel: its enumerator here and its name beside the
+// others (src/core/kernel_choice.hpp), its implementation file, its case in the
+// dispatch (kernels/gemm.hpp or kernels/select.hpp), when it can run and whether auto
+// takes it (src/core/kernel_choice.cpp), and its test (docs/architecture.md, "Where to
+// change things", lists the lines).
 #pragma once
 
 #include <Kokkos_Macros.hpp>

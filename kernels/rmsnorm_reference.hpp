@@ -1,7 +1,8 @@
 // Plain reference of rmsnorm.hpp: RMSNorm as the obvious loops, sums in order (no
 // vectorised reductions) and dw one column per work item (no blocks of columns);
 // selected at run time in place of rmsnorm_forward / rmsnorm_backward, and validated
-// against them in tests/test_reference_kernels.cpp. Same signatures, same semantics.
+// against them in tests/kernels/test_rmsnorm.cpp (Rmsnorm.Reference*). Same signatures,
+// same semantics.
 //   S tokens, d hidden.  x, y, dy, dx: [S, d]  w, dw: [d]
 //   forward   r_i = (mean_j x_ij^2 + eps)^(-1/2),   y_ij = x_ij r_i w_j         y: [S, d] (=)
 //   backward  dx_i += r_i (w * dy_i) - x_i r_i^3 (1/d) sum_j (w_j dy_ij x_ij)   dx: [S, d] (+=)

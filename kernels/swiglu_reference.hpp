@@ -1,7 +1,7 @@
 // Plain reference of swiglu.hpp: the SwiGLU gate element by element, sigmoid with the
 // math library's exp (not tile::exp's vectorised polynomial); selected at run time in
 // place of swiglu_forward / swiglu_backward, and validated against them in
-// tests/test_reference_kernels.cpp. Same signatures, same semantics.
+// tests/kernels/test_swiglu.cpp (Swiglu.Reference*). Same signatures, same semantics.
 //   C tokens of a chunk, I MLP intermediate.  g, u, m, dm, dg, du: [C, I].
 //   forward   m = silu(g) * u,  silu(g) = g s,  s = sigmoid(g) = 1 / (1 + e^-g)   m (=)
 //   backward  dg = dm u s (1 + g (1 - s)),  du = dm silu(g)                      dg, du (=)

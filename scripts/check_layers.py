@@ -16,16 +16,16 @@ import sys
 
 # The floors, bottom up. kernels/ is at the repository root; the rest are under src/.
 FLOORS = [
-    "kernels",    # the math
-    "core",       # shared vocabulary: configs, options and policy enums with names, ranges, batch, phase names and timers
+    "kernels",    # the math, and the KernelChoice every call is given
+    "core",       # shared vocabulary: configs, options and policy enums with names, the kernel choice's resolution, ranges, batch, phase names and timers
     "memory",     # tracked allocation, arena and planner, activation store and its offload controller, copy engines
     "parallel",   # communicators, sequence layout
     "attention",  # the attention strategies, their factory, the ring pass
     "model",      # parameters, layers, model, trainer, memory and communication models
     "io",         # deck, HDF5 writer, tensor dump, atomic file writes
-    "job",        # batch-job duties: stop, watchdog, job clock, agreement, machine, subprocess, Kokkos flags, energy
-    "results",    # what a run reports: metrics file, recorder, run record, run rules, JSON summary, MLPerf lines, provenance, report
-    "app",        # the program: command line, step loop, plan
+    "job",        # batch-job duties: stop, watchdog, job clock, agreement (command line, deck, kernels), machine, subprocess, Kokkos flags, energy, step guard
+    "results",    # what a run reports: metrics file, recorder, run record, run rules, JSON summary, MLPerf lines, provenance, report, the Run around the step loop
+    "app",        # the program: main, command line, the model's parts (training), step loop, plan
     "bench",      # benchmark programs
 ]
 FLOOR = {name: level for level, name in enumerate(FLOORS)}

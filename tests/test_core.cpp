@@ -81,8 +81,10 @@ TEST(Names, TheDeckOffersExactlyTheEnumsNames) {
   accepts_all("run.precision", names_of<Precision>());
   accepts_all("run.kernels", names_of<KernelVariant>());
   accepts_all("run.attention_kernel", names_of<AttentionKernel>());
-  accepts_all("run.gemm_bf16", names_of<GemmPath>());
-  accepts_all("run.gemm_fp32", names_of<GemmPath>());
+  accepts_all("run.gemm_bf16", {"auto", "onednn", "avx512_bf16", "fp32_tiles", "cublas"});  // bf16 products' paths
+  accepts_all("run.gemm_fp32", {"auto", "blas", "onednn"});
+  EXPECT_NE(deck_error({"run.gemm_fp32=avx512_bf16"}), "") << "a bf16 path for fp32 products";
+  EXPECT_NE(deck_error({"run.gemm_bf16=blas"}), "") << "the BLAS multiplies fp32 only";
   accepts_all("memory.policy", names_of<MemoryPolicy>());
   accepts_all("parallel.ring_layout", names_of<RingLayout>());
   accepts_all("parallel.ring_variant", names_of<RingVariant>());

@@ -77,8 +77,8 @@ def main():
         "`mst.mlp_chunks: auto`; activation checkpoint offload = `checkpoint_offload` (each layer's input in host "
         "memory). Every row shards the model states with ZeRO-3 (one GPU: ZeRO-Offload, stage 2) and keeps AdamW "
         "on the host, as ALST does.",
-        f"Budgets: an H100 offers 81,559 MiB; the rows keep 4,096 MiB of it for the CUDA context and NCCL "
-        f"(`--device-mib {dev:.0f}`). ALST's node has 1.9 TB of host memory (its Section 5.3; the same section also "
+        f"Budgets: an H100 80GB offers 81,559 MiB (`minilst plan --device h100-80gb`); the rows keep 4,096 MiB "
+        f"of it for the CUDA context and NCCL (`--reserve-mib 4096`): {dev:,.0f} MiB per device. ALST's node has 1.9 TB of host memory (its Section 5.3; the same section also "
         f"writes 1.9TiB), {node:,.0f} MiB: a rank of 8 or 32 gets an eighth, the one-GPU rows all of it.",
         "Longest S: ALST's are measured runs of PyTorch, DeepSpeed and Hugging Face Transformers; they pay for the "
         "caching allocator's fragmentation, NCCL's and DeepSpeed's buffers, the autograd graph and activations "

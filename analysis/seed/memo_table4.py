@@ -95,7 +95,8 @@ def main():
         "same model FLOPs, so the MFU ratio of two rows is the inverse ratio of their step times.",
         "Paper scale: MEMO's 7B is a GPT (multi-head attention, GeLU MLP of 16384); miniLST predicts it with a "
         "SwiGLU MLP of 11008 (the same parameter count) and Megatron's TP 4 x CP 2 as Ulysses 4 x ring 2, which "
-        "splits the sequence the same 8 ways. The activation budget is an 80 GB device (81,559 MiB) less a 4,096 "
+        "splits the sequence the same 8 ways. The activation budget is an A800's 80 GB (`minilst plan --device "
+        "a100-80gb`: 81,920 MiB) less a 4,096 "
         "MiB reserve, less the model states TP 4 leaves on a GPU (3 bytes per parameter: bf16 weights 2, fp32 "
         "gradients 4, optimizer 12 sharded over DP x CP = 2, all over TP = 4); the host budget is MEMO's 2 TB per "
         "8 GPUs.",

@@ -44,7 +44,8 @@ def main():
         "mini-sequences); MsT = `checkpoint` with the chunk counts `auto`. Both scale with the ranks because "
         "Ulysses splits every activation over them.",
         f"Budget per GPU: MsT's single-GPU accounting (Table 2's), as the table does not state its ZeRO stage or "
-        f"optimizer: 81,559 MiB less a 4,096 MiB reserve, less 6 bytes per parameter of bf16 weights and AdamW "
+        f"optimizer: an A100 80GB's 81,920 MiB less a 4,096 MiB reserve, less 6 bytes per parameter of bf16 "
+        f"weights and AdamW "
         f"moments, leaves {act:,.0f} MiB for activations and buffers (`minilst plan --activation-mib`).",
         "The paper's distributed rows are short against its one-GPU ones (recomputation: 24K tokens on 2 GPUs, "
         "45K on one in Table 3); its Appendix E says the distributed setting adds memory overhead without "

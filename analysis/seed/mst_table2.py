@@ -49,8 +49,8 @@ def main():
         "`mst.lm_head_chunks` `auto` (chunks of at most `mst.chunk_budget_mib`).",
         f"Budget: MsT's runs keep the model states on the GPU with the optimizer in the backward, so the "
         f"device holds the bf16 weights and the AdamW moments (2 + 4 bytes per parameter: the 15 and 30 GB of "
-        f"MsT's Tables 9-10) and no gradient. miniLST is given what that leaves of an 80 GB device (81,559 MiB, "
-        f"less 4,096 MiB for the CUDA context): {act:,.0f} MiB for activations, workspace and buffers "
+        f"MsT's Tables 9-10) and no gradient. miniLST is given what that leaves of an A100 80GB (`minilst plan "
+        f"--device a100-80gb`: 81,920 MiB, less a 4,096 MiB reserve for the CUDA context): {act:,.0f} MiB for activations, workspace and buffers "
         "(`minilst plan --activation-mib`).",
         "K in the paper's cells is read as 10^3 tokens (its text writes 60k).",
         "At CPU scale the model states stay on the device (one rank), as in MsT; the budget is small so that "

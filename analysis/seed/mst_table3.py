@@ -53,7 +53,8 @@ def main():
         "Stacks as in Table 2: `vanilla`, `hf_checkpoint` (Hugging Face's recomputation and LM head) and "
         "`checkpoint` with automatic mini-sequences. The paper's standard rows are Hugging Face Transformers "
         "4.40.1, its recomputation rows Hugging Face PEFT.",
-        "Budgets: an 80 GB device offers 81,559 MiB, less 4,096 MiB for the CUDA context. MsT's accounting "
+        "Budgets: an A100 80GB offers 81,920 MiB (`minilst plan --device a100-80gb`), less a 4,096 MiB reserve "
+        "for the CUDA context. MsT's accounting "
         "(Table 2's) takes 6 bytes per parameter for the bf16 weights and the AdamW moments, the optimizer "
         "running in the backward. For Llama-2-13B that is 78 GB of 13.0e9 parameters, which leaves under 3 GiB: "
         "the paper's 13B rows (25K and 40K tokens) do not fit that accounting, so its 13B runs held less model "

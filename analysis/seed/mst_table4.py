@@ -40,7 +40,8 @@ def main():
          "device memory: longest S predicted, one step run at it", sc.md_table(sc.LONGEST_COLUMNS, cpu_rows)),
     ]
     notes = [
-        "Budget: as Table 2's (81,559 MiB less a 4,096 MiB reserve, bf16 weights and AdamW moments on the "
+        "Budget: as Table 2's (an A100 80GB's 81,920 MiB less a 4,096 MiB reserve, bf16 weights and AdamW "
+        "moments on the "
         "device), less the bf16 gradients that accumulation keeps between micro-steps: 8 bytes per parameter, "
         "MsT's 15 + 30 + 15 GB for Llama-3-8B (its Tables 9-10). The rest is the activation budget "
         "(`minilst plan --activation-mib`).",

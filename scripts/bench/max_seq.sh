@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The longest sequence each technique stack fits into a fixed per-rank device
-# budget, predicted by `minilst plan --max-seq-len` and confirmed by a real run
-# (one step at the S found: it runs, within the budget; S + 1 is predicted not
-# to fit), at CPU scale; then the same stack predicted for the Llama-3-8B shape
-# on 80 GiB devices with 1, 8 and 64 ranks, beside the seed papers' numbers.
+# budget, predicted by `minilst plan --max-seq-len` (what a planned run holds, its
+# step arena included, within the budget less the plan's default reserve: a
+# sixteenth of --budget-mib) and confirmed by a real run (one step at the S found:
+# it runs, within that budget; S + 1 is predicted not to fit), at CPU scale; then
+# the same stack predicted for the Llama-3-8B shape on H100 80GB devices with 1, 8
+# and 64 ranks, beside the seed papers' numbers.
 # Writes runs/bench/max_seq_<UTC time>/ (a metrics file per confirming run,
 # max_seq.h5, max_seq.png) and prints both tables.
 #   scripts/bench/max_seq.sh [--budget-mib 128] [--no-runs]
 # Deck: inputs/max_seq_cpu.yaml (4 layers, d = 128). The Llama table counts
 # everything a rank holds, model states included, against whole devices as the
-# papers do: 80 GiB of device memory and 240 GiB of host memory per rank, bf16 (the
+# papers do: an H100 80GB's memory (`--device h100-80gb`: 81,559 MiB less the
+# default 4,096 MiB reserve) and 240 GiB of host memory per rank, bf16 (the
 # deck's precision, as the papers train), the optimizer states offloaded to the host
 # (ALST's setting) and the model states sharded over the ranks (ZeRO stage 2 on one
 # device, stage 3 on 8 and 64, as ALST runs ZeRO-3 across its Ulysses group).

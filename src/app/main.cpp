@@ -1,7 +1,8 @@
 // minilst: the command line.
 //   minilst run DECK [--set section.key=value]...   run a deck
 //   minilst plan DECK [--set ...] [--ranks N] [--format json]   every rank's predicted memory,
-//           [--device-mib X] [--host-mib Y] [--max-seq-len]      FLOPs, communication (nothing runs)
+//           [--device NAME | --device-mib X] [--reserve-mib R]   FLOPs, communication (nothing runs);
+//           [--host-mib Y] [--activation-mib Z] [--max-seq-len]  the longest S a real run fits
 //   minilst keys                                    list every deck key, default and rule
 //   minilst result METRICS.h5                       the RESULT line of a metrics file
 //   minilst --help | --version                      (--kokkos-* flags go to Kokkos)

@@ -72,6 +72,14 @@ KeySpec choice(const std::string& name, E def, std::string help, Field field) {
   return row(name, name_of(def), Kind::Choice, 0, 0, names_of<E>(), std::move(help),
              [field](Deck& d, const Value& x) { parse_name(x.text, field(d)); });
 }
+// A choice among some of E's names (`allowed`, in that order).
+template <class E, class Field>
+KeySpec choice_of(const std::string& name, E def, const std::vector<E>& allowed, std::string help, Field field) {
+  std::vector<std::string> names;
+  for (const E e : allowed) names.push_back(name_of(e));
+  return row(name, name_of(def), Kind::Choice, 0, 0, std::move(names), std::move(help),
+             [field](Deck& d, const Value& x) { parse_name(x.text, field(d)); });
+}
 // A yes/no choice: `yes` sets field(deck) true.
 template <class Field>
 KeySpec flag(const std::string& name, const std::string& yes, const std::string& no, bool def, std::string help,
@@ -123,16 +131,23 @@ std::vector<KeySpec> run_keys() {
            "kernel implementations: the optimised ones, or the plain reference loops beside them (slow; for checking)",
            [](Deck& d) -> auto& { return d.options.kernels.variant; }),
     choice("run.attention_kernel", AttentionKernel::automatic,
-           "optimised attention: tensor_core (CUDA builds: bf16 operands, tf32 for fp32 runs), portable (the Kokkos "
-           "kernel, every backend) or auto (tensor cores for bf16 on CUDA builds, portable otherwise)",
+           "optimised attention: tensor_core (CUDA builds: bf16 operands, tf32 for fp32 runs), onednn (bf16 on hosts "
+           "with oneDNN: the flash tiles on the CPU's matrix unit, AMX where it has one), portable (the Kokkos kernel, "
+           "every backend) or auto (tensor cores for bf16 on CUDA builds, onednn for bf16 on CPUs with AMX, portable "
+           "otherwise)",
            [](Deck& d) -> auto& { return d.options.kernels.attention; }),
-    choice("run.gemm_bf16", GemmPath::automatic,
-           "products with bf16 operands (fp32 accumulation): avx512_bf16 (x86 CPUs with AVX512_BF16), fp32_tiles "
-           "(converted to fp32, the BLAS), cublas (CUDA builds) or auto (cuBLAS on CUDA; on CPUs the faster of "
-           "those every rank can run, measured at start)",
-           [](Deck& d) -> auto& { return d.options.kernels.gemm_bf16; }),
-    choice("run.gemm_fp32", GemmPath::automatic, "fp32 products: blas (the BLAS behind Kokkos Kernels) or auto (= blas)",
-           [](Deck& d) -> auto& { return d.options.kernels.gemm_fp32; }),
+    choice_of("run.gemm_bf16", GemmPath::automatic,
+              {GemmPath::automatic, GemmPath::onednn, GemmPath::avx512_bf16, GemmPath::fp32_tiles, GemmPath::cublas},
+              "products with bf16 operands (fp32 accumulation): onednn (hosts with oneDNN: AMX or AVX512_BF16), "
+              "avx512_bf16 (x86 CPUs with AVX512_BF16), fp32_tiles (converted to fp32, then run.gemm_fp32's path), "
+              "cublas (CUDA builds) or auto (cuBLAS on CUDA; on CPUs the fastest of those every rank can run, "
+              "measured at start)",
+              [](Deck& d) -> auto& { return d.options.kernels.gemm_bf16; }),
+    choice_of("run.gemm_fp32", GemmPath::automatic, {GemmPath::automatic, GemmPath::blas, GemmPath::onednn},
+              "fp32 products (and bf16's fp32 tiles): blas (the BLAS behind Kokkos Kernels), onednn (hosts with "
+              "oneDNN) or auto (the BLAS on CUDA builds and in double runs; on CPUs the faster of the two, measured "
+              "at start)",
+              [](Deck& d) -> auto& { return d.options.kernels.gemm_fp32; }),
     integer("run.seed", 1234, 0, 9.007199254740992e15, "seed of the parameters and the synthetic data",
             [](Deck& d) -> auto& { return d.run.seed; }),
     number("run.learning_rate", "3e-4", 0, HUGE_VAL, "AdamW learning rate (>= 0)",

@@ -114,7 +114,8 @@ Verdict exercise(const std::string& path, int ranks, std::string& why) {
 // Command-line words users type and mistype (a deck path is put after run/plan).
 const std::vector<std::string> kWords = {
     "run", "plan", "keys", "--help", "-h", "--version", "--set", "--set", "--ranks", "--format", "json", "text",
-    "--device-mib", "--host-mib", "--activation-mib", "--max-seq-len", "--kokkos-threads=2", "--kokkos-threads",
+    "--device-mib", "--device", "--reserve-mib", "--host-mib", "--activation-mib", "--max-seq-len",
+    "--kokkos-threads=2", "--kokkos-threads",
     "--kokkos-num-threads=abc", "--kokkos-tools-libs=/nonexistent.so", "--kokkos-device-id=0", "--kokkos-bogus=1",
     "--kokkos-map-device-id-by=mpi_rank", "--bogus", "", "=", "-", "--", "run.steps=2", "run.seq_len=4096",
     "run.seq_len=1099511627776", "parallel.ring=2", "parallel.ulysses=4", "model.norm_eps=2", "output.metrics=out/",

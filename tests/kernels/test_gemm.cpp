@@ -207,14 +207,33 @@ std::vector<double> product(K::Op oa, K::Op ob, double alpha, const Bf16Matrix& 
   return C;
 }
 
-// The bf16 paths this build and CPU can run (fp32_tiles always; avx512_bf16 with
-// AVX512_BF16; cublas on CUDA builds), each as a run's choice.
+// The bf16 paths this build and CPU can run (fp32_tiles always, with each fp32 path for
+// its tiles; avx512_bf16 with AVX512_BF16; onednn where oneDNN multiplies bf16; cublas on
+// CUDA builds), each as a run's choice.
 std::vector<KernelChoice> bf16_paths() {
   std::vector<KernelChoice> out;
   for (const auto& [path, name] : minilst::EnumNames<minilst::GemmPath>::table)
     if (minilst::runnable_gemm_bf16_paths() & minilst::path_bit(path)) {
       KernelChoice c;
       c.gemm_bf16 = path;
+      out.push_back(c);
+      if (path != minilst::GemmPath::fp32_tiles) continue;
+      for (const auto& [fp32, fp32_name] : minilst::EnumNames<minilst::GemmPath>::table)
+        if (fp32 != c.gemm_fp32 && (minilst::runnable_gemm_fp32_paths() & minilst::path_bit(fp32))) {
+          KernelChoice t = c;
+          t.gemm_fp32 = fp32;
+          out.push_back(t);
+        }
+    }
+  return out;
+}
+// The fp32 paths this build and CPU can run (blas always; onednn in host builds with it).
+std::vector<KernelChoice> fp32_paths() {
+  std::vector<KernelChoice> out;
+  for (const auto& [path, name] : minilst::EnumNames<minilst::GemmPath>::table)
+    if (minilst::runnable_gemm_fp32_paths() & minilst::path_bit(path)) {
+      KernelChoice c;
+      c.gemm_fp32 = path;
       out.push_back(c);
     }
   return out;
@@ -237,7 +256,7 @@ TEST(Gemm, Bf16MatchesDoublePrecisionAcrossPathsTilesOpsAndOutputTypes) {
         const Bf16Matrix C0(m, n, 3);
         const std::size_t ac = oa == Op::N ? k : m, bc = ob == Op::N ? n : k;
         const auto ref = product(oa, ob, 1.0, A, ac, B, bc, 1.0, C0.value, m, n, k);  // C = op(A) op(B) + C0
-        const std::string where = minilst::name_of(choice.gemm_bf16) + " m=" + std::to_string(m) +
+        const std::string where = minilst::describe(choice) + " m=" + std::to_string(m) +
                                   " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                                   (oa == Op::N ? " N" : " T") + (ob == Op::N ? "N" : "T");
         // fp32 C (a weight gradient): fp32 accumulation, error ~ k 2^-24 of the row's magnitude
@@ -292,4 +311,31 @@ TEST(Gemm, FloatAgreesWithDouble) {
   K::gemm_optimized<double>(KernelChoice{}, K::Op::N, K::Op::T, 1.0, a, b, 0.0, c);
   K::gemm_optimized<float>(KernelChoice{}, K::Op::N, K::Op::T, 1.0f, af, bf, 0.0f, cf);
   expect_le("gemm NT float vs double (max abs)", max_abs_diff(to_host(cf), to_host(c)), 1e-5);
+}
+
+// Every fp32 path against double on the same shapes, every op, beta 0 and 1, and k = 0.
+TEST(Gemm, FloatEveryPathMatchesDouble) {
+  using K::Op;
+  Rng rng(61);
+  struct Shape { int m, n, k; };
+  for (const KernelChoice& choice : fp32_paths())
+    for (const Shape sh : {Shape{300, 170, 129}, Shape{7, 5, 3}, Shape{9, 17, 0}})
+      for (Op oa : {Op::N, Op::T})
+        for (Op ob : {Op::N, Op::T})
+          for (const double beta : {0.0, 1.0}) {
+            const int m = sh.m, n = sh.n, k = sh.k;
+            Mat<double> a("a", oa == Op::N ? m : k, oa == Op::N ? k : m), b("b", ob == Op::N ? k : n, ob == Op::N ? n : k),
+                c("c", m, n);
+            fill_random(a, rng);
+            fill_random(b, rng);
+            fill_random(c, rng);
+            const Mat<float> af = mat_of<float>("af", a.extent(0), a.extent(1), to_host(a)),
+                             bf = mat_of<float>("bf", b.extent(0), b.extent(1), to_host(b));
+            Mat<float> cf = mat_of<float>("cf", m, n, to_host(c));
+            K::gemm_optimized<double>(KernelChoice{}, oa, ob, 1.0, a, b, beta, c);
+            K::gemm_optimized<float>(choice, oa, ob, 1.0f, af, bf, float(beta), cf);
+            expect_le(minilst::describe(choice) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+                          (oa == Op::N ? " N" : " T") + (ob == Op::N ? "N" : "T") + " beta=" + std::to_string(int(beta)),
+                      max_abs_diff(to_host(cf), to_host(c)), 1e-4);
+          }
 }

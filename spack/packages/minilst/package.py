@@ -41,6 +41,7 @@ class Minilst(CMakePackage, CudaPackage):
         description="Kokkos execution space: serial, openmp (host threads) or cuda (GPU)",
     )
     variant("glpk", default=True, description="The memory planner's exact (MIP) solver, with GLPK")
+    variant("onednn", default=True, description="Host GEMMs and attention tiles through oneDNN (AMX, AVX512_BF16)")
     variant("nccl", default=False, description="The NCCL communicator (GPU collectives), with +cuda")
     variant("tests", default=False, description="Build the GoogleTest programs and register ctest's checks")
     # Release as the benchmarks are built (CMakePackage's default is RelWithDebInfo).
@@ -85,6 +86,7 @@ class Minilst(CMakePackage, CudaPackage):
     depends_on("cli11")
     depends_on("nlohmann-json@3.10.5:")
     depends_on("glpk", when="+glpk")
+    depends_on("onednn", when="+onednn")
     depends_on("nccl", when="+nccl")
     depends_on("googletest", when="+tests")
 
@@ -97,16 +99,13 @@ class Minilst(CMakePackage, CudaPackage):
             # Spack's compiler wrappers add the target's flags: no -march=native.
             self.define("MINILST_NATIVE", False),
             self.define_from_variant("MINILST_ENABLE_GLPK", "glpk"),
+            self.define_from_variant("MINILST_ENABLE_ONEDNN", "onednn"),
             self.define_from_variant("MINILST_ENABLE_TESTS", "tests"),
             # ~nccl: MPI for every collective even where an NCCL happens to be found.
             self.define_from_variant("MINILST_ENABLE_NCCL", "nccl"),
             # nccl_compile_check is a test program: only with +nccl +tests.
             self.define("MINILST_NCCL_COMPILE_CHECK", spec.satisfies("+nccl +tests")),
         ]
-        if spec.satisfies("+tests"):
-            # cuda_compile_check builds a Kokkos of its own from sources a checkout
-            # keeps beside it: a development check, not a package's.
-            args.append(self.define("MINILST_CUDA_COMPILE_CHECK", False))
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))
             args.append(self.define("CUDAToolkit_ROOT", spec["cuda"].prefix))
