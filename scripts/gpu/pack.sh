@@ -77,6 +77,7 @@ provided='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|librt|libpthread|libresolv|
 copy_needed() {  # copy_needed ELF: the libraries it needs that the node lacks, into lib/, recursively
   local lib path
   while read -r lib path; do
+    lib=$(basename "$lib")  # the loader's line names it with its path
     [[ $lib =~ $provided ]] && continue
     [[ -e $tmp/lib/$lib ]] && continue
     [[ -n $path && -e $path ]] || { log "$1 needs $lib, which is not found here"; exit 1; }
