@@ -54,6 +54,10 @@ t0=$SECONDS
 # Device code compressed for size in the fatbinaries (nvcc reads NVCC_APPEND_FLAGS; the Kokkos
 # wrapper passes no nvcc option it does not know): about a tenth of the default's bytes.
 export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }--compress-mode=size"
+# CMake does not see that variable: a build folder compiled with other nvcc flags starts afresh.
+if [[ -d $build && "$(cat "$build/.pack-nvcc-flags" 2> /dev/null)" != "$NVCC_APPEND_FLAGS" ]]; then rm -rf "$build"; fi
+mkdir -p "$build"
+echo "$NVCC_APPEND_FLAGS" > "$build/.pack-nvcc-flags"
 KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF -DMINILST_SHARED_CORE=ON \
   -DMINILST_ENABLE_GLPK=OFF -DMINILST_NCCL_COMPILE_CHECK=OFF > "$build.log" 2>&1 || { tail -60 "$build.log" >&2; exit 1; }
 grep "miniLST " "$build.log" | head -2 >&2
