@@ -245,3 +245,18 @@ TEST(Memory, Bf16HalvesActivationsAndOffloadedBytes) {
       EXPECT_EQ(fp32.at("weights") + fp32.at("gradients") + fp32.at("optimizer"), 16 * P) << where;
     }
 }
+
+// The MLP's kept tensors are one chunk of the chunked path (mlp_block.hpp): offload at
+// alpha 1 with one MLP chunk keeps them (and everything else) and recomputes nothing,
+// full with one chunk keeps nothing and recomputes the chunk; the same operations in
+// the same order give the same bits.
+TEST(Model, KeptMlpChunkIsTheOneChunkRun) {
+  const auto cfg = tiny_config(3);
+  ModelOptions full, kept;
+  kept.policy = MemoryPolicy::offload;
+  kept.offload.alpha = 1.0;
+  const auto a = gradients(cfg, full, one_batch());
+  const auto b = gradients(cfg, kept, one_batch());
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.grads, b.grads) << "bit for bit";
+}

@@ -9,7 +9,12 @@
 //  - the copy engine copies, in order, counts bytes and busy time, and a
 //    bandwidth cap slows it to the cap; submit needs no fence before it,
 //    order_compute_after and wait_all wait (host engine), both directions at once;
-//  - MEMO's alpha: the time bound, the host bound and their minimum.
+//  - MEMO's alpha: the time bound, the host bound and their minimum; auto among
+//    MEMO's own values (0, 1/8, 1/4, 1/2, 1: memory.offload_alpha_values memo);
+//  - offload composes with mini-sequences: alpha 1 with 8 MLP chunks on 8 layers
+//    keeps fewer device bytes than offload alone and than chunks alone, exactly;
+//  - under Ulysses, alpha = 0 swaps what MEMO's does (x, o, statistics), host bytes
+//    against the formula, and the host bound past the step at alpha > 0.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,7 +22,9 @@
 #include <numeric>
 #include <vector>
 
+#include "attention/attention_geometry.hpp"
 #include "io/deck.hpp"
+#include "kernels/bf16.hpp"
 #include "memory/host_copy_engine.hpp"
 #include "memory/offload_alpha.hpp"
 #include "memory/offload_controller.hpp"
@@ -36,10 +43,12 @@ namespace {
 
 constexpr std::int64_t kSeq = 19;  // alpha 0.37: round(7.03) = 7 of 19 tokens in host memory
 
-ModelOptions policy(MemoryPolicy p, double alpha = 1.0) {
+ModelOptions policy(MemoryPolicy p, double alpha = 1.0, int mlp_chunks = 1) {
   ModelOptions o;
   o.policy = p;
   o.offload.alpha = alpha;
+  o.mlp_chunks = mlp_chunks;
+  o.lm_head_chunks = mlp_chunks;
   return o;
 }
 
@@ -59,7 +68,8 @@ Result run(const ModelConfig& cfg, const ModelOptions& opts, int micro_steps) {
 }
 
 std::string describe(const ModelOptions& o) {
-  return name_of(o.policy) + (o.policy == MemoryPolicy::offload ? " alpha " + std::to_string(o.offload.alpha) : "");
+  return name_of(o.policy) + (o.policy == MemoryPolicy::offload ? " alpha " + std::to_string(o.offload.alpha) : "") +
+         (o.mlp_chunks > 1 ? ", " + std::to_string(o.mlp_chunks) + " MLP chunks" : "");
 }
 
 }  // namespace
@@ -71,8 +81,9 @@ TEST(Offload, EveryPolicyGivesFullLossAndGradients) {
       const auto ref = run(cfg, policy(MemoryPolicy::full), micro);
       for (const auto& o : {policy(MemoryPolicy::vanilla), policy(MemoryPolicy::checkpoint),
                             policy(MemoryPolicy::hf_checkpoint), policy(MemoryPolicy::checkpoint_offload),
-                            policy(MemoryPolicy::offload, 0.0), policy(MemoryPolicy::offload, 0.37),
-                            policy(MemoryPolicy::offload, 1.0)}) {
+                            policy(MemoryPolicy::checkpoint_offload, 1.0, 3), policy(MemoryPolicy::offload, 0.0),
+                            policy(MemoryPolicy::offload, 0.37), policy(MemoryPolicy::offload, 1.0),
+                            policy(MemoryPolicy::offload, 0.37, 3), policy(MemoryPolicy::offload, 1.0, 4)}) {
         const auto r = run(cfg, o, micro);
         const std::string where = describe(o) + ", L = " + std::to_string(L) + ", micro-steps " + std::to_string(micro);
         EXPECT_NEAR(r.loss, ref.loss, 1e-12 * std::abs(ref.loss)) << where;
@@ -288,4 +299,168 @@ TEST(OffloadAlpha, TimeBoundHostBoundAndTheirMinimum) {
   EXPECT_LE(host_at(a), host_at(0.5) + 1);
   EXPECT_GT(host_at(a + 1.0 / kSeq), host_at(0.5) + 1) << "the largest alpha that fits";
   EXPECT_DOUBLE_EQ(bound(MemoryPolicy::checkpoint_offload, host_at(0.0)), 1.0);
+}
+
+// Offload with mini-sequences (MsT, ALST's tiled MLP beside the swap): with more than
+// one MLP chunk the MLP keeps nothing and recomputes each chunk's gate and up, so no
+// [S, I] tensor exists whole while offload holds two layers. On 8 layers, alpha 1
+// with 8 MLP (and LM-head) chunks keeps fewer device bytes than offload alone (whose
+// two rounding buffers hold the MLP's tensors) and than chunks alone (every layer's
+// saved set), with their loss and gradients and the memory model's bytes exactly.
+TEST(Offload, ComposesWithMiniSequences) {
+  const auto cfg = tiny_config(8);
+  const std::size_t S = 64, d = cfg.hidden, h = cfg.head_dim(), I = cfg.intermediate;
+  const std::size_t Hh = cfg.heads * h, Gh = cfg.kv_heads * h;
+  const std::size_t X = S * d * sizeof(double);
+  const std::size_t W = S * (Hh + cfg.heads) * sizeof(double);         // whole: o, lse
+  const std::size_t Q = S * (Hh + 2 * Gh + d) * sizeof(double);         // rows: q, k, v, y
+  const std::size_t M = S * (d + 3 * I) * sizeof(double);               // the MLP's, where kept
+  struct High {
+    std::size_t activations = 0, device = 0, host = 0;
+    Result result;
+  };
+  const auto high = [&](const ModelOptions& o) {
+    auto& tracker = MemoryTracker::instance();
+    EXPECT_EQ(tracker.device_current(), 0u) << "nothing left from earlier tests";
+    tracker.reset_high_water();
+    High r;
+    {
+      Trainer<double> t(cfg, o, train_options(), iota(S), nullptr);
+      r.result.loss = t.compute_gradients({synthetic_batch(cfg.vocab, S, 3, 0, 0)});
+      r.result.grads = host(t.grads().flat());
+    }
+    r.activations = tracker.high_water(MemCategory::activations);
+    r.device = tracker.device_high_water();
+    r.host = tracker.high_water(MemCategory::host_offload);
+    const auto model = predict_memory(cfg, o, S, Precision::float64);
+    EXPECT_EQ(r.activations, model.at("activations")) << describe(o);
+    EXPECT_EQ(r.device, model.at("device_total")) << describe(o);
+    EXPECT_EQ(r.host, model.at("host_offload")) << describe(o);
+    return r;
+  };
+  const auto both = high(policy(MemoryPolicy::offload, 1.0, 8));
+  const auto offload_alone = high(policy(MemoryPolicy::offload, 1.0, 1));
+  const auto chunks_alone = high(policy(MemoryPolicy::full, 1.0, 8));
+  std::printf("L = 8, S = 64: device activations / total, bytes: offload alpha 1 + 8 chunks %zu / %zu, offload "
+              "alone %zu / %zu, 8 chunks alone %zu / %zu\n",
+              both.activations, both.device, offload_alone.activations, offload_alone.device,
+              chunks_alone.activations, chunks_alone.device);
+  EXPECT_LT(both.activations, offload_alone.activations);
+  EXPECT_LT(both.activations, chunks_alone.activations);
+  EXPECT_LT(both.device, offload_alone.device);
+  EXPECT_LT(both.device, chunks_alone.device);
+  EXPECT_EQ(both.activations, 2 * X + 2 * (W + Q)) << "two rounding buffers without the MLP's tensors";
+  EXPECT_EQ(offload_alone.activations, 2 * X + 2 * (W + Q + M)) << "the MLP's tensors in the rounding buffers";
+  EXPECT_EQ(chunks_alone.activations, 9 * X + 8 * (W + Q));
+  EXPECT_EQ(both.host, 7 * X + 6 * (W + Q)) << "x of layers 0..6, o, lse, q, k, v, y of layers 0..5 (no MLP's)";
+  for (const auto* other : {&offload_alone, &chunks_alone}) {
+    EXPECT_NEAR(both.result.loss, other->result.loss, 1e-12 * std::abs(other->result.loss));
+    EXPECT_LT(rel_err(both.result.grads, other->result.grads), 1e-12);
+  }
+}
+
+TEST(OffloadAlpha, AutoAmongMemoValues) {
+  EXPECT_DOUBLE_EQ(allowed_alpha(0.3, AlphaValues::continuous), 0.3);
+  for (const auto& [bound, want] : std::vector<std::pair<double, double>>{
+           {0.0, 0.0}, {0.1, 0.0}, {0.125, 0.125}, {0.2, 0.125}, {0.3, 0.25}, {0.499, 0.25}, {0.5, 0.5},
+           {0.99, 0.5}, {1.0, 1.0}})
+    EXPECT_DOUBLE_EQ(allowed_alpha(bound, AlphaValues::memo), want) << "bound " << bound;
+  AlphaInputs in;
+  in.bytes_x = 100;
+  in.bytes_o = 150;
+  in.bytes_rest = 500;
+  in.bandwidth = 1000;
+  in.layer_seconds = 0.4;  // the time bound: (400 - 250) / 500 = 0.3
+  EXPECT_DOUBLE_EQ(solve_alpha(in), 0.3);
+  EXPECT_DOUBLE_EQ(solve_alpha(in, AlphaValues::memo), 0.25);
+  in.layer_seconds = 10;
+  in.host_alpha_max = 0.6;
+  EXPECT_DOUBLE_EQ(solve_alpha(in), 0.6);
+  EXPECT_DOUBLE_EQ(solve_alpha(in, AlphaValues::memo), 0.5);
+  in.host_alpha_max = 0.1;
+  EXPECT_DOUBLE_EQ(solve_alpha(in, AlphaValues::memo), 0.0);
+
+  // The warm-up step of alpha auto: the largest alpha the host budget allows, of the set.
+  const auto cfg = tiny_config(6);
+  const std::int64_t S = 64;
+  const auto shapes = activation_shapes(cfg, S, {S, cfg.heads});
+  const auto host_at = [&](double a) {
+    return double(ActivationStore<double>::host_bytes(MemoryPolicy::offload, cfg.layers, shapes, a));
+  };
+  const double budget = (host_at(0.5) + host_at(1.0)) / 2;  // room for alpha in (0.5, 1)
+  for (const auto values : {AlphaValues::continuous, AlphaValues::memo}) {
+    ModelOptions o = policy(MemoryPolicy::offload, 1.0);
+    OffloadController<double> c(o, cfg.layers, shapes, OffloadSettings{true, budget, false, values}, MPI_COMM_WORLD);
+    EXPECT_EQ(c.error(), "");
+    if (values == AlphaValues::memo) {
+      EXPECT_DOUBLE_EQ(o.offload.alpha, 0.5) << "MEMO's values";
+    } else {
+      EXPECT_GT(o.offload.alpha, 0.5);
+      EXPECT_LT(o.offload.alpha, 1.0);
+      EXPECT_LE(host_at(o.offload.alpha), budget);
+    }
+    EXPECT_DOUBLE_EQ(c.largest_alpha(), o.offload.alpha);
+  }
+}
+
+// Under Ulysses the strategy keeps q, k, v and its o head-sharded (the kept family).
+// At alpha = 0 they are MEMO's "rest": not swapped but re-derived in the backward
+// (projected again, scattered again), so the host holds x, o and the statistics alone:
+//   (L-1) S d T + (L-2) (S Hh T + |stats| A)
+// At alpha > 0 they travel whole, which the host bound steps over. The exactness and
+// the communication of the re-derived set: test_parallel, the reference tests.
+TEST(Offload, UlyssesAlphaZeroSwapsWhatMemoDoes) {
+  const auto cfg = tiny_config(5);
+  ParallelConfig par;
+  par.ulysses = 2;
+  const std::int64_t S = 43;  // members of 21 and 22 tokens
+  const SequenceLayout layout(S, par.ulysses, 1, RingLayout::zigzag);
+  const int L = cfg.layers;
+  const std::uint64_t T = sizeof(double), d = cfg.hidden, Hh = cfg.heads * cfg.head_dim(), I = cfg.intermediate;
+  for (int sp = 0; sp < par.ulysses; ++sp) {
+    const auto g = attention_geometry(cfg, par, layout, sp);
+    const auto shapes = activation_shapes(cfg, g.local_rows, g.stats_shape(), g.saved_layout());
+    ASSERT_FALSE(shapes.saved.local);
+    const std::uint64_t Sl = g.local_rows;
+    const std::uint64_t x = Sl * d * T, o = Sl * Hh * T, stats = std::uint64_t(shapes.stats.rows * shapes.stats.cols) * T;
+    const std::uint64_t kept = std::uint64_t(2 * shapes.saved.q.rows * shapes.saved.q.cols +  // q, o_kept
+                                             2 * shapes.saved.kv.rows * shapes.saved.kv.cols) * T;  // k, v
+    const auto host_at = [&](double a) { return ActivationStore<double>::host_bytes(MemoryPolicy::offload, L, shapes, a); };
+    const std::string where = "sp rank " + std::to_string(sp);
+    EXPECT_EQ(host_at(0.0), (L - 1) * x + (L - 2) * (o + stats)) << where << ": x, o and statistics alone";
+    const std::uint64_t r = offload_host_rows(0.37, std::int64_t(Sl));
+    EXPECT_EQ(host_at(0.37), (L - 1) * x + (L - 2) * (o + stats + kept + r * (2 * d + 3 * I) * T))
+        << where << ": the kept set whole, y and the MLP's by rows";
+    // The run's own allocations, replayed, agree; the device holds one transient kept set.
+    const auto at0 = predict_rank_memory(cfg, policy(MemoryPolicy::offload, 0.0), par, layout, sp, 1,
+                                         Precision::float64, 0.0);
+    const auto at037 = predict_rank_memory(cfg, policy(MemoryPolicy::offload, 0.37), par, layout, sp, 1,
+                                           Precision::float64, 0.37);
+    EXPECT_EQ(at0.bytes.at("host_offload"), host_at(0.0)) << where;
+    EXPECT_EQ(at037.bytes.at("host_offload"), host_at(0.37)) << where;
+    EXPECT_EQ(at037.bytes.at("activations") - at0.bytes.at("activations"),
+              kept + 2 * (Sl * (2 * d + 3 * I) * T) - Sl * d * T)
+        << where << ": alpha 0.37 adds a second kept set and two row sets (y and the MLP's) for the transient one";
+    // The host bound: from alpha 0 to one row the footprint jumps (the kept set starts travelling).
+    const double zero = double(host_at(0.0)), one_row = double(host_at(1.0 / double(Sl)));
+    EXPECT_GT(one_row - zero, double(kept) * (L - 2)) << where;
+    EXPECT_DOUBLE_EQ(host_alpha_max<double>(MemoryPolicy::offload, L, shapes, (zero + one_row) / 2), 0.0) << where;
+    const double budget = double(host_at(0.5));
+    const double a = host_alpha_max<double>(MemoryPolicy::offload, L, shapes, budget);
+    EXPECT_LE(double(host_at(a)), budget) << where;
+    EXPECT_GT(double(host_at(a + 1.0 / double(Sl))), budget) << where << ": the largest alpha that fits";
+  }
+  // Llama-3-8B at 128K tokens on Ulysses 8 (bf16; `minilst plan inputs/llama3_8b.yaml --ranks 8 --set
+  // memory.policy=offload --set memory.offload_alpha=0 --set run.seq_len=131072`): 31 x 128 MiB of x and
+  // 30 x (128 MiB of o + 2 MiB of fp32 statistics) = 7868 MiB per rank, where swapping q, k, v, o_kept
+  // whole held 17468 MiB.
+  ModelConfig llama;
+  llama.hidden = 4096; llama.layers = 32; llama.heads = 32; llama.kv_heads = 8; llama.intermediate = 14336;
+  llama.vocab = 128256;
+  ParallelConfig u8;
+  u8.ulysses = 8;
+  const SequenceLayout big(131072, 8, 1, RingLayout::zigzag, false);
+  const auto g = attention_geometry(llama, u8, big, 0);
+  const auto shapes = activation_shapes(llama, g.local_rows, g.stats_shape(), g.saved_layout());
+  EXPECT_EQ(ActivationStore<bf16>::host_bytes(MemoryPolicy::offload, 32, shapes, 0.0), 7868ull << 20);
 }

@@ -272,6 +272,27 @@ std::vector<Case> degree_cases(int P) {
     uf.layers = 5;
     uf.seq_len = 43;
     out.push_back(uf);
+    // MEMO's alpha = 0 under Ulysses: the head-sharded set re-derived before each layer's backward.
+    auto u0 = make("ulysses " + std::to_string(P) + " offload alpha 0, L=5, S=43", P, 1);
+    u0.opts.policy = MemoryPolicy::offload;
+    u0.opts.offload.alpha = 0.0;
+    u0.layers = 5;
+    u0.seq_len = 43;
+    out.push_back(u0);
+    auto u1 = make("ulysses " + std::to_string(P) + " offload alpha 1, MQA, chunks 3/2, L=4", P, 1);
+    u1.kv_heads = 1;
+    u1.opts.policy = MemoryPolicy::offload;
+    u1.opts.offload.alpha = 1.0;
+    u1.opts.mlp_chunks = 3;
+    u1.opts.lm_head_chunks = 2;
+    u1.layers = 4;
+    out.push_back(u1);
+    auto rc3 = make("ring " + std::to_string(P) + " offload alpha 0.37, chunks 3, L=4", 1, P);
+    rc3.opts.policy = MemoryPolicy::offload;
+    rc3.opts.offload.alpha = 0.37;
+    rc3.opts.mlp_chunks = 3;
+    rc3.layers = 4;
+    out.push_back(rc3);
     auto uh = make("ulysses " + std::to_string(P) + " hf_checkpoint", P, 1);
     uh.opts.policy = MemoryPolicy::hf_checkpoint;
     out.push_back(uh);

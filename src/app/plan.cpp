@@ -277,7 +277,7 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
     for (int u = 0; u < par.ulysses; ++u) shape.push_back(layout.tokens(r * par.ulysses + u));
     ModelOptions o = resolve_chunks(deck, deck.model, local, T);
     // auto's warm-up step: the most host memory, and the most device memory (any alpha > 0 keeps
-    // the row buffers and the MLP's tensors on the device; alpha 0 keeps neither)
+    // the row buffers on the device, and the MLP's tensors when it runs in one chunk; alpha 0 keeps neither)
     if (deck.memory.alpha_auto) o.offload.alpha = 1.0;
     // Chunk passes of one step: each costs kernel launches and a model replay event; past
     // millions a step is all overhead (and the model's replay would not fit memory).

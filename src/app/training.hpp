@@ -79,7 +79,8 @@ struct Training {
         // Optimizer offload's states come out of the host budget first (check_fits saw that they fit).
         offload(opts, deck.model.layers,
                 activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape(), geometry.saved_layout()),
-                {deck.memory.alpha_auto, host_budget_bytes(deck.memory, comm) - host_states, deck.memory.host_budget_auto},
+                {deck.memory.alpha_auto, host_budget_bytes(deck.memory, comm) - host_states, deck.memory.host_budget_auto,
+                 deck.memory.alpha_values},
                 comm),
         trainer(deck.model, opts, train_options(deck.run), par.local_positions(), &timers,
                 make_attention_factory<T>(geometry, par, opts.kernels, &timers), zero_options(deck, par.world().size()),

@@ -217,6 +217,10 @@ std::vector<KeySpec> memory_keys() {
           d.options.offload.alpha = d.memory.alpha_auto ? 1.0 : x.f;  // auto starts at 1 (bounded by the budget)
         },
         true),
+    choice("memory.offload_alpha_values", AlphaValues::continuous,
+           "offload_alpha auto chooses among: continuous = any multiple of 1/S; memo = MEMO's 0, 1/8, 1/4, 1/2, 1 "
+           "(the largest whose copy fits a layer's compute and the host budget)",
+           [](Deck& d) -> auto& { return d.memory.alpha_values; }),
     number("memory.offload_bandwidth_gbs", "0", 0, 1e9,
            "host copy engine: modelled host link in GB/s (0 = unthrottled; host builds only)",
            [](Deck& d) -> auto& { return d.options.offload.bandwidth_gbs; }),

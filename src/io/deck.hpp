@@ -13,6 +13,7 @@
 
 #include "core/config.hpp"
 #include "core/parallel_config.hpp"
+#include "memory/offload_alpha.hpp"
 #include "memory/planner.hpp"
 
 namespace minilst {
@@ -43,6 +44,7 @@ struct MstConfig {  // mini-sequence MLP and LM head
 
 struct MemoryConfig {  // memory.*: the activation policy's run-time choices
   bool alpha_auto = true;         // memory.offload_alpha: auto (solved from the warm-up step)
+  AlphaValues alpha_values = AlphaValues::continuous;  // memory.offload_alpha_values: the alphas auto chooses among
   double host_budget_mib = 0;     // memory.host_budget_mib (resolved when auto)
   bool host_budget_auto = true;   // auto: 3/4 of the node's memory, shared by its ranks
   bool optimizer_offload = false; // memory.optimizer_offload: AdamW states in host memory

@@ -1,5 +1,9 @@
 // The activation store: the one home of what the forward keeps for the backward.
-// Per layer l, on S local tokens (h head dim, H/G query/kv heads):
+// Per layer l, on S local tokens (h head dim, H/G query/kv heads), one row each of
+// the table in activation_store.cpp (saved_tensors()), which gives every tensor's
+// label, family, columns, element type and the LayerActivations member it fills;
+// the device buffers, the host copies, what travels and the memory model's and the
+// offload controller's sizes all come from that table:
 //   x      [S, d]      the layer's input (the residual stream)
 //   q      [S, H*h]    after RoPE        k, v  [S, G*h]  (k after RoPE)
 //   o      [S, H*h]    attention output  stats           the attention's statistics (log-sum-exp
@@ -9,27 +13,36 @@
 // the local one above, or a strategy's own (Ulysses: the group's tokens, this
 // member's heads), which then also keeps its o_kept beside the layer's o.
 // The layer writes them into the buffers the store hands out (forward_begin) and
-// reads them back (backward_begin); it never knows the policy. Two families of
-// saved buffers: "whole" tensors (o, stats; q, k, v and o_kept when not in the
-// local layout) that are never recomputed token-wise, and "row" tensors (q, k, v
-// in the local layout, y, the MLP's) whose token rows can be. The policy sets how
-// many device buffers each family has, and what becomes of a tensor whose buffer
-// is reused by a later layer before its own backward:
+// reads them back (backward_begin); it never knows the policy. Four families:
+//   input  x                                       (the layer inputs)
+//   whole  o, stats                                never recomputed token-wise
+//   rows   y; q, k, v in the local layout; the     token rows recomputable from the
+//          MLP's where the plan keeps them          same rows of x and o
+//   kept   q, k, v, o_kept in a strategy's own     re-derived from x and o only by
+//          layout                                   the strategy's exchange
+// The policy sets how many device buffers each family has, and what becomes of a
+// tensor whose buffer is reused by a later layer before its own backward:
 //
-//   policy         x buffers  whole  rows   a tensor whose buffer is reused
-//   full           L + 1      L      L      (none is); the MLP's are recomputed (mini-sequences)
-//   checkpoint     L + 1      -      -      everything but x: recomputed (the attention block, from x)
-//   hf_checkpoint  L + 1      -      -      as checkpoint; the LM head is Hugging Face's (lm_head.hpp)
-//   checkpoint_    2          -      -      x: to host and back; the rest recomputed (ALST)
+//   policy         x      whole  rows    kept    a tensor whose buffer is reused
+//   full           L + 1  L      L       L       (none is); the MLP's are recomputed (mini-sequences)
+//   checkpoint     L + 1  -      -       -       everything but x: recomputed (the attention block, from x)
+//   hf_checkpoint  L + 1  -      -       -       as checkpoint; the LM head is Hugging Face's (lm_head.hpp)
+//   checkpoint_    2      -      -       -       x: to host and back; the rest recomputed (ALST)
 //     offload
-//   offload        2          2      2 (0   x and the whole tensors: to host and back; of the row
-//                                 at a=0)   tensors, MLP's included, the first alpha S tokens too,
-//                                           the other tokens recomputed token-wise (MEMO: alpha = 1
-//                                           recomputes nothing, alpha = 0 keeps one transient row set)
-//   vanilla        L + 1      L      L      (none is); the MLP's kept too (no recompute), and the
-//                                           blocks run whole: no mini-sequences, the LM head keeps
-//                                           the [S, V] logits' gradient beside them
+//   offload        2      2      2 (-    2 (-    x, the whole and kept tensors: to host and back; of the
+//                                at a=0) at a=0) row tensors the first alpha S tokens too, the other
+//                                                tokens recomputed token-wise (MEMO: alpha = 1 recomputes
+//                                                nothing, alpha = 0 keeps one transient row set and
+//                                                re-derives the kept ones: x, o and stats alone travel)
+//   vanilla        L + 1  L      L       L       (none is); the MLP's kept too (no recompute), and the
+//                                                blocks run whole: no mini-sequences, the LM head keeps
+//                                                the [S, V] logits' gradient beside them
 //   (-: transient, one set allocated for a layer's forward and again for its backward)
+// The MLP's tensors are in the row family where the MLP runs as one chunk and the
+// policy keeps them (vanilla; offload at alpha > 0 with one MLP chunk): kept
+// tensors are that chunk's (mlp_block.hpp). With mini-sequences the MLP keeps
+// nothing under any policy and recomputes each chunk in its backward, so that
+// offload composes with them: no [S, I] tensor exists whole.
 //
 // With n buffers, buffer b holds layers b, b+n, b+2n, ... (n = 2: MEMO's two
 // "rounding buffers"), so the device keeps two layers whatever L is; x_L (the
@@ -52,6 +65,7 @@
 // and decisions with no copy engine and no data: `minilst plan`'s replay.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -91,6 +105,9 @@ class LayerRecompute {
   // Those rows of the row tensors (q, k, v when local, y, the MLP's when kept) :=
   // from the same rows of a.x and a.o (token-wise, no attention).
   virtual void token_rows(int layer, const LayerActivations<T>& a, Range rows) const = 0;
+  // The kept tensors (q, k, v, o_kept in the strategy's own layout, not local) :=
+  // from a.x and a.o: the projections, then the strategy's exchange; no attention.
+  virtual void kept_layout(int layer, const LayerActivations<T>& a) const = 0;
 };
 
 struct ActivationShapes {
@@ -106,38 +123,47 @@ inline ActivationShapes activation_shapes(const ModelConfig& c, std::int64_t tok
   return {tokens, c.hidden, Hh, Gh, c.intermediate, stats, saved.value_or(SavedLayout{{tokens, Hh}, {tokens, Gh}, true})};
 }
 
+// The families of saved tensors (see the top of this file).
+enum class Family { input, whole, rows, kept };
+constexpr std::array<Family, 4> kFamilies = {Family::input, Family::whole, Family::rows, Family::kept};
+
 // The buffer counts and host traffic of a policy (see the table above): the one
 // place that says what each policy keeps.
 struct StorePlan {
   int x_buffers = 0;      // device buffers of layer inputs
-  int saved_buffers = 0;  // device buffers of the whole tensors (o, stats, ...); 0 = transient
+  int saved_buffers = 0;  // device buffers of the whole tensors (o, stats); 0 = transient
   int row_buffers = 0;    // device buffers of the row tensors (q, k, v, y, ...); 0 = transient
+  int kept_buffers = 0;   // device buffers of the kept tensors (a strategy's q, k, v, o_kept); 0 = transient
   bool host = false;      // reused tensors go to host memory
-  bool mlp_saved = false;       // the row set holds the MLP's tensors (no MLP recompute)
+  bool mlp_saved = false;       // the row set holds the MLP's tensors (the MLP as one chunk, no MLP recompute)
   bool whole_sequence = false;  // no mini-sequences; the LM head keeps the logits' gradient too (or hf_head's)
   bool hf_head = false;         // the LM head is Hugging Face's (bf16 logits, fp32 upcast and gradient)
-  bool x_reused(int l, int L) const { return l + x_buffers <= L; }
-  bool saved_reused(int l, int L) const { return saved_buffers > 0 && l + saved_buffers <= L - 1; }
-  bool rows_reused(int l, int L) const { return row_buffers > 0 && l + row_buffers <= L - 1; }
+  int buffers(Family f) const {
+    return f == Family::input ? x_buffers : f == Family::whole ? saved_buffers : f == Family::rows ? row_buffers : kept_buffers;
+  }
+  // Layer l's tensors of family f lose their buffer to a later layer before l's backward.
+  bool reused(Family f, int l, int L) const {
+    if (f == Family::input) return l + x_buffers <= L;  // x_L shares the buffers too
+    const int n = buffers(f);
+    return n > 0 && l + n <= L - 1;
+  }
   bool recompute_attention() const { return saved_buffers == 0; }  // the attention block runs again
+  // The kept tensors are transient while the attention is not recomputed: the backward
+  // re-derives them through the strategy's exchange (offload at alpha 0: four more
+  // all-to-alls per layer under Ulysses, the forward's q, k, v and o_kept).
+  bool rederive_kept() const { return saved_buffers > 0 && kept_buffers == 0; }
 };
-// host_rows: offload's token rows of the row tensors in host memory (alpha S): none
-// leaves one transient row set.
-StorePlan store_plan(MemoryPolicy policy, int layers, std::int64_t host_rows = 1);
+// alpha, tokens: offload's token fraction and the rank's tokens. No token rows in host
+// memory (round(alpha S) = 0) leaves one transient row set; alpha = 0 one transient
+// kept set too (decided by alpha, the same on every rank: re-deriving it is collective).
+// mlp_chunks: the MLP's mini-sequences on these tokens (effective_chunks); only a
+// one-chunk MLP keeps its tensors.
+StorePlan store_plan(MemoryPolicy policy, int layers, double alpha = 1.0, std::int64_t tokens = 1, int mlp_chunks = 1);
 inline bool uses_host_memory(MemoryPolicy p) {
   return p == MemoryPolicy::checkpoint_offload || p == MemoryPolicy::offload;
 }
 // Tokens of the row tensors (q, k, v, y, the MLP's) that offload keeps in host memory: round(alpha S).
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens);
-
-// One layer's host copies, in elements: x [S, d]; o [S, H*h], the statistics and
-// (not local) q, k, v, o_kept whole; (local) q, k, v, and y and the MLP's for `rows`
-// tokens. What host() allocates, and what the offload controller and `minilst plan` count.
-struct HostLayerSizes {
-  std::size_t x = 0, o = 0, stats = 0, q = 0, k = 0, v = 0, o_kept = 0, y = 0;
-  std::size_t mlp_in = 0, mlp_gate = 0, mlp_up = 0, mlp_act = 0;
-};
-HostLayerSizes host_layer_sizes(const ActivationShapes& shapes, std::int64_t rows, bool mlp);
 
 template <class T>
 class ActivationStore {
@@ -174,37 +200,46 @@ class ActivationStore {
   double forward_layer_seconds() const { return forward_layer_seconds_; }
   void stop_timing_forward() { time_forward_ = false; }
 
-  // Bytes of host memory the policy keeps per rank at this alpha (every layer's
-  // host(), summed), and the bytes one layer copies to host: x; the whole tensors
-  // (o, statistics, ...); the row tensors of all tokens (MEMO's alpha weighs the last).
-  static std::uint64_t host_bytes(MemoryPolicy policy, int layers, const ActivationShapes& shapes, double alpha);
+  // Bytes of host memory the policy keeps per rank at this alpha (every layer's host
+  // copies, summed), and the bytes one layer copies to host at alpha > 0: x; the whole
+  // and kept tensors (o, statistics; a strategy's q, k, v, o_kept); the row tensors of
+  // all tokens (MEMO's alpha weighs the last). mlp_chunks: the run's mst.mlp_chunks
+  // (a one-chunk MLP's tensors are row tensors under offload).
+  static std::uint64_t host_bytes(MemoryPolicy policy, int layers, const ActivationShapes& shapes, double alpha,
+                                  int mlp_chunks = 1);
   struct LayerCopyBytes {
-    double x = 0, o = 0, rest = 0;  // x; whole; rows
+    double x = 0, o = 0, rest = 0;  // x; whole and kept; rows
   };
-  static LayerCopyBytes layer_copy_bytes(const ActivationShapes& shapes);
+  static LayerCopyBytes layer_copy_bytes(const ActivationShapes& shapes, int mlp_chunks = 1);
 
  private:
   struct Slot {                         // one device buffer's state
     int layer = -1;                     // whose tensor it holds (-1: none)
-    bool complete = false;              // saved sets: every row valid (else rows host_rows.. recompute)
+    bool complete = false;              // row sets: every row valid (else rows host_rows.. recompute)
     CopyEngine::Ticket pending = 0;     // the last copy into or out of it
   };
-  // One layer's saved tensors; q, k, v in the whole set or the row set by the layout.
-  struct SavedSet {                     // whole: o, stats (o_kept; q, k, v when not local)
-    Tracked<Mat<T>> q, k, v, o, o_kept;
-    Tracked<Mat<A>> stats;
-    bool allocated() const { return o.bytes() > 0; }
+  // One tensor's buffer, of T or A elements as its table row says (the other one stays empty).
+  template <class ViewT, class ViewA>
+  struct Buffer {
+    Tracked<ViewT> value;
+    Tracked<ViewA> accum;
+    std::size_t bytes() const { return value.bytes() + accum.bytes(); }
+    void* data() const {
+      return value.bytes() ? static_cast<void*>(value.view().data()) : static_cast<void*>(accum.view().data());
+    }
   };
-  struct RowSet {                       // rows: y (q, k, v when local; the MLP's when kept)
-    Tracked<Mat<T>> q, k, v, y;
-    Tracked<Mat<T>> mlp_in, mlp_gate, mlp_up, mlp_act;
-    bool allocated() const { return y.bytes() > 0; }
+  using DeviceBuffer = Buffer<Mat<T>, Mat<A>>;
+  using HostBuffer = Buffer<Kokkos::View<T*, compat::HostPinnedSpace>, Kokkos::View<A*, compat::HostPinnedSpace>>;
+  struct Set {                          // one device buffer of a family: a slot per table row
+    std::vector<DeviceBuffer> tensors;  //   (those of other families stay empty)
+    bool allocated = false;
   };
-  using HostView = Tracked<Kokkos::View<T*, compat::HostPinnedSpace>>;
-  struct HostLayer {                    // one layer's tensors in host memory (q, k, v: whole or rows, as kept)
-    HostView x, o, o_kept, q, k, v;
-    Tracked<Kokkos::View<A*, compat::HostPinnedSpace>> stats;
-    HostView y, mlp_in, mlp_gate, mlp_up, mlp_act;  // the first `rows` token rows
+  struct FamilyBuffers {                  // a family's device buffers (one when transient) and their states
+    std::vector<Set> sets;
+    std::vector<Slot> slots;
+  };
+  struct HostLayer {                    // one layer's tensors in host memory, a slot per table row
+    std::vector<HostBuffer> tensors;
     std::int64_t rows = -1;             // token rows the row copies have room for (-1: none yet)
   };
   struct CopyPair {                     // a device tensor and its host copy (all of it, or its first rows)
@@ -213,19 +248,18 @@ class ActivationStore {
     std::size_t bytes;
   };
 
-  int x_index(int l) const { return l % plan_.x_buffers; }
-  int saved_index(int l) const { return plan_.saved_buffers ? l % plan_.saved_buffers : 0; }
-  int row_index(int l) const { return plan_.row_buffers ? l % plan_.row_buffers : 0; }
+  FamilyBuffers& family(Family f) { return families_[std::size_t(f)]; }
+  int index(Family f, int l) const { return plan_.buffers(f) ? l % plan_.buffers(f) : 0; }
+  Slot& slot(Family f, int l) { return family(f).slots[std::size_t(index(f, l))]; }
+  void reset_family(Family f);          // no buffer, the plan's count of empty ones
+  std::optional<Family> family_of(std::size_t tensor) const;  // a table row's family in this run (none: not kept)
+  Set& set(Family f, int l);            // allocates layer l's buffers of the family if needed
+  void bind(Family f, int l, LayerActivations<T>& a);  // a's members of the family := views of set(f, l)
   Mat<T> x_view(int l);                 // allocates x_l's buffer if needed
-  SavedSet& saved_set(int l);           // allocates layer l's saved buffers if needed
-  RowSet& row_set(int l);
-  std::vector<CopyPair> whole_copies(int l);  // what travels of the whole set, and of the row set
-  std::vector<CopyPair> row_copies(int l);
-  CopyEngine::Ticket copy_all(const std::vector<CopyPair>& pairs, CopyEngine::Direction d);
   LayerActivations<T> views(int l);
-  HostLayer& host(int l, bool x_only);  // allocates layer l's host buffers if needed
-  void to_host_saved(int l);
-  void to_host_rows(int l);
+  std::vector<CopyPair> copies(Family f, int l);  // what travels of layer l's family f (allocates its host copies)
+  CopyEngine::Ticket copy_all(const std::vector<CopyPair>& pairs, CopyEngine::Direction d);
+  void release(Family f, int l);        // layer l's buffer of the family goes
   void fetch(int l);                    // starts bringing layer l back into its buffers
   void block_on(CopyEngine::Ticket ticket, bool backward);
   void fence(const char* why) const;  // the compute instance (nothing to wait for when counting)
@@ -238,17 +272,13 @@ class ActivationStore {
   bool counting_;                       // a replay (memory_context.hpp): no engine, no fences
   int L_;
   ActivationShapes shapes_;
+  int mlp_chunks_;                      // the MLP's effective mini-sequences
   PhaseTimers* timers_;
   StorePlan plan_;
   double alpha_ = 1.0;
   std::int64_t host_rows_ = 0;
   std::unique_ptr<CopyEngine> engine_;  // only when the policy uses host memory
-  std::vector<Tracked<Mat<T>>> x_;      // device buffers of layer inputs
-  std::vector<Slot> x_slot_;
-  std::vector<SavedSet> saved_;         // device buffers of whole sets (one when transient)
-  std::vector<Slot> saved_slot_;
-  std::vector<RowSet> rows_;            // device buffers of row sets (one when transient)
-  std::vector<Slot> row_slot_;
+  std::array<FamilyBuffers, kFamilies.size()> families_;
   std::vector<HostLayer> host_;         // per layer, allocated on first use, kept across steps
   bool time_forward_ = true;
   Kokkos::Timer forward_timer_;

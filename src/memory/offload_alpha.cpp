@@ -12,8 +12,17 @@ double alpha_for_time(const AlphaInputs& in) {
   return std::clamp(a, 0.0, 1.0);
 }
 
-double solve_alpha(const AlphaInputs& in) {
-  return std::clamp(std::min(alpha_for_time(in), in.host_alpha_max), 0.0, 1.0);
+double allowed_alpha(double bound, AlphaValues values) {
+  bound = std::clamp(bound, 0.0, 1.0);
+  if (values == AlphaValues::continuous) return bound;
+  double best = 0.0;
+  for (const double v : kMemoAlphas)
+    if (v <= bound * (1 + 1e-12)) best = v;  // (a bound computed as v exactly may round below it)
+  return best;
+}
+
+double solve_alpha(const AlphaInputs& in, AlphaValues values) {
+  return allowed_alpha(std::min(alpha_for_time(in), in.host_alpha_max), values);
 }
 
 }  // namespace minilst

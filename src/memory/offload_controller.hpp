@@ -3,12 +3,13 @@
 //   before the first step  the policy's host footprint (ActivationStore::host_bytes)
 //                          against the host budget: refused with the numbers, the same
 //                          verdict on every rank; offload with alpha auto starts at the
-//                          largest alpha the budget allows, so the warm-up step measures
-//                          the most traffic (and sizes the host buffers once)
+//                          largest alpha the budget allows (of memory.offload_alpha_values),
+//                          so the warm-up step measures the most traffic (and sizes the
+//                          host buffers once)
 //   after the first step   MEMO's alpha (offload_alpha.hpp) from what that step measured:
 //                          the copy engine's bandwidth and one layer's forward time,
-//                          the smallest over ranks; later forwards are not timed
-//                          (ActivationStore::stop_timing_forward)
+//                          the smallest over ranks, continuous or one of MEMO's values;
+//                          later forwards are not timed (ActivationStore::stop_timing_forward)
 //   metrics               offload_* root attributes (engine, measurements, budget, alpha)
 // Collective over `comm` where it says so.
 #pragma once
@@ -20,18 +21,23 @@
 #include "core/attributes.hpp"
 #include "core/config.hpp"
 #include "memory/activation_store.hpp"
+#include "memory/offload_alpha.hpp"
 
 namespace minilst {
 
 // The largest alpha whose host footprint fits `budget_bytes` (a multiple of 1/S:
-// alpha S tokens), or a negative value when not even alpha = 0 fits.
+// alpha S tokens), or a negative value when not even alpha = 0 fits. The footprint
+// grows by the same bytes per token row from one row on; from alpha 0 to one row it
+// may jump (a strategy's kept q, k, v, o travel only at alpha > 0).
 template <class T>
-double host_alpha_max(MemoryPolicy policy, int layers, const ActivationShapes& shapes, double budget_bytes);
+double host_alpha_max(MemoryPolicy policy, int layers, const ActivationShapes& shapes, double budget_bytes,
+                      int mlp_chunks = 1);
 
 struct OffloadSettings {
   bool alpha_auto = true;     // memory.offload_alpha: auto
   double budget_bytes = 0;    // host memory per rank for offloaded activations
   bool budget_auto = true;    // memory.host_budget_mib: auto (for the messages)
+  AlphaValues values = AlphaValues::continuous;  // memory.offload_alpha_values: the alphas auto may choose
 };
 
 template <class T>
@@ -55,7 +61,7 @@ class OffloadController {
 
  private:
   MemoryPolicy policy_;
-  int layers_;
+  int layers_, mlp_chunks_;
   ActivationShapes shapes_;
   OffloadSettings settings_;
   bool active_ = false;

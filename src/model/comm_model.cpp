@@ -40,7 +40,8 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   const u64 q = u64(g.q_heads_here()), k = u64(g.kv_heads_here());  // heads per member after the all-to-all
   const u64 S_l = u64(g.local_rows), S_g = u64(g.group_rows());
   // policies whose saved sets are transient run the forward attention twice (offload recomputes no attention)
-  const bool recompute = store_plan(o.policy, c.layers).recompute_attention();
+  const StorePlan plan = store_plan(o.policy, c.layers, o.offload.alpha);
+  const bool recompute = plan.recompute_attention();
   const u64 passes = recompute ? 2 : 1;
 
   u64 a2a_fwd = 0, a2a_bwd = 0;
@@ -49,6 +50,8 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
     const u64 gather_q = (S_g - S_l) * q * h * T, gather_kv = (S_g - S_l) * k * h * T;
     a2a_fwd = scatter_q + 2 * scatter_kv + gather_q;
     a2a_bwd = scatter_q + gather_q + 2 * gather_kv;  // dO in; dQ, dK, dV out (q, k, v, o kept head-sharded)
+    // offload at alpha 0 keeps them transient: the backward scatters q, k, v and o again (the kept set re-derived)
+    if (plan.rederive_kept()) a2a_bwd += 2 * scatter_q + 2 * scatter_kv;
   }
   const u64 acc = master_bytes(precision);  // the accumulation type's bytes: fp32 under bf16, as master weights
   const auto ring = ring_layer_bytes(g, T, acc);

@@ -55,24 +55,52 @@ void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const Laye
     project_qkv(a.q, a.k, a.v, a.x, w, Range{0, S});
     ScopedPhase phase(timers_, Phase::attention);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
-  } else {  // the strategy keeps its own layout: each local q, k, v is workspace until handed over
-    {
-      const auto an = workspace(Buffer::attn_in, S);  // [S, d]
-      kernels::rmsnorm_forward<T>(kernels_, an.view(), a.x, w.attn_norm, cfg_.norm_eps);
-      const Mat<T> weight[3] = {w.wq, w.wk, w.wv};
-      for (int i = 0; i < 3; ++i) {  // t = rope(an W_i) (v: no rope), then into the strategy's layout
-        const auto t = workspace(kLocalInput[i], S);
-        kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), weight[i], T(0), t.view());
-        if (i < 2) kernels::rope_forward<T>(t.view(), pos_, cfg_.head_dim(), cfg_.rope_theta);
-        ScopedPhase phase(timers_, Phase::attention);
-        attention_.keep_input(i, t.view(), kept);
-      }
-    }
+  } else {  // the strategy keeps its own layout
+    project_kept(a, w);
     ScopedPhase phase(timers_, Phase::attention);
     attention_.forward_kept(a.o, a.stats, kept);
   }
   Kokkos::deep_copy(ExecSpace(), a.y, a.x);                              // y = x
   kernels::gemm(kernels_, Op::N, Op::N, T(1), a.o, w.wo, T(1), a.y);     // y += o Wo
+}
+
+template <class T>
+void DecoderLayer<T>::project_kept(const LayerActivations<T>& a, const LayerWeights<T>& w) const {
+  const std::int64_t S = a.x.extent(0);
+  const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
+  const auto an = workspace(Buffer::attn_in, S);  // [S, d]
+  kernels::rmsnorm_forward<T>(kernels_, an.view(), a.x, w.attn_norm, cfg_.norm_eps);
+  const Mat<T> weight[3] = {w.wq, w.wk, w.wv};
+  for (int i = 0; i < 3; ++i) {  // t = rope(an W_i) (v: no rope), then into the strategy's layout
+    const auto t = workspace(kLocalInput[i], S);
+    kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), weight[i], T(0), t.view());
+    if (i < 2) kernels::rope_forward<T>(t.view(), pos_, cfg_.head_dim(), cfg_.rope_theta);
+    ScopedPhase phase(timers_, Phase::attention);
+    attention_.keep_input(i, t.view(), kept);
+  }
+}
+
+template <class T>
+void DecoderLayer<T>::replay_project_kept(const LayerActivations<T>& a) const {
+  const std::int64_t S = a.x.extent(0);
+  const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
+  const auto an = workspace(Buffer::attn_in, S);
+  for (int i = 0; i < 3; ++i) attention_.keep_input(i, workspace(kLocalInput[i], S).view(), kept);
+}
+
+template <class T>
+void DecoderLayer<T>::recompute_kept(const LayerActivations<T>& a, const LayerWeights<T>& w) const {
+  if (a.local) return;  // (the local layout's q, k, v are row tensors)
+  project_kept(a, w);
+  ScopedPhase phase(timers_, Phase::attention);
+  scatter_output(a);
+}
+
+template <class T>
+void DecoderLayer<T>::replay_recompute_kept(const LayerActivations<T>& a) const {
+  if (a.local) return;
+  replay_project_kept(a);
+  scatter_output(a);
 }
 
 template <class T>
@@ -83,10 +111,7 @@ void DecoderLayer<T>::replay_forward_attention(const LayerActivations<T>& a) con
     workspace(Buffer::attn_in, S);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
   } else {
-    {
-      const auto an = workspace(Buffer::attn_in, S);
-      for (int i = 0; i < 3; ++i) attention_.keep_input(i, workspace(kLocalInput[i], S).view(), kept);
-    }
+    replay_project_kept(a);
     attention_.forward_kept(a.o, a.stats, kept);
   }
 }

@@ -36,6 +36,10 @@ class DecoderLayer {
   // q, k, v = rope(rmsnorm(x) W*) (when local) and y = x + o Wo on those rows, and
   // the MLP's kept tensors from y (MEMO's recompute).
   void recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range rows) const;
+  // The strategy's kept q, k, v and o_kept (not local) := from a.x and a.o, without
+  // attention: q, k, v projected as the forward does and handed to the strategy
+  // (keep_input), o scattered as q is (offload at alpha 0: the kept set re-derived).
+  void recompute_kept(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
   // z := y + mlp(a.y);  z: [S, d]
   void forward_mlp(const Mat<T>& z, const LayerActivations<T>& a, const LayerWeights<T>& w) const {
     mlp_.forward(z, a.y, w, a);
@@ -54,6 +58,7 @@ class DecoderLayer {
   // `minilst plan`'s twins of the methods above.
   void replay_forward_attention(const LayerActivations<T>& a) const;
   void replay_recompute_rows(const LayerActivations<T>& a, Range rows) const;
+  void replay_recompute_kept(const LayerActivations<T>& a) const;
   void replay_forward_mlp(const LayerActivations<T>& a) const { mlp_.replay_forward(a); }
   void replay_backward(const LayerActivations<T>& a) const;
 
@@ -70,6 +75,15 @@ class DecoderLayer {
   // q, k, v := rope(rmsnorm(x) W*); x: the rows [r.begin, r.end) of the layer's input
   void project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
                    const LayerWeights<T>& w, Range r) const;
+  // Not local: a.q, a.k, a.v := the strategy's layout of rope(rmsnorm(x) W*), each
+  // local tensor workspace until handed over (keep_input), one at a time.
+  void project_kept(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
+  void replay_project_kept(const LayerActivations<T>& a) const;
+  // o has q's heads: the strategy's scatter of input 0 turns it into o_kept, the
+  // exact inverse of the gather its forward_kept ends with.
+  void scatter_output(const LayerActivations<T>& a) const {
+    attention_.keep_input(0, a.o, AttentionKept<T>{a.o_kept, a.k, a.v, a.o_kept});
+  }
 
   ModelConfig cfg_;
   KernelChoice kernels_;

@@ -1,16 +1,21 @@
 // The SwiGLU MLP block with its residual, over S tokens in M mini-sequences
 // (MsT; ALST's TiledMLP):   z = y + (silu(b Wg) * (b Wu)) Wd,   b = rmsnorm(y; w_mlp)
-// Forward: chunk by chunk, keeping nothing. Backward: each chunk recomputes its
-// gate/up from y, then produces its dy and accumulates dWg, dWu, dWd, dw_mlp.
+// Forward and backward are each written once, as a loop over chunks. A chunk of C
+// tokens has four tensors: b [C, d], g = b Wg, u = b Wu, m = silu(g) u [C, I].
+//  - Where the activation store keeps the MLP's tensors (LayerActivations::mlp_saved:
+//    memory.policy vanilla, the papers' baseline, and offload with one MLP chunk,
+//    MEMO's swap set) the MLP is one chunk, the whole sequence, whose tensors are the
+//    store's: the forward writes them, the backward reads them back and recomputes
+//    nothing (offload: the token rows it did not fetch, recompute_rows).
+//  - Otherwise each chunk's tensors are workspace: the forward holds b, g, u (m is g,
+//    in place) and keeps nothing; the backward recomputes the chunk's b, g, u, m from
+//    y, then produces its dy and accumulates dWg, dWu, dWd, dw_mlp.
 // Workspace per chunk of C tokens (the block's whole transient memory):
 //   forward  b [C,d], g [C,I], u [C,I]          = C (d + 2I) elements
 //   backward b [C,d], g, u, m [C,I]             = C (d + 3I) elements
 // so the peak falls from S (d + 3I) to ceil(S/M) (d + 3I) as M grows.
-// Results equal the unchunked block's to rounding (same math, other order).
-// Where the activation store keeps the MLP's tensors (LayerActivations::mlp_saved:
-// memory.policy vanilla, the papers' baseline, and offload, MEMO's swap set) the
-// forward writes b, g, u and m into them, whole, and the backward reads them back,
-// recomputing nothing (offload: the token rows it did not fetch, recompute_rows).
+// Results equal the unchunked block's to rounding (same math, other order); the kept
+// chunk runs the very operations of a one-chunk run, in the same order.
 #pragma once
 
 #include "core/config.hpp"
@@ -47,16 +52,27 @@ class MlpBlock {
     Tracked<Mat<T>> in, gate, up, act;
   };
   ChunkBuffers chunk_buffers(std::int64_t C, bool backward) const;
-  void replay_chunks(const LayerActivations<T>& keep, bool backward) const;
   // Workspace elements per token of a chunk (the backward's, the larger): what `auto` budgets.
   static std::size_t workspace_per_token(const ModelConfig& c) {
     return std::size_t(c.hidden) + 3 * std::size_t(c.intermediate);
   }
 
  private:
-  // b := rmsnorm(y; w_mlp), g := b Wg, u := b Wu (the forward, and the backward's recompute).
-  void gate_and_up(const Mat<T>& b, const Mat<T>& g, const Mat<T>& u, const Mat<const T>& y,
-                   const LayerWeights<T>& w) const;
+  // Chunk c of M: its token rows and its tensors b, g, u, m, the store's rows or its
+  // own workspace (owned here; forward: m is g, nothing kept).
+  struct Chunk {
+    Range r;
+    Mat<T> b, g, u, m;
+    ChunkBuffers ws;
+  };
+  int chunk_count(const LayerActivations<T>& keep, std::int64_t S) const {
+    return keep.mlp_saved ? 1 : effective_chunks(S, chunks_);
+  }
+  Chunk chunk(const LayerActivations<T>& keep, std::int64_t S, int M, int c, bool backward) const;
+  // b := rmsnorm(y; w_mlp), g := b Wg, u := b Wu, m := silu(g) u (the forward's
+  // tensors, and the backward's recompute); y: the chunk's rows.
+  void forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>& w) const;
+  void replay_chunks(const LayerActivations<T>& keep, bool backward) const;
 
   ModelConfig cfg_;
   int chunks_;

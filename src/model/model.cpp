@@ -24,6 +24,9 @@ class Recompute final : public LayerRecompute<T> {
   void token_rows(int l, const LayerActivations<T>& a, Range rows) const override {
     layer_.recompute_rows(a, params_.layers[l], rows);
   }
+  void kept_layout(int l, const LayerActivations<T>& a) const override {
+    layer_.recompute_kept(a, params_.layers[l]);
+  }
 
  private:
   const DecoderLayer<T>& layer_;
@@ -39,6 +42,7 @@ class ReplayRecompute final : public LayerRecompute<T> {
   void token_rows(int, const LayerActivations<T>& a, Range rows) const override {
     layer_.replay_recompute_rows(a, rows);
   }
+  void kept_layout(int, const LayerActivations<T>& a) const override { layer_.replay_recompute_kept(a); }
 
  private:
   const DecoderLayer<T>& layer_;

@@ -1,6 +1,6 @@
 """Checks the metrics files of one deck run with memory.policy full, offload
-(alpha 0.37), checkpoint_offload, and offload with alpha auto under a 0.05 GB/s
-bandwidth cap (see offload.sh).
+(alpha 0.37), checkpoint_offload, offload with alpha auto under a 0.05 GB/s
+bandwidth cap, and offload at alpha 1 with 3 MLP chunks (see offload.sh).
 
 Bytes each step must move (one micro-step, L layers, S tokens, scalar bytes T):
   checkpoint_offload  (L-1) S d T each way (the inputs of layers 0..L-2)
@@ -8,6 +8,8 @@ Bytes each step must move (one micro-step, L layers, S tokens, scalar bytes T):
                       each way, r = round(alpha S) (o, lse, and r tokens of q, k, v, y
                       and of the MLP's input, gate, up and activation, of layers 0..L-3);
                       at alpha = 1 (auto's warm-up step) nothing is recomputed
+  offload, MLP chunks the same without the MLP's four: with mini-sequences the MLP
+                      keeps nothing and recomputes its chunks (inside the mlp phase)
 """
 import sys
 
@@ -24,7 +26,7 @@ def check(ok, what):
         failures.append(what)
 
 
-full, off, ckpt, auto = (h5py.File(p, "r") for p in sys.argv[1:5])
+full, off, ckpt, auto, chunked = (h5py.File(p, "r") for p in sys.argv[1:6])
 cfg = yaml.safe_load(off.attrs["config"])
 m, S = cfg["model"], int(cfg["run"]["seq_len"])
 d, L, H, G = int(m["hidden"]), int(m["layers"]), int(m["heads"]), int(m["kv_heads"])
@@ -33,7 +35,7 @@ h, T = d // H, 8
 Hh, Gh = H * h, G * h
 row = (Hh + 2 * Gh + 2 * d + 3 * I) * T  # one token of the row tensors
 
-for name, f in (("offload", off), ("checkpoint_offload", ckpt), ("auto", auto)):
+for name, f in (("offload", off), ("checkpoint_offload", ckpt), ("auto", auto), ("chunked", chunked)):
     check(np.allclose(f["loss"][:], full["loss"][:], rtol=1e-12, atol=0), f"{name}: losses equal full's to 1e-12")
     for p in ("offload_wait", "prefetch_wait", "copy_engine_busy", "recompute"):
         check(f["timings"][p].shape == full["timings"]["step"].shape, f"{name}: /timings/{p} [steps, ranks]")
@@ -70,5 +72,18 @@ check(np.all(off["timings"]["recompute"][:] > 0), "offload: alpha 0.37 recompute
 r_auto = int(auto.attrs["offload_host_rows"])
 check(np.all(moved[1:] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + r_auto * row)),
       f"auto: later steps move the chosen alpha ({r_auto} tokens)")
+
+# Offload with mini-sequences: alpha 1, the MLP in 3 chunks, its [S, I] tensors never whole.
+check(int(chunked.attrs["mlp_chunks"]) == 3, "chunked: 3 MLP chunks recorded")
+row_no_mlp = (Hh + 2 * Gh + d) * T  # q, k, v, y
+want = x_bytes + (L - 2) * (S * Hh * T + S * H * T + S * row_no_mlp)
+for direction in ("to_host", "to_device"):
+    got = chunked["offload"]["bytes_" + direction][:]
+    check(np.all(got == want), f"chunked: {direction} {got[:, 0].tolist()} B per step == {want} B (no MLP tensors)")
+check(np.all(chunked["timings"]["recompute"][:] == 0), "chunked: alpha 1 recomputes no token rows")
+for other, f in (("auto (alpha 1 at its warm-up, one MLP chunk)", auto), ("offload 0.37", off), ("full", full)):
+    check(int(chunked["memory"]["activations"][0]) < int(f["memory"]["activations"][0]),
+          f"chunked: activations {int(chunked['memory']['activations'][0])} B below {other}'s "
+          f"{int(f['memory']['activations'][0])} B")
 print(f"offload checks: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -4,6 +4,9 @@
 # (mst_memory.py): the chunked device_total high-water is at most a quarter of
 # the unchunked one, the measured workspace is within 10% of the analytic
 # prediction stored in /memory/model/workspace, and both runs agree on the loss.
+# The same with memory.policy offload (alpha 1, 4 layers), whose MLP keeps its [S, I]
+# tensors only unchunked: chunked, the activations lose exactly the two rounding
+# buffers' MLP tensors, 2 S (d + 3I) T, and memory equals the model to the byte.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
 source "$(dirname "$0")/common.sh"
 deck=(run "$MINILST_SOURCE/inputs/tiny.yaml" --set model.vocab=16384 --set model.hidden=64 --set model.heads=4
@@ -12,6 +15,9 @@ deck=(run "$MINILST_SOURCE/inputs/tiny.yaml" --set model.vocab=16384 --set model
 for m in 1 16; do
   "$MINILST" "${deck[@]}" --set mst.mlp_chunks=$m --set mst.lm_head_chunks=$m --set output.metrics=m$m.h5 > m$m.log
   grep -E "^mst:|^RESULT" m$m.log
+  "$MINILST" "${deck[@]}" --set mst.mlp_chunks=$m --set mst.lm_head_chunks=$m --set model.layers=4 \
+    --set memory.policy=offload --set memory.offload_alpha=1 --set output.metrics=o$m.h5 > o$m.log
+  grep -E "^RESULT" o$m.log
 done
 "$PYTHON" - <<'PY'
 import h5py, sys
@@ -31,5 +37,15 @@ for f, name in ((one, "unchunked"), (many, "16 chunks")):
     check(abs(w - m) <= 0.10 * m, f"{name}: workspace {w / 2**20:.2f} MiB measured vs {m / 2**20:.2f} MiB model")
 check(one["memory/workspace"][0] > 8 * many["memory/workspace"][0], "workspace falls with M")
 check(abs(one["loss"][0] - many["loss"][0]) <= 1e-5 * abs(one["loss"][0]), "same loss (float)")
+o1, o16 = h5py.File("o1.h5", "r"), h5py.File("o16.h5", "r")
+S, d, I = 4096, 64, 172
+drop = o1["memory/activations"][0] - o16["memory/activations"][0]
+check(drop == 2 * S * (d + 3 * I) * 4, f"offload: chunked activations {mib(o16, 'memory/activations'):.2f} MiB, "
+      f"unchunked {mib(o1, 'memory/activations'):.2f} MiB: the MLP's tensors of two rounding buffers gone")
+for f, name in ((o1, "offload unchunked"), (o16, "offload, 16 chunks")):
+    for c in ("activations", "workspace", "host_offload", "device_total"):
+        check(f["memory/" + c][0] == f["memory/model/" + c][0], f"{name}: {c} measured == model")
+check(o16["memory/device_total"][0] <= 0.25 * o1["memory/device_total"][0], "offload: device_total chunked <= 1/4")
+check(abs(o1["loss"][0] - o16["loss"][0]) <= 1e-5 * abs(o1["loss"][0]), "offload: same loss (float)")
 sys.exit(1 if failures else 0)
 PY
