@@ -108,7 +108,7 @@ done
   echo "commit: $(git -C "$root" rev-parse HEAD 2> /dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2> /dev/null || echo ' (with local changes)')"
   echo "kokkos: $prefix (Kokkos_ARCH_$arch)"
   echo "nvcc: $("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1)"
-  echo "configuration: $(grep "miniLST " "$build.log" | head -1 | sed 's/^-- //')"
+  echo "configuration: $(grep -E "miniLST [0-9]" "$build.log" | head -1 | sed 's/^-- //')"
   echo "from the node: C/C++ runtime, libcuda (driver), libcudart, libcublas, libcublasLt"
   echo "files:"
   (cd "$tmp" && find . -type f | sort | xargs du -k | awk '{ printf "  %7d KiB  %s\n", $1, $2 }')
