@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #endif
 
 namespace minilst::kernels {
@@ -38,6 +39,7 @@ using Key = std::tuple<bool, bool, std::size_t, std::size_t, std::size_t, std::s
 
 struct Matmul {
   dnnl::memory::desc a, b, c;
+  std::size_t scratch_bytes;
   dnnl::matmul primitive;
   std::string impl;
 };
@@ -51,6 +53,10 @@ Matmul make(const Key& key) {
   mm.b = dnnl::memory::desc({dim(k), dim(n)}, in, tb ? dims{1, dim(ldb)} : dims{dim(ldb), 1});
   mm.c = dnnl::memory::desc({dim(m), dim(n)}, out, dims{dim(ldc), 1});
   dnnl::primitive_attr attr;
+  // Each thread brings its own scratchpad: with the library's (one shared by every primitive
+  // unless oneDNN was built for concurrent execution, as Debian's is not) two threads running
+  // primitives at once, as the attention tiles do, would pack into the same buffer.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
     dnnl::post_ops ops;
@@ -59,6 +65,7 @@ Matmul make(const Key& key) {
   }
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, engine());
   mm.impl = pd.impl_info_str();
+  mm.scratch_bytes = pd.scratchpad_desc().get_size();
   mm.primitive = dnnl::matmul(pd);
   return mm;
 }
@@ -76,8 +83,16 @@ const Matmul& primitive(const Key& key) {
 void run(const Key& key, const void* A, const void* B, void* C) {
   const Matmul& mm = primitive(key);
   thread_local dnnl::stream stream(engine());  // streams are not shared between threads; primitives are
+  thread_local dnnl::memory scratch;           // this thread's scratchpad, grown to the largest asked
+  thread_local std::size_t scratch_bytes = 0;
+  if (mm.scratch_bytes > scratch_bytes) {
+    scratch_bytes = mm.scratch_bytes;
+    scratch = dnnl::memory({{dnnl::memory::dim(scratch_bytes)}, dt::u8, dnnl::memory::format_tag::a}, engine());
+  }
   dnnl::memory a(mm.a, engine(), const_cast<void*>(A)), b(mm.b, engine(), const_cast<void*>(B)), c(mm.c, engine(), C);
-  mm.primitive.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  if (scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+  mm.primitive.execute(stream, args);
   stream.wait();
 }
 
