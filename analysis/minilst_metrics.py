@@ -10,15 +10,23 @@
     run_label(run)        # what a run is: deck, layout, ranks, job
     provenance(runs)      # machines, dates, commits, jobs: the title of every plot
     spread(values)        # median and min..max over repeats
-Unknown attributes, phases and memory categories are kept as they come.
+Unknown attributes, phases and memory categories are kept as they come. load reads a file in a child process
+and raises MetricsError (one line) for a file it cannot read, corrupt ones included (docs/analysis.md).
 """
 from __future__ import annotations
 
 import csv
+import datetime
+import faulthandler
 import glob
+import math
 import os
+import pickle
 import re
+import signal
+import stat
 import statistics
+import warnings
 from dataclasses import dataclass, field
 
 import h5py
@@ -45,7 +53,23 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
 
 
 class MetricsError(Exception):
-    """A file that is missing or is not a miniLST metrics file."""
+    """A file that is missing, is not a miniLST metrics file, or is unreadable; the message is one line that names
+    the file and what is wrong."""
+
+
+# Reading a file that may be corrupt. HDF5 itself can crash on one (HDF5 1.10 copies past a variable-length string's
+# heap object whose size is corrupt; no check of the structure can tell beforehand), so each file is read in a forked
+# child process under a time and memory limit: a crash, a hang or a runaway allocation there is a MetricsError here.
+READ_SECONDS = 60                 # a metrics file reads in well under a second
+READ_MEMORY = 8 << 30             # bytes the child may allocate beyond what it holds at the fork
+MAX_VALUES = 1 << 28              # a dataset claiming more values has a corrupt dataspace
+# Attributes the readers turn into numbers: whole numbers (int(float(v))) and reals (float(v)).
+WHOLE_NUMBER_ATTRS = ("warmup_steps", "jobsize", "ulysses", "ring", "data_parallel", "sequence_parallel", "seq_len",
+                      "grad_accum", "zero_stage")
+REAL_ATTRS = ("fom", "tokens_per_step", "flops_per_step", "peak_gflops_per_rank", "nominal_peak_gflops_per_rank",
+              "tokens_per_joule", "energy_joules", "energy_joules_run", "offload_alpha")
+REAL_ATTR_PREFIXES = ("mfu", "flops_per_step_")
+TEXT_ATTRS = ("schema", "valid", "complete", "stop_reason", "config", "reportable", "reportable_reasons")
 
 
 def _decode(v):
@@ -60,8 +84,105 @@ def _int(v):
     return int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v
 
 
-def _datasets(group) -> dict:
-    return {k: np.asarray(o[()]) for k, o in group.items() if isinstance(o, h5py.Dataset)}
+def one_line(text) -> str:
+    """text on one line (control characters as '?'), at most 300 characters."""
+    line = re.sub(r"[\x00-\x1f\x7f]", "?", str(text))
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+class _Unreadable(Exception):
+    """Raised while reading: what is wrong with the file (MetricsError adds the file's name)."""
+
+
+def _check_dataset(name: str, obj, ndims=(1, 2)):
+    """A dataset of numbers with 1 or 2 dimensions and a sane number of values (before reading it)."""
+    if not isinstance(obj, h5py.Dataset):
+        raise _Unreadable(f"{name} is not a dataset")
+    if not (obj.dtype.kind in "iu" and obj.dtype.itemsize in (1, 2, 4, 8) or obj.dtype.kind == "f" and
+            obj.dtype.itemsize in (4, 8)):
+        raise _Unreadable(f"{name} does not hold standard numbers (type {obj.dtype})")
+    if obj.ndim not in ndims:
+        raise _Unreadable(f"{name} has {obj.ndim} dimension(s), not {' or '.join(map(str, ndims))}")
+    if obj.size > MAX_VALUES:
+        raise _Unreadable(f"{name} claims {obj.size} values")
+
+
+def _dataset(parent, name: str, where: str, ndims=(1, 2)):
+    """The dataset `name` of parent ("<where>/<name>" in messages) checked and read, or None for a subgroup."""
+    try:
+        obj = parent[name]
+    except Exception as e:  # noqa: BLE001 (h5py's KeyError, OSError, ... with HDF5's reason)
+        raise _Unreadable(f"{where}/{name}: {_h5_reason(e)}") from None
+    if isinstance(obj, h5py.Group):
+        return None
+    _check_dataset(f"{where}/{name}", obj, ndims)
+    return np.asarray(obj[()])
+
+
+def _datasets(group, where: str, ndims=(1, 2)) -> dict:
+    """The datasets directly in a group, checked and read (subgroups skipped)."""
+    found = {k: _dataset(group, k, where, ndims) for k in group}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _group(parent, name: str, where: str):
+    """The subgroup `name` of parent, or {} where there is none; one HDF5 cannot open is unreadable."""
+    if name not in parent:
+        return {}
+    try:
+        obj = parent[name]
+    except Exception as e:  # noqa: BLE001
+        raise _Unreadable(f"{where}: {_h5_reason(e)}") from None
+    return obj if isinstance(obj, h5py.Group) else {}
+
+
+def _check_attrs(attrs: dict):
+    """Every attribute a string, number or list of them; those the readers convert, convertible."""
+    for k in attrs:
+        if not isinstance(k, str):
+            raise _Unreadable(f"an attribute's name is not text ({one_line(k)[:40]})")
+    for k, v in attrs.items():
+        values = v if isinstance(v, list) else [v]
+        if not all(isinstance(x, (str, int, float, bool)) for x in values):
+            raise _Unreadable(f"attribute {k!r} has an unexpected type")
+    for k in WHOLE_NUMBER_ATTRS:
+        try:
+            ok = k not in attrs or (math.isfinite(float(attrs[k])) and float(attrs[k]).is_integer()
+                                    and float(attrs[k]) >= 0)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise _Unreadable(f"attribute {k!r} is {one_line(attrs[k])[:40]!r}, not a whole number")
+    for k, v in attrs.items():
+        if (k in REAL_ATTRS or k.startswith(REAL_ATTR_PREFIXES)) and not isinstance(v, (int, float)):
+            raise _Unreadable(f"attribute {k!r} is not a number")
+        if k in TEXT_ATTRS and not isinstance(v, str):
+            raise _Unreadable(f"attribute {k!r} is not a string")
+
+
+def _check_shapes(run):
+    """Timings [steps, ranks] of one shape, memory [ranks], throughput [steps]: what the readers index together."""
+    shapes = {k: v.shape for k, v in run.timings.items()}
+    if len(set(shapes.values())) > 1:
+        raise _Unreadable("the /timings datasets differ in shape: " + ", ".join(f"{k} {s}" for k, s in shapes.items()))
+    for where, group in (("memory", run.memory), ("memory/model", run.model_memory)):
+        for k, v in group.items():
+            if v.ndim != 1 or (run.timings and v.size != run.ranks):
+                raise _Unreadable(f"/{where}/{k} has shape {v.shape}, not [{run.ranks}] (ranks)")
+    for k, v in run.throughput.items():
+        if v.ndim != 1 or (run.timings and v.size != run.steps):
+            raise _Unreadable(f"/throughput/{k} has shape {v.shape}, not [{run.steps}] (steps)")
+
+
+def _config(text) -> dict:
+    """The resolved deck: a mapping of sections (mappings); anything else, or YAML that does not parse, is {}."""
+    try:
+        config = yaml.load(text or "", Loader=_Loader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    return {k: v for k, v in config.items() if isinstance(v, dict)}
 
 
 @dataclass
@@ -101,34 +222,162 @@ class Run:
         return (self.config.get(section) or {}).get(key, default)
 
 
-def load(path: str) -> Run:
-    """Read one metrics file; raises MetricsError if missing or of another schema."""
-    if not os.path.isfile(path):
-        raise MetricsError(f"{path}: no such file")
+def _read(path: str) -> Run:
+    """The whole file, checked as it is read (in the reading process)."""
+    if not h5py.is_hdf5(path):
+        raise MetricsError(f"{path}: not an HDF5 file, not a metrics file")
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise MetricsError(f"{path}: not an HDF5 file ({e})") from None
+        raise _Unreadable(f"HDF5 cannot open it ({_h5_reason(e)})") from None
     with f:
         attrs = {k: _decode(v) for k, v in f.attrs.items()}
         if attrs.get("schema") != SCHEMA:
-            raise MetricsError(f"{path}: schema attribute is {attrs.get('schema')!r}, expected {SCHEMA!r}")
-        get = lambda name: f[name] if isinstance(f.get(name), h5py.Group) else {}
-        mem = get("memory")
-        model = _datasets(mem["model"]) if "model" in mem and isinstance(mem["model"], h5py.Group) else {}
-        timings = {k: v.reshape(v.shape[0], -1) for k, v in _datasets(get("timings")).items()}
-        loss = np.asarray(f["loss"][()]) if "loss" in f else np.zeros(0)
-        run = Run(path, attrs, {}, loss, timings, _datasets(mem), model, _datasets(get("throughput")))
-        run.timing_attrs = {k: {a: _decode(v) for a, v in get("timings")[k].attrs.items()} for k in timings}
-        comm = get("comm")
-        run.comm = {op: _datasets(g) for op, g in comm.items() if isinstance(g, h5py.Group)} if comm else {}
-    try:
-        run.config = yaml.load(attrs.get("config") or "", Loader=_Loader) or {}
-    except yaml.YAMLError:
-        run.config = {}
+            found = "no schema attribute" if "schema" not in attrs else \
+                f"schema attribute {one_line(attrs['schema'])[:40]!r}"
+            raise MetricsError(f"{path}: not a miniLST metrics file ({found}, expected {SCHEMA!r})")
+        _check_attrs(attrs)
+        mem, timing_group = _group(f, "memory", "/memory"), _group(f, "timings", "/timings")
+        model = _datasets(_group(mem, "model", "/memory/model"), "/memory/model", (1,)) if mem else {}
+        timings = {k: v if v.ndim == 2 else v[:, None] for k, v in _datasets(timing_group, "/timings").items()}
+        loss = _dataset(f, "loss", "", (1,)) if "loss" in f else None
+        loss = np.zeros(0) if loss is None else loss
+        run = Run(path, attrs, {}, loss, timings, _datasets(mem, "/memory", (1,)), model,
+                  _datasets(_group(f, "throughput", "/throughput"), "/throughput", (1,)))
+        run.timing_attrs = {k: {a: _decode(v) for a, v in timing_group[k].attrs.items()} for k in timings}
+        for k, a in run.timing_attrs.items():
+            if not isinstance(a.get("Avg time/rank", 0.0), (int, float)):
+                raise _Unreadable(f"attribute 'Avg time/rank' of /timings/{k} is not a number")
+        comm = _group(f, "comm", "/comm")
+        for op in comm:
+            group = _group(comm, op, f"/comm/{op}")
+            if group:
+                run.comm[op] = _datasets(group, f"/comm/{op}")
+    _check_shapes(run)
+    run.config = _config(attrs.get("config"))
     w = attrs.get("warmup_steps", run.cfg("run", "warmup_steps", 0))
-    run.warmup = int(min(max(int(w or 0), 0), run.steps))
+    try:
+        run.warmup = int(min(max(int(w or 0), 0), run.steps))
+    except (TypeError, ValueError):
+        raise _Unreadable(f"the warm-up steps ({one_line(w)[:40]!r}) are not a number") from None
     return run
+
+
+def _h5_reason(e: Exception) -> str:
+    """What HDF5 said, without h5py's wrapping: "Unable to open file (truncated file: ...)" -> "truncated file: ..."."""
+    text = one_line(e)
+    m = re.fullmatch(r"'?Unable to [^(]*\((.*)\)'?", text)
+    return m.group(1) if m else text
+
+
+def _path_problem(path: str):
+    """What the file system says before HDF5 is asked (missing, a directory, not a regular file, unreadable, empty),
+    or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as e:
+        return one_line(e.strerror or e)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory, not a metrics file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a device, pipe or socket), not a metrics file"
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        return f"cannot be read: {one_line(e.strerror or e)}"
+    return "empty (0 bytes), not a metrics file" if st.st_size == 0 else None
+
+
+def _read_or_message(path: str):
+    """("run", Run) or ("error", one-line message): what the reading process sends back."""
+    try:
+        return "run", _read(path)
+    except MetricsError as e:
+        return "error", one_line(e)
+    except MemoryError:
+        return "error", f"{path}: unreadable: reading it needs more than {READ_MEMORY >> 20} MiB more memory"
+    except _Unreadable as e:
+        return "error", f"{path}: unreadable: {one_line(e)}"
+    except Exception as e:  # h5py's errors on a corrupt file: KeyError, RuntimeError, OSError, ValueError, ...
+        return "error", f"{path}: unreadable: {_h5_reason(e) or type(e).__name__}"
+
+
+def _child_limits():
+    """In the reading process: silent (no crash report of Python's, stderr to /dev/null: the C library's "free():
+    invalid pointer" before it aborts; the reply says what happened), a time limit, an address-space limit."""
+    faulthandler.disable()
+    for sig in (signal.SIGALRM, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT):
+        signal.signal(sig, signal.SIG_DFL)
+    os.environ["LIBC_FATAL_STDERR_"] = "1"  # those messages to stderr, not to the terminal
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+    except OSError:
+        pass
+    signal.alarm(READ_SECONDS)
+    try:
+        import resource
+        with open("/proc/self/statm") as fh:
+            held = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (held + READ_MEMORY, held + READ_MEMORY))
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+def _child_failure(path: str, status: int) -> str:
+    """Why a reading process that sent nothing back ended."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM:
+        return f"{path}: unreadable: reading it took longer than {READ_SECONDS} s (the HDF5 library looping on it?)"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return f"{path}: unreadable: the HDF5 library crashed reading it (signal {sig}, {signal.strsignal(sig)})"
+    return f"{path}: unreadable: the reading process failed (exit code {os.waitstatus_to_exitcode(status)})"
+
+
+def _read_isolated(path: str, reader=None):
+    """reader(path) (default _read_or_message: a pair (kind, value)) in a forked child process where fork exists; a
+    child that sends nothing back gives ("error", why it ended)."""
+    reader = reader or _read_or_message
+    if not hasattr(os, "fork"):
+        return reader(path)
+    r, w = os.pipe()
+    with warnings.catch_warnings():  # Python 3.12 warns about fork in a process with threads (BLAS's)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: read, send, end without running the parent's exit handlers
+        code = 1
+        try:
+            os.close(r)
+            _child_limits()
+            with os.fdopen(w, "wb") as out:
+                out.write(pickle.dumps(reader(path)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        return "error", _child_failure(path, status)
+    return pickle.loads(data)  # our own child's bytes
+
+
+def load(path: str) -> Run:
+    """Read one metrics file. Raises MetricsError, its message one line naming the file and what is wrong, for a
+    missing file, one that is not a metrics file, or one that is unreadable (corrupt, truncated, inconsistent);
+    HDF5's own diagnostics are never printed and its crashes end only the process that reads the file."""
+    problem = _path_problem(path)
+    if problem:
+        raise MetricsError(f"{path}: {problem}")
+    kind, value = _read_isolated(path)
+    if kind == "error":
+        raise MetricsError(value)
+    return value
 
 
 def phase_stats(run: Run) -> pd.DataFrame:
@@ -223,13 +472,21 @@ def summary_frame(runs) -> pd.DataFrame:
 # Finding metrics files. A run names its file as the user or the program chose (metrics.h5 in older job and sweep
 # directories, <deck>_<layout>_<N>r_<UTC>_<job>_<pid>.h5 now): recognise it by its schema attribute, not its name.
 
-def is_metrics_file(path: str) -> bool:
-    """True for an HDF5 file whose root attribute schema is SCHEMA; False for anything else or an unreadable file."""
+def _schema(path: str):
+    """("schema", the root attribute schema or None) or ("error", why): in the reading process."""
     try:
         with h5py.File(path, "r") as f:
-            return _decode(f.attrs.get("schema")) == SCHEMA
-    except OSError:
+            return "schema", _decode(f.attrs.get("schema"))
+    except Exception as e:  # noqa: BLE001 (any error of a corrupt file)
+        return "error", one_line(e)
+
+
+def is_metrics_file(path: str) -> bool:
+    """True for an HDF5 file whose root attribute schema is SCHEMA; False for anything else or an unreadable file
+    (read in a child process, as load does: a corrupt file that crashes HDF5 is not one)."""
+    if _path_problem(path) or not h5py.is_hdf5(path):
         return False
+    return _read_isolated(path, _schema) == ("schema", SCHEMA)
 
 
 def metrics_files(directory: str) -> list:
@@ -347,8 +604,16 @@ def commit(attrs: dict) -> str:
 
 
 def date(attrs: dict) -> str:
-    """The launch date, YYYY-MM-DD (launchdate is ISO 8601 UTC)."""
-    return text(attrs, "launchdate", "?")[:10]
+    """The launch date, YYYY-MM-DD: launchdate_utc (ISO 8601), else launchdate (Adiak's seconds
+    since the epoch; older files: ISO 8601 text)."""
+    utc = text(attrs, "launchdate_utc")
+    if utc:
+        return utc[:10]
+    raw = text(attrs, "launchdate", "?")
+    try:
+        return datetime.datetime.fromtimestamp(float(raw), datetime.timezone.utc).strftime("%Y-%m-%d")
+    except (ValueError, OverflowError, OSError):
+        return raw[:10]
 
 
 def identity(attrs: dict) -> dict:

@@ -44,6 +44,16 @@ def fmt(v, spec=".4g"):
     return format(v, spec) if isinstance(v, (int, float, np.number)) else str(v)
 
 
+def run_verdict(a):
+    """VALID, INVALID or INCOMPLETE, as the RESULT line spells it (the `verdict` attribute; older
+    files: from `complete` and `valid`)."""
+    if a.get("verdict"):
+        return str(a["verdict"])
+    if str(a.get("complete", "true")).lower() != "true":
+        return "INCOMPLETE"
+    return "VALID" if a.get("valid") == "PASSED" else "INVALID"
+
+
 def header(run):
     a, c = run.attrs, run.cfg
     m = run.measured
@@ -54,13 +64,13 @@ def header(run):
     params = a.get("parameters")
     verdict = mm.reportable(a) + (f" ({a['reportable_reasons']})" if a.get("reportable_reasons") else "")
     lines = [
-        f"== {mm.run_label(run)}   {a.get('valid', '?')}   reportable: {verdict}",
+        f"== {mm.run_label(run)}   {run_verdict(a)}   reportable: {verdict}",
         f"   {run.path} (schema v{a.get('schema_version', '?')})",
         f"   fom {fmt(a.get('fom'), '.1f')} {a.get('fom_unit', '')} "
         f"(tokens per rank / mean slowest-rank step time)",
         f"   {run.ranks} rank(s) on {a.get('hostname', '?')} (cluster {a.get('clustername', '?')}) | "
         f"git {git} | {a.get('compiler', '?')} {a.get('cmake_build_type', '')} | "
-        f"Kokkos {a.get('kokkos_version', '?')} {a.get('kokkos_devices', '')} | {a.get('launchdate', '')}",
+        f"Kokkos {a.get('kokkos_version', '?')} {a.get('kokkos_devices', '')} | {mm.date(a)}",
         "   model " + " ".join(f"{k}={v}" for k, v in model.items() if k in
                                ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab"))
         + (f" ({int(params):,} params)" if isinstance(params, (int, float)) else "")
@@ -111,7 +121,7 @@ def notes(run):
            and not np.isclose(st.at[p, "avg"], st.at[p, "file_avg"], rtol=1e-6)]
     if bad:
         out.append(f"'Avg time/rank' attribute disagrees with the data for: {', '.join(bad)}")
-    if m.any() and "fom" in run.attrs and "tokens_per_step" in run.attrs:
+    if m.any() and "fom" in run.attrs and "tokens_per_step" in run.attrs and mm.step_time(run) > 0:
         # fom = tokens of a step / ranks / mean over measured steps of the slowest rank's step time
         fom = float(run.attrs["tokens_per_step"]) / run.ranks / mm.step_time(run)
         if not np.isclose(fom, run.attrs["fom"], rtol=1e-6):
@@ -229,23 +239,50 @@ def main(argv=None):
     ap.add_argument("--relative", action="store_true",
                     help="plot %% of step time / of device_total (automatic when files differ > 20x)")
     args = ap.parse_args(argv)
-    try:
-        runs = [mm.load(p) for p in args.files]
-    except mm.MetricsError as e:
-        print(f"summarize.py: error: {e}", file=sys.stderr)
-        return 2
-    for run in runs:
-        if run.attrs.get("schema_version", 1) != 1:
-            print(f"warning: {run.path}: schema_version {run.attrs.get('schema_version')} (written for 1)",
-                  file=sys.stderr)
-        print(header(run))
-        print()
-        print(phase_table(run).to_string())
-        print()
-        print(memory_table(run).to_string())
-        for n in notes(run):
-            print(f"   note: {n}")
-        print()
+    loaded, failed = load_all(args.files)
+    runs = []
+    for run in loaded:
+        try:
+            text = report(run)
+        except Exception as e:  # noqa: BLE001 (a file that loads but holds values no table can show)
+            print(f"summarize.py: error: {run.path}: cannot summarize: {mm.one_line(e)}", file=sys.stderr)
+            failed = True
+            continue
+        print(text)
+        runs.append(run)
+    if runs:
+        try:
+            compare(runs, args)
+        except Exception as e:  # noqa: BLE001
+            print(f"summarize.py: error: cannot compare the files: {mm.one_line(e)}", file=sys.stderr)
+            failed = True
+    return 2 if failed else 0
+
+
+def load_all(paths):
+    """The readable runs, and whether any file was not: one line on stderr for each that is not."""
+    runs, failed = [], False
+    for p in paths:
+        try:
+            runs.append(mm.load(p))
+        except mm.MetricsError as e:
+            print(f"summarize.py: error: {e}", file=sys.stderr)
+            failed = True
+    return runs, failed
+
+
+def report(run) -> str:
+    """One file's header, phase table, memory table and notes, as text (built whole before it is printed)."""
+    lines = []
+    if run.attrs.get("schema_version", 1) != 1:
+        lines.append(f"warning: {run.path}: schema_version {run.attrs.get('schema_version')} (written for 1)")
+    lines += [header(run), "", phase_table(run).to_string(), "", memory_table(run).to_string()]
+    lines += [f"   note: {n}" for n in notes(run)]
+    return "\n".join(lines) + "\n"
+
+
+def compare(runs, args):
+    """The comparison of several files, the CSV and the plot."""
     summary = mm.summary_frame(runs)
     if len(runs) > 1:
         print("== comparison (times: s/step over measured steps; memory: MiB, max over ranks)")
@@ -262,7 +299,6 @@ def main(argv=None):
     if args.plot:
         plot(runs, args.plot, args.relative)
         print(f"wrote {args.plot}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@
 Reads SWEEP_DIR/points.tsv and each point's metrics file in point_<i>/ (found by
 its schema attribute: metrics.h5 in older sweeps, the program's own name now),
 and writes SWEEP_DIR/sweep_runs.csv (one row per run: the point, its step time,
-figure of merit, validity, the run rules' verdict, and where it ran: job id,
+figure of merit, the verdict (VALID, INVALID or INCOMPLETE, as the RESULT line
+spells it, with the reason), the run rules' verdict, and where it ran: job id,
 array task, cluster, nodes, commit, date) and SWEEP_DIR/sweep.csv (one row per
 point over its repeats: median step time and FOM, their spread min..max, runs
 done and failed, reportable). Prints the table. A point whose run failed (no
-metrics file, or an incomplete one) is counted as failed, never averaged in.
+metrics file, an incomplete or an INVALID one) is counted as failed, never averaged in.
 --plot draws analysis/compare.py's figure of the sweep (tokens/s and efficiency
 against ranks, the phases), titled with machine, dates, commit and jobs.
 
@@ -29,24 +30,27 @@ import minilst_metrics as mm  # noqa: E402
 
 
 def read_run(path):
-    """One run's row fields from its metrics file (None when missing or incomplete)."""
+    """One run's row fields from its metrics file: its verdict spelled as the RESULT line spells it (VALID,
+    INVALID, INCOMPLETE), and for a complete run its numbers."""
     if not path:
-        return None
+        return {"verdict": "INCOMPLETE", "reason": "no metrics file", "reportable": "?"}
     run = mm.load(path)
     a = run.attrs
-    if mm.text(a, "complete", "true") != "true":
-        return None
+    v = compare.verdict(a)
+    if v == "INCOMPLETE":
+        return {"verdict": v, "reason": mm.text(a, "stop_reason", "stopped early"), "reportable": mm.reportable(a)}
     return {
         "step_s": mm.step_time(run),  # the slowest rank per measured step, mean over the measured steps
         "fom_tokens_per_s_per_rank": float(a["fom"]),
-        "valid": mm.text(a, "valid"),
+        "verdict": v,
+        "reason": "" if v == "VALID" else f"reference check {mm.text(a, 'reference_check', '?')}",
         "reportable": mm.reportable(a),
         "job_id": mm.job_id(a),
         "array_task": mm.text(a, "SLURM_ARRAY_TASK_ID"),
-        "cluster": mm.text(a, "clustername"),
+        "cluster": mm.text(a, "SLURM_CLUSTER_NAME") or mm.text(a, "clustername"),  # Slurm's name, else Adiak's
         "nodes": mm.text(a, "numhosts"),
         "commit": mm.text(a, "git_commit"),
-        "date": mm.text(a, "launchdate"),
+        "date": mm.text(a, "launchdate_utc") or mm.text(a, "launchdate"),  # launchdate: seconds since the epoch
     }
 
 
@@ -71,12 +75,11 @@ def main():
                  "scripts/slurm/sweep.sh (for single runs or job directories: analysis/compare.py)")
     runs = []
     for p in mm.sweep_points(sweep):
-        r = read_run(p["metrics"])
         row = {k: p[k] for k in ("index", "ranks", "seq_len", "strategy", "repeat")}
-        row.update(r if r else {"valid": "FAILED (no complete metrics file)", "reportable": "?"})
+        row.update(read_run(p["metrics"]))
         runs.append(row)
-    fields = ["index", "ranks", "seq_len", "strategy", "repeat", "step_s", "fom_tokens_per_s_per_rank", "valid",
-              "reportable", "job_id", "array_task", "cluster", "nodes", "commit", "date"]
+    fields = ["index", "ranks", "seq_len", "strategy", "repeat", "step_s", "fom_tokens_per_s_per_rank", "verdict",
+              "reason", "reportable", "job_id", "array_task", "cluster", "nodes", "commit", "date"]
     with open(os.path.join(sweep, "sweep_runs.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields, restval="")
         w.writeheader()
@@ -87,7 +90,7 @@ def main():
         groups.setdefault((int(r["ranks"]), int(r["seq_len"]), r["strategy"]), []).append(r)
     table = []
     for (ranks, S, strategy), rs in sorted(groups.items()):
-        ok = [r for r in rs if r["valid"] == "PASSED"]
+        ok = [r for r in rs if r["verdict"] == "VALID"]
         t = [r["step_s"] for r in ok]
         fom = [r["fom_tokens_per_s_per_rank"] for r in ok]
         first = ok[0] if ok else {}

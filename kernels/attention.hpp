@@ -1,24 +1,30 @@
-// Causal multi-head attention, flash style: tiles of queries and keys, a running
+// Masked multi-head attention, flash style: tiles of queries and keys, a running
 // max and log-sum-exp per query row, never an [Sq, Sk] score matrix.
 //   Sq query tokens, Sk key tokens, Hq query heads, Gk kv heads, h head dim.
 //   q: [Sq, Hq*h]  k, v: [Sk, Gk*h]  o: [Sq, Hq*h]  lse: [Sq, Hq]  (accum type)
-//   q_pos: [Sq], k_pos: [Sk] global positions; key j is visible to query i iff
-//   k_pos[j] <= q_pos[i], so any sequence layout (contiguous, zigzag, a visiting
-//   ring block) is masked correctly. Query head n reads kv head n / (Hq/Gk) (GQA).
+//   q_pos, q_lo: [Sq], k_pos: [Sk] global positions; key j is visible to query i iff
+//     q_lo[i] <= k_pos[j] <= q_pos[i]
+//   (q_lo[i]: the first position query i may see: its document's start, or its sliding
+//   window's; q_lo empty (extent 0): 0 for every query, plain causal attention). Masks
+//   compare positions, so any sequence layout (contiguous, zigzag, a visiting ring
+//   block) is masked correctly. Query head n reads kv head n / (Hq/Gk) (GQA).
 //
 // forward (=):  o_i = sum_j softmax_j(q_i.k_j / sqrt(h)) v_j,  lse_i = log sum_j e^(q_i.k_j/sqrt(h))
-//               a row with no visible key gets o_i = 0, lse_i = -inf (a ring block may be all masked).
+//               (j over the keys visible to i); a row with no visible key gets o_i = 0,
+//               lse_i = -inf (a ring block may be all masked).
 // backward (+=, with the o and lse of the *whole* attention, so blocks simply add up):
-//   D_i = rowsum(dO_i * O_i);  P_ij = exp(q_i.k_j/sqrt(h) - lse_i)
+//   D_i = rowsum(dO_i * O_i);  P_ij = exp(q_i.k_j/sqrt(h) - lse_i) (0 where j is masked)
 //   dV_j += sum_i P_ij dO_i ;  dS_ij = P_ij (dO_i.v_j - D_i)
 //   dQ_i += sum_j dS_ij k_j / sqrt(h) ;  dK_j += sum_i dS_ij q_i / sqrt(h)
 //
 // Tiles (tile_ops.hpp): a query block is R rows of each of the `group` = Hq/Gk query
 // heads that share a kv head, stacked into one M = group x R row tile (M ~ 64), a
 // key block is 64 keys. Score tiles, P V, and the backward's dV, dP, dK, dQ are tile
-// products; the softmax runs on the tile. Key blocks whose every key follows every
-// query of the block are skipped (causal: about half); blocks whose keys all precede
-// the queries need no mask.
+// products; the softmax runs on the tile. A key block is skipped when no query of the
+// block can see any of its keys: its keys all follow the block's last query position,
+// or all precede its smallest q_lo (causal: about half; a window or documents: most
+// blocks far from the diagonal). A block needs no mask when every key lies in every
+// query's interval: keys <= the smallest q_pos and >= the largest q_lo.
 //   forward   a team per (kv head, query block): online softmax over the key blocks.
 //   backward  FlashAttention-2 order, a team per kv head: for each key block (outer),
 //             each query block (inner) recomputes its score tile once, adds to the
@@ -83,13 +89,28 @@ KOKKOS_INLINE_FUNCTION PosRange pos_range(const Vec<const std::int64_t>& pos, in
   }
   return r;
 }
+// The first visible position of query i: q_lo(i), or 0 when q_lo is empty (causal).
+KOKKOS_INLINE_FUNCTION std::int64_t first_visible(const Vec<const std::int64_t>& q_lo, int i) {
+  return q_lo.extent(0) > 0 ? q_lo(i) : std::int64_t(0);
+}
+KOKKOS_INLINE_FUNCTION PosRange lo_range(const Vec<const std::int64_t>& q_lo, int b, int n) {
+  return q_lo.extent(0) > 0 ? pos_range(q_lo, b, n) : PosRange{0, 0};
+}
+// Whether no query of a block (positions qr, first visible positions ql) sees a key
+// of kr: every key after the last query, or before the smallest first visible position.
+KOKKOS_INLINE_FUNCTION bool nothing_visible(const PosRange& kr, const PosRange& qr, const PosRange& ql) {
+  return kr.lo > qr.hi || kr.hi < ql.lo;
+}
+// Whether every key of kr is visible to every query of the block.
+KOKKOS_INLINE_FUNCTION bool all_visible(const PosRange& kr, const PosRange& qr, const PosRange& ql) {
+  return kr.hi <= qr.lo && kr.lo >= ql.hi;
+}
 }  // namespace detail
 
 template <class T>
 void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
-                       const Mat<const T>& k, const Mat<const T>& v,
-                       const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                       int head_dim) {
+                       const Mat<const T>& k, const Mat<const T>& v, const Vec<const std::int64_t>& q_pos,
+                       const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos, int head_dim) {
   using A = accum_t<T>;
   using namespace detail;
   const int Sq = int(q.extent(0)), Sk = int(k.extent(0));
@@ -106,10 +127,11 @@ void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<co
   // softmax runs down a column and vectorises across rows, Q^T is packed once per
   // team, and K and V rows are read where they are (no per-tile transposition).
   // Q^T [h, M], S^T/P^T [Bk, M], O [M, hp], K, V [Bk, hp] (packed when not direct),
-  // row max, row sum, new max, correction [M] each; query positions [M] (int64: exact at any S)
+  // row max, row sum, new max, correction [M] each; query positions and first visible
+  // positions [M] each (int64: exact at any S)
   const std::size_t n_scratch = std::size_t(h) * M + std::size_t(Bk) * M + std::size_t(M) * hp +
                                 (direct ? 0 : 2 * std::size_t(Bk) * hp) + 4 * std::size_t(M);
-  const std::size_t bytes = Scratch<A>::shmem_size(n_scratch) + Scratch<std::int64_t>::shmem_size(M);
+  const std::size_t bytes = Scratch<A>::shmem_size(n_scratch) + 2 * Scratch<std::int64_t>::shmem_size(M);
   const int level = scratch_level(bytes);
 
   Kokkos::parallel_for("attention_forward", attention_policy(Gk * n_qb, bytes), KOKKOS_LAMBDA(const TeamMember& team) {
@@ -125,8 +147,8 @@ void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<co
     A* sum = mx + M;
     A* m_new = sum + M;
     A* corr = m_new + M;
-    Scratch<std::int64_t> qp(team.team_scratch(level), M);
-    const PosRange qr = pos_range(q_pos, i0, nq);
+    Scratch<std::int64_t> qp(team.team_scratch(level), M), ql(team.team_scratch(level), M);
+    const PosRange qr = pos_range(q_pos, i0, nq), qlr = lo_range(q_lo, i0, nq);
     // Column rho = e R + r: query i0 + r of head g group + e (padding: e >= group or r >= nq).
     tile::for_rows(team, M, [&](const int rho) {
       const int e = rho / R, r = rho % R;
@@ -136,12 +158,13 @@ void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<co
       mx[rho] = neg_inf;
       sum[rho] = A(0);
       qp(rho) = valid ? q_pos(i0 + r) : std::int64_t(-1);  // padding sees no key
+      ql(rho) = valid ? first_visible(q_lo, i0 + r) : std::int64_t(0);
     });
     for (int kb = 0; kb < n_kb; ++kb) {
       const int j0 = kb * Bk, nk = j0 + Bk < Sk ? Bk : Sk - j0;
       const PosRange kr = pos_range(k_pos, j0, nk);
-      if (kr.lo > qr.hi) continue;  // every key follows every query: nothing visible
-      const bool unmasked = kr.hi <= qr.lo && nq == R && group * R == M;
+      if (nothing_visible(kr, qr, qlr)) continue;
+      const bool unmasked = all_visible(kr, qr, qlr) && nq == R && group * R == M;
       const A* Kb = reinterpret_cast<const A*>(&k(j0, g * h));  // used when A is T (direct)
       const A* Vb = reinterpret_cast<const A*>(&v(j0, g * h));
       int ldb = ldk;
@@ -157,15 +180,16 @@ void attention_forward(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<co
         ldb = hp;
       }
       tile::mm(team, nk, M, h, Kb, ldb, 1, Qt, M, St, M, false);  // S^T = K (scale Q)^T
-      if (!unmasked)                                              // diagonal tiles, padding
+      if (!unmasked)                                              // mask edges, padding
         tile::for_rows(team, nk, [&](const int tk) {
           const std::int64_t kp = k_pos(j0 + tk);
           A* s = St + tk * M;
           const std::int64_t* qpp = qp.data();
+          const std::int64_t* qlp = ql.data();
 #ifdef MINILST_HOST_SIMD
 #pragma omp simd
 #endif
-          for (int rho = 0; rho < M; ++rho) s[rho] = kp <= qpp[rho] ? s[rho] : neg_inf;
+          for (int rho = 0; rho < M; ++rho) s[rho] = kp <= qpp[rho] && kp >= qlp[rho] ? s[rho] : neg_inf;
         });
       // Online softmax, column by column (vectorised across the M query rows).
       tile::for_rows(team, 1, [&](const int) {
@@ -226,8 +250,8 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
                         const Mat<accum_t<T>>& delta, const Mat<const T>& d_o,
                         const Mat<const T>& o, const Mat<const accum_t<T>>& lse,
                         const Mat<const T>& q, const Mat<const T>& k, const Mat<const T>& v,
-                        const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                        int head_dim) {
+                        const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                        const Vec<const std::int64_t>& k_pos, int head_dim) {
   // delta: [Sq, Hq] workspace, overwritten with D_i.
   using A = accum_t<T>;
   using namespace detail;
@@ -290,9 +314,9 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
       });
       for (int qb = 0; qb < n_qb; ++qb) {
         const int i0 = qb * R, nq = i0 + R < Sq ? R : Sq - i0;
-        const PosRange qr = pos_range(q_pos, i0, nq);
-        if (kr.lo > qr.hi) continue;  // nothing visible
-        const bool unmasked = kr.hi <= qr.lo;
+        const PosRange qr = pos_range(q_pos, i0, nq), qlr = lo_range(q_lo, i0, nq);
+        if (nothing_visible(kr, qr, qlr)) continue;
+        const bool unmasked = all_visible(kr, qr, qlr);
         tile::for_rows(team, M, [&](const int rho) {  // Q (scaled), dO, lse, D of the block's rows
           const int e = rho / R, r = rho % R;
           const bool valid = e < group && r < nq;
@@ -324,9 +348,9 @@ void attention_backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
             for (int tk = 0; tk < Bk; ++tk) p[tk] = A(0);
             return;
           }
-          if (!unmasked) {  // diagonal tiles: the keys after this query
-            const std::int64_t pos = q_pos(i0 + r);
-            for (int tk = 0; tk < nk; ++tk) p[tk] = kp(tk) <= pos ? p[tk] : neg_inf;
+          if (!unmasked) {  // mask edges: the keys outside [q_lo, q_pos] of this query
+            const std::int64_t pos = q_pos(i0 + r), lo = first_visible(q_lo, i0 + r);
+            for (int tk = 0; tk < nk; ++tk) p[tk] = kp(tk) <= pos && kp(tk) >= lo ? p[tk] : neg_inf;
           }
 #ifdef MINILST_HOST_SIMD
 #pragma omp simd

@@ -38,6 +38,20 @@ std::pair<std::int64_t, std::int64_t> range_of(const std::int64_t* pos, int b, i
   const auto [lo, hi] = std::minmax_element(pos + b, pos + b + n);
   return {*lo, *hi};
 }
+// The same of the first visible positions q_lo (null: 0 for every query, causal).
+std::pair<std::int64_t, std::int64_t> lo_range_of(const std::int64_t* q_lo, int b, int n) {
+  return q_lo ? range_of(q_lo, b, n) : std::pair<std::int64_t, std::int64_t>{0, 0};
+}
+std::int64_t first_visible(const std::int64_t* q_lo, int i) { return q_lo ? q_lo[i] : 0; }
+
+// A key block [k_lo, k_hi] against a query block's positions [q_min, q_max] and first
+// visible positions [lo_min, lo_max]: no query sees any key, or every query every key.
+bool nothing_visible(std::int64_t k_lo, std::int64_t k_hi, std::int64_t q_max, std::int64_t lo_min) {
+  return k_lo > q_max || k_hi < lo_min;
+}
+bool all_visible(std::int64_t k_lo, std::int64_t k_hi, std::int64_t q_min, std::int64_t lo_max) {
+  return k_hi <= q_min && k_lo >= lo_max;
+}
 
 // A thread's buffers, grown on demand and kept (outside the memory plan, like the BLAS's own).
 struct Scratch {
@@ -66,7 +80,7 @@ void pack_rows(bf16* dst, const bf16* src, const Geometry& G, int g, int i0, int
 
 // One (kv head, query block) of the forward.
 void forward_block(const Geometry& G, int g, int qb, bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v,
-                   const std::int64_t* q_pos, const std::int64_t* k_pos) {
+                   const std::int64_t* q_pos, const std::int64_t* q_lo, const std::int64_t* k_pos) {
   const int h = G.h, i0 = qb * G.R, nq = std::min(G.R, G.Sq - i0), M = G.group * nq;
   Scratch& s = Scratch::mine();
   bf16* Q = sized(s.Q, std::size_t(M) * h);
@@ -79,21 +93,23 @@ void forward_block(const Geometry& G, int g, int qb, bf16* o, float* lse, const 
   std::fill_n(O, std::size_t(M) * h, 0.0f);
   std::fill_n(mx, M, kNegInf);
   std::fill_n(sum, M, 0.0f);
-  const auto [q_lo, q_hi] = range_of(q_pos, i0, nq);
+  const auto [q_min, q_max] = range_of(q_pos, i0, nq);
+  const auto [lo_min, lo_max] = lo_range_of(q_lo, i0, nq);
   for (int kb = 0; kb < G.n_kb; ++kb) {
     const int j0 = kb * kKeys, nk = std::min(kKeys, G.Sk - j0);
     const auto [k_lo, k_hi] = range_of(k_pos, j0, nk);
-    if (k_lo > q_hi) continue;  // every key follows every query: nothing visible
+    if (nothing_visible(k_lo, k_hi, q_max, lo_min)) continue;
+    const bool masked = !all_visible(k_lo, k_hi, q_min, lo_max);
     const bf16* K = k + std::size_t(j0) * G.ldk + std::size_t(g) * h;
     const bf16* V = v + std::size_t(j0) * G.ldk + std::size_t(g) * h;
     gemm_onednn_bf16(false, true, M, nk, h, G.scale, Q, h, K, G.ldk, 0.0f, S, nullptr, kKeys);  // S = scale Q K^T
     for (int rho = 0; rho < M; ++rho) {  // masked online softmax of the row; O rescaled
       float* srow = S + std::size_t(rho) * kKeys;
-      if (k_hi > q_lo) {  // a diagonal block: the keys after this query are masked
-        const std::int64_t qp = q_pos[i0 + rho % nq];
+      if (masked) {  // a block on a mask edge: the keys outside [q_lo, q_pos] of this query
+        const std::int64_t qp = q_pos[i0 + rho % nq], lo = first_visible(q_lo, i0 + rho % nq);
         const std::int64_t* kp = k_pos + j0;
 #pragma omp simd
-        for (int t = 0; t < nk; ++t) srow[t] = kp[t] <= qp ? srow[t] : kNegInf;
+        for (int t = 0; t < nk; ++t) srow[t] = kp[t] <= qp && kp[t] >= lo ? srow[t] : kNegInf;
       }
       float m = mx[rho];
 #pragma omp simd reduction(max : m)
@@ -132,7 +148,8 @@ void forward_block(const Geometry& G, int g, int qb, bf16* o, float* lse, const 
 // (fp32, [nk, h]) and to the block's rows of dq.
 void backward_block(const Geometry& G, int g, int qb, int j0, int nk, float* dK, float* dV, bf16* dq,
                     const float* delta, const bf16* d_o, const float* lse, const bf16* q, const bf16* K,
-                    const bf16* V, const std::int64_t* q_pos, const std::int64_t* k_pos, bool masked) {
+                    const bf16* V, const std::int64_t* q_pos, const std::int64_t* q_lo, const std::int64_t* k_pos,
+                    bool masked) {
   const int h = G.h, i0 = qb * G.R, nq = std::min(G.R, G.Sq - i0), M = G.group * nq;
   Scratch& s = Scratch::mine();
   bf16* Q = sized(s.Q, std::size_t(M) * h);
@@ -155,10 +172,10 @@ void backward_block(const Geometry& G, int g, int qb, int j0, int nk, float* dK,
       std::fill_n(prow, nk, bf16(0.0f));
       continue;
     }
-    const std::int64_t qp = q_pos[i0 + r];
+    const std::int64_t qp = q_pos[i0 + r], lo = first_visible(q_lo, i0 + r);
 #pragma omp simd
     for (int t = 0; t < nk; ++t) {
-      const float p = masked && k_pos[t] > qp ? 0.0f : tile::exp(srow[t] - l);
+      const float p = masked && (k_pos[t] > qp || k_pos[t] < lo) ? 0.0f : tile::exp(srow[t] - l);
       srow[t] = p;
       prow[t] = bf16(p);
     }
@@ -186,7 +203,7 @@ void backward_block(const Geometry& G, int g, int qb, int j0, int nk, float* dK,
 // One kv head of the backward: every key block, and within it every query block that sees it.
 void backward_head(const Geometry& G, int g, bf16* dq, bf16* dk, bf16* dv, const float* delta, const bf16* d_o,
                    const float* lse, const bf16* q, const bf16* k, const bf16* v, const std::int64_t* q_pos,
-                   const std::int64_t* k_pos) {
+                   const std::int64_t* q_lo, const std::int64_t* k_pos) {
   const int h = G.h;
   std::vector<float> dK(std::size_t(kKeys) * h), dV(std::size_t(kKeys) * h);
   for (int kb = 0; kb < G.n_kb; ++kb) {
@@ -198,10 +215,11 @@ void backward_head(const Geometry& G, int g, bf16* dq, bf16* dk, bf16* dv, const
     const bf16* V = v + std::size_t(j0) * G.ldk + std::size_t(g) * h;
     for (int qb = 0; qb < G.n_qb; ++qb) {
       const int i0 = qb * G.R, nq = std::min(G.R, G.Sq - i0);
-      const auto [q_lo, q_hi] = range_of(q_pos, i0, nq);
-      if (k_lo > q_hi) continue;  // nothing visible
-      backward_block(G, g, qb, j0, nk, dK.data(), dV.data(), dq, delta, d_o, lse, q, K, V, q_pos, k_pos + j0,
-                     k_hi > q_lo);
+      const auto [q_min, q_max] = range_of(q_pos, i0, nq);
+      const auto [lo_min, lo_max] = lo_range_of(q_lo, i0, nq);
+      if (nothing_visible(k_lo, k_hi, q_max, lo_min)) continue;
+      backward_block(G, g, qb, j0, nk, dK.data(), dV.data(), dq, delta, d_o, lse, q, K, V, q_pos, q_lo, k_pos + j0,
+                     !all_visible(k_lo, k_hi, q_min, lo_max));
     }
     for (int t = 0; t < nk; ++t) {
       bf16* dkr = dk + std::size_t(j0 + t) * G.ldk + std::size_t(g) * h;
@@ -220,7 +238,7 @@ bool attention_onednn_available() { return onednn_bf16_available(); }
 
 void attention_forward_onednn(const Mat<bf16>& o, const Mat<float>& lse, const Mat<const bf16>& q,
                               const Mat<const bf16>& k, const Mat<const bf16>& v, const Vec<const std::int64_t>& q_pos,
-                              const Vec<const std::int64_t>& k_pos, int head_dim) {
+                              const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos, int head_dim) {
   const Geometry G(int(q.extent(0)), int(k.extent(0)), int(q.extent(1)) / head_dim, int(k.extent(1)) / head_dim,
                    head_dim);
   if (G.Sq == 0) return;
@@ -229,10 +247,11 @@ void attention_forward_onednn(const Mat<bf16>& o, const Mat<float>& lse, const M
     Kokkos::deep_copy(lse, kNegInf);
     return;
   }
+  const std::int64_t* lo = q_lo.extent(0) > 0 ? q_lo.data() : nullptr;
   Kokkos::fence();
   Kokkos::parallel_for("attention_forward_onednn", Kokkos::RangePolicy<Host>(0, G.Gk * G.n_qb), [&](const int task) {
     forward_block(G, task % G.Gk, task / G.Gk, o.data(), lse.data(), q.data(), k.data(), v.data(), q_pos.data(),
-                  k_pos.data());
+                  lo, k_pos.data());
   });
   Kokkos::fence();
 }
@@ -240,11 +259,12 @@ void attention_forward_onednn(const Mat<bf16>& o, const Mat<float>& lse, const M
 void attention_backward_onednn(const Mat<bf16>& dq, const Mat<bf16>& dk, const Mat<bf16>& dv, const Mat<float>& delta,
                                const Mat<const bf16>& d_o, const Mat<const bf16>& o, const Mat<const float>& lse,
                                const Mat<const bf16>& q, const Mat<const bf16>& k, const Mat<const bf16>& v,
-                               const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                               int head_dim) {
+                               const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                               const Vec<const std::int64_t>& k_pos, int head_dim) {
   const Geometry G(int(q.extent(0)), int(k.extent(0)), int(q.extent(1)) / head_dim, int(k.extent(1)) / head_dim,
                    head_dim);
   if (G.Sq == 0 || G.Sk == 0) return;
+  const std::int64_t* lo = q_lo.extent(0) > 0 ? q_lo.data() : nullptr;
   Kokkos::fence();
   Kokkos::parallel_for("attention_backward_delta_onednn", Kokkos::RangePolicy<Host>(0, G.Sq), [&](const int i) {
     for (int n = 0; n < G.Hq; ++n) {  // D_i = rowsum(dO_i * O_i), per head
@@ -257,7 +277,7 @@ void attention_backward_onednn(const Mat<bf16>& dq, const Mat<bf16>& dk, const M
   });
   Kokkos::parallel_for("attention_backward_onednn", Kokkos::RangePolicy<Host>(0, G.Gk), [&](const int g) {
     backward_head(G, g, dq.data(), dk.data(), dv.data(), delta.data(), d_o.data(), lse.data(), q.data(), k.data(),
-                  v.data(), q_pos.data(), k_pos.data());
+                  v.data(), q_pos.data(), lo, k_pos.data());
   });
   Kokkos::fence();
 }
@@ -267,13 +287,14 @@ void attention_backward_onednn(const Mat<bf16>& dq, const Mat<bf16>& dk, const M
 bool attention_onednn_available() { return false; }
 void attention_forward_onednn(const Mat<bf16>&, const Mat<float>&, const Mat<const bf16>&, const Mat<const bf16>&,
                               const Mat<const bf16>&, const Vec<const std::int64_t>&, const Vec<const std::int64_t>&,
-                              int) {
+                              const Vec<const std::int64_t>&, int) {
   throw std::logic_error("attention_forward_onednn: this build has no oneDNN");
 }
 void attention_backward_onednn(const Mat<bf16>&, const Mat<bf16>&, const Mat<bf16>&, const Mat<float>&,
                                const Mat<const bf16>&, const Mat<const bf16>&, const Mat<const float>&,
                                const Mat<const bf16>&, const Mat<const bf16>&, const Mat<const bf16>&,
-                               const Vec<const std::int64_t>&, const Vec<const std::int64_t>&, int) {
+                               const Vec<const std::int64_t>&, const Vec<const std::int64_t>&,
+                               const Vec<const std::int64_t>&, int) {
   throw std::logic_error("attention_backward_onednn: this build has no oneDNN");
 }
 

@@ -1,11 +1,12 @@
-// Plain reference of attention.hpp: causal multi-head attention as the obvious loops,
+// Plain reference of attention.hpp: masked multi-head attention as the obvious loops,
 // no tiles, no online softmax, no vectorised exp; selected at run time in place of
 // attention_forward / attention_backward, and validated against them in
 // tests/kernels/test_attention.cpp (Attention.Reference*). Same signatures, same semantics.
 //   Sq query tokens, Sk key tokens, Hq query heads, Gk kv heads, h head dim.
 //   q: [Sq, Hq*h]  k, v: [Sk, Gk*h]  o: [Sq, Hq*h]  lse: [Sq, Hq]  (accum type)
-//   q_pos: [Sq], k_pos: [Sk] global positions; key j is visible to query i iff
-//   k_pos[j] <= q_pos[i]. Query head n reads kv head n / (Hq/Gk) (GQA).
+//   q_pos, q_lo: [Sq], k_pos: [Sk] global positions; key j is visible to query i iff
+//   q_lo[i] <= k_pos[j] <= q_pos[i] (q_lo empty: 0 for every query, causal).
+//   Query head n reads kv head n / (Hq/Gk) (GQA).
 //   s_ij = q_i.k_j / sqrt(h) (visible keys only), recomputed where needed: no [Sq, Sk] matrix.
 //
 // forward (=):  o_i = sum_j e^(s_ij - lse_i) v_j,  lse_i = log sum_j e^(s_ij)
@@ -32,11 +33,19 @@
 
 namespace minilst::kernels {
 
+namespace detail {
+// Whether key position kp is visible to query i (position qp): q_lo(i) <= kp <= qp.
+KOKKOS_INLINE_FUNCTION bool reference_visible(std::int64_t kp, std::int64_t qp, const Vec<const std::int64_t>& q_lo,
+                                              int i) {
+  return kp <= qp && (q_lo.extent(0) == 0 || kp >= q_lo(i));
+}
+}  // namespace detail
+
 template <class T>
 void attention_forward_reference(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
                                  const Mat<const T>& k, const Mat<const T>& v,
-                                 const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                                 int head_dim) {
+                                 const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                                 const Vec<const std::int64_t>& k_pos, int head_dim) {
   using A = accum_t<T>;
   const int Sq = int(q.extent(0)), Sk = int(k.extent(0));
   const int Hq = int(q.extent(1)) / head_dim, Gk = int(k.extent(1)) / head_dim;
@@ -53,7 +62,7 @@ void attention_forward_reference(const Mat<T>& o, const Mat<accum_t<T>>& lse, co
         const std::int64_t qp = q_pos(i);
         A m = neg_inf;  // pass 1: the row max over the visible keys
         for (int j = 0; j < Sk; ++j) {
-          if (k_pos(j) > qp) continue;
+          if (!detail::reference_visible(k_pos(j), qp, q_lo, i)) continue;
           A s = 0;
           for (int c = 0; c < h; ++c) s += A(q(i, qo + c)) * A(k(j, ko + c));
           s *= scale;
@@ -66,7 +75,7 @@ void attention_forward_reference(const Mat<T>& o, const Mat<accum_t<T>>& lse, co
         }
         A l = 0;  // pass 2: the softmax sum and the unnormalised output
         for (int j = 0; j < Sk; ++j) {
-          if (k_pos(j) > qp) continue;
+          if (!detail::reference_visible(k_pos(j), qp, q_lo, i)) continue;
           A s = 0;
           for (int c = 0; c < h; ++c) s += A(q(i, qo + c)) * A(k(j, ko + c));
           const A e = compat::exp(scale * s - m);
@@ -83,8 +92,8 @@ void attention_backward_reference(const Mat<T>& dq, const Mat<T>& dk, const Mat<
                                   const Mat<accum_t<T>>& delta, const Mat<const T>& d_o,
                                   const Mat<const T>& o, const Mat<const accum_t<T>>& lse,
                                   const Mat<const T>& q, const Mat<const T>& k, const Mat<const T>& v,
-                                  const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                                  int head_dim) {
+                                  const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                                  const Vec<const std::int64_t>& k_pos, int head_dim) {
   // delta: [Sq, Hq] workspace, overwritten with D_i.
   using A = accum_t<T>;
   const int Sq = int(q.extent(0)), Sk = int(k.extent(0));
@@ -112,7 +121,7 @@ void attention_backward_reference(const Mat<T>& dq, const Mat<T>& dk, const Mat<
         if (l == neg_inf) return;  // no visible key: no gradient
         const std::int64_t qp = q_pos(i);
         for (int j = 0; j < Sk; ++j) {
-          if (k_pos(j) > qp) continue;
+          if (!detail::reference_visible(k_pos(j), qp, q_lo, i)) continue;
           A s = 0, dp = 0;
           for (int c = 0; c < h; ++c) {
             s += A(q(i, qo + c)) * A(k(j, ko + c));
@@ -136,7 +145,7 @@ void attention_backward_reference(const Mat<T>& dq, const Mat<T>& dk, const Mat<
           const int qo = n * h;
           for (int i = 0; i < Sq; ++i) {
             const A l = lse(i, n);
-            if (kp > q_pos(i) || l == neg_inf) continue;
+            if (!detail::reference_visible(kp, q_pos(i), q_lo, i) || l == neg_inf) continue;
             A s = 0, dp = 0;
             for (int c = 0; c < h; ++c) {
               s += A(q(i, qo + c)) * A(k(j, ko + c));

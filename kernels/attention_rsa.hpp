@@ -7,7 +7,8 @@
 //   h head dim, S keys in all (the sum of the blocks); row n Sq + i of the score
 //   matrix: head n, query i; block columns [c0, c0 + n_b); scale = 1 / sqrt(h).
 // Forward:
-//   rsa_scores   scores[n Sq + i][c0 + j] = scale q_i.k_j if k_pos_j <= q_pos_i else -inf   (=)
+//   rsa_scores   scores[n Sq + i][c0 + j] = scale q_i.k_j if q_lo_i <= k_pos_j <= q_pos_i else -inf   (=)
+//                (q_lo: [Sq] first visible positions, or empty: 0 for every query, causal)
 //   rsa_softmax  each row := softmax(row) = P in place; lse[i][n] = logsumexp(row) (-inf:
 //                nothing visible) when lse is given (empty: the seed's backward keeps P instead)
 //   rsa_pv       O[i][n h + c] += sum_j P[n Sq + i][c0 + j] v_j[(n / group) h + c]   (+=)
@@ -30,16 +31,19 @@ namespace minilst::kernels {
 
 template <class T>
 void rsa_scores(const Mat<accum_t<T>>& scores, std::int64_t c0, const Mat<const T>& q, const Mat<const T>& kb,
-                const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos, int head_dim) {
+                const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                const Vec<const std::int64_t>& k_pos, int head_dim) {
   using A = accum_t<T>;
   const int h = head_dim, Sq = int(q.extent(0)), Hl = int(q.extent(1)) / h, group = int(q.extent(1) / kb.extent(1));
   const A scale = A(1) / compat::sqrt(A(h)), neg_inf = -std::numeric_limits<A>::infinity();
+  const bool has_lo = q_lo.extent(0) > 0;
   Kokkos::parallel_for("rsa_scores", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0},
                        {std::size_t(Hl), std::size_t(Sq), kb.extent(0)}),
       KOKKOS_LAMBDA(const int n, const int i, const int j) {
         A s = 0;
         for (int c = 0; c < h; ++c) s += A(q(i, n * h + c)) * A(kb(j, (n / group) * h + c));
-        scores(n * Sq + i, c0 + j) = k_pos(j) <= q_pos(i) ? scale * s : neg_inf;
+        const bool visible = k_pos(j) <= q_pos(i) && (!has_lo || k_pos(j) >= q_lo(i));
+        scores(n * Sq + i, c0 + j) = visible ? scale * s : neg_inf;
       });
 }
 

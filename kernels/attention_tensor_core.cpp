@@ -133,6 +133,11 @@ __device__ void load_rows(E* dst, int ldd, const T* src, std::int64_t lds, int r
 __device__ void load_positions(std::int64_t* pos, const std::int64_t* src, int b, int n, int valid, std::int64_t pad) {
   for (int t = threadIdx.x; t < n; t += blockDim.x) pos[t] = t < valid ? src[b + t] : pad;
 }
+// First visible positions q_lo of query rows [b, b + valid) into lo[0, n): 0 below, and
+// 0 everywhere when src is null (causal). A padding row's q_pos (kNoQuery) masks it already.
+__device__ void load_lower_bounds(std::int64_t* lo, const std::int64_t* src, int b, int n, int valid) {
+  for (int t = threadIdx.x; t < n; t += blockDim.x) lo[t] = t < valid && src ? src[b + t] : 0;
+}
 __device__ std::int64_t lowest(const std::int64_t* pos, int valid) {  // every thread reads all: a broadcast
   std::int64_t lo = kNoKey;
   for (int t = 0; t < valid; ++t) lo = pos[t] < lo ? pos[t] : lo;
@@ -143,6 +148,12 @@ __device__ std::int64_t highest(const std::int64_t* pos, int valid) {
   for (int t = 0; t < valid; ++t) hi = pos[t] > hi ? pos[t] : hi;
   return hi;
 }
+// Whether no query of a block (positions up to q_hi, first visible positions from
+// lo_min) sees any key of a block [k_lo, k_hi]: the same answer in every thread.
+__device__ bool nothing_visible(std::int64_t k_lo, std::int64_t k_hi, std::int64_t q_hi, std::int64_t lo_min) {
+  return k_lo > q_hi || k_hi < lo_min;
+}
+__device__ bool visible(std::int64_t key, std::int64_t query, std::int64_t lo) { return key <= query && key >= lo; }
 
 // The problem, as raw pointers and row strides (elements).
 template <class T>
@@ -150,6 +161,7 @@ struct Problem {
   const T *q, *k, *v, *d_o, *o;
   const float* lse;  // [Sq, Hq], natural log
   const std::int64_t *q_pos, *k_pos;
+  const std::int64_t* q_lo;  // [Sq] first visible positions, or null: 0 for every query (causal)
   std::int64_t ldq, ldk, ldv, ldo, ldlse;  // d_o and dq share q's stride, dk, dv k's (checked)
   int Sq, Sk, Hq, Gk;
   float scale;  // 1 / sqrt(h)
@@ -166,10 +178,11 @@ struct ForwardLayout {
   E* Ps;                 // P, per warp [16, 64]
   float* Os;             // O [64, H]
   std::int64_t *qp, *kp;  // positions [64] each
+  std::int64_t* ql;       // the queries' first visible positions [64]
   __host__ __device__ explicit ForwardLayout(Carver& c)
       : Qs(c.take<E>(kRows * ldx)), Ks(c.take<E>(kRows * ldx)), Vs(c.take<E>(kRows * ldx)),
         Ss(c.take<float>(kRows * lds)), Ps(c.take<E>(kRows * ldp)), Os(c.take<float>(kRows * ldo)),
-        qp(c.take<std::int64_t>(kRows)), kp(c.take<std::int64_t>(kRows)) {}
+        qp(c.take<std::int64_t>(kRows)), kp(c.take<std::int64_t>(kRows)), ql(c.take<std::int64_t>(kRows)) {}
 };
 
 template <class T, int H>
@@ -182,20 +195,21 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Problem<T> 
   const L tiles(carve);
   E *Qs = tiles.Qs, *Ks = tiles.Ks, *Vs = tiles.Vs, *Ps = tiles.Ps;
   float *Ss = tiles.Ss, *Os = tiles.Os;
-  std::int64_t *qp = tiles.qp, *kp = tiles.kp;
+  std::int64_t *qp = tiles.qp, *kp = tiles.kp, *ql = tiles.ql;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n = blockIdx.y, g = n / (p.Hq / p.Gk);
   const int i0 = blockIdx.x * kRows, nq = min(kRows, p.Sq - i0);
   load_rows<H>(Qs, L::ldx, p.q + i0 * p.ldq + n * H, p.ldq, kRows, nq);
   load_positions(qp, p.q_pos, i0, kRows, nq, kNoQuery);
+  load_lower_bounds(ql, p.q_lo, i0, kRows, nq);
   for (int t = threadIdx.x; t < kRows * L::ldo; t += blockDim.x) Os[t] = 0.f;
   __syncthreads();
-  const std::int64_t q_hi = highest(qp, nq);
+  const std::int64_t q_hi = highest(qp, nq), lo_min = lowest(ql, nq);
 
   const int r = lane / 2, half = lane % 2;  // this lane: strip row r, keys of parity `half`, half `half` of O's row
   const int row = warp * kStrip + r;
-  const std::int64_t pos = qp[row];
+  const std::int64_t pos = qp[row], lo = ql[row];
   const float scale2 = p.scale * kLog2e;
   const float neg_inf = -INFINITY;
   float m = neg_inf, l = 0.f;  // the row's running max (S2 units) and sum
@@ -208,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Problem<T> 
     __syncthreads();  // every warp is done with the previous K, V, positions
     load_positions(kp, p.k_pos, j0, kKeys, nk, kNoKey);
     __syncthreads();
-    if (lowest(kp, nk) > q_hi) continue;  // the same answer in every thread
+    if (nothing_visible(lowest(kp, nk), highest(kp, nk), q_hi, lo_min)) continue;  // the same answer in every thread
     load_rows<H>(Ks, L::ldx, p.k + j0 * p.ldk + g * H, p.ldk, kKeys, nk);
     load_rows<H>(Vs, L::ldx, p.v + j0 * p.ldv + g * H, p.ldv, kKeys, nk);
     __syncthreads();
@@ -225,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Problem<T> 
     float* s = Sw + r * L::lds;
     float mx = neg_inf;
     for (int c = half; c < kKeys; c += 2) {
-      const float x = kp[c] <= pos ? s[c] * scale2 : neg_inf;
+      const float x = visible(kp[c], pos, lo) ? s[c] * scale2 : neg_inf;
       s[c] = x;
       mx = fmaxf(mx, x);
     }
@@ -296,8 +310,8 @@ __device__ void load_row_stats(float* lse2, float* D, const Problem<T>& p, const
 struct Grad {
   float p, ds;
 };
-__device__ Grad softmax_grad(float s, float dp, float scale2, float lse2, float D, bool visible) {
-  const float pr = visible && lse2 != -INFINITY ? exp2f(s * scale2 - lse2) : 0.f;
+__device__ Grad softmax_grad(float s, float dp, float scale2, float lse2, float D, bool unmasked) {
+  const float pr = unmasked && lse2 != -INFINITY ? exp2f(s * scale2 - lse2) : 0.f;
   return {pr, pr * (dp - D)};
 }
 
@@ -329,11 +343,13 @@ struct DkDvLayout {
   E *Pt, *dSt;           // P^T, dS^T, per warp [16 keys, 32 queries]
   float *lse2, *D;       // [32 queries]
   std::int64_t *qp, *kp;  // [32], [64]
+  std::int64_t* ql;       // the queries' first visible positions [32]
   __host__ __device__ explicit DkDvLayout(Carver& c)
       : Ks(c.take<E>(kRows * ldx)), Vs(c.take<E>(kRows * ldx)), Qs(c.take<E>(kQueries * ldx)),
         dOs(c.take<E>(kQueries * ldx)), St(c.take<float>(kRows * lds)), dPt(c.take<float>(kRows * lds)),
         Pt(c.take<E>(kRows * ldp)), dSt(c.take<E>(kRows * ldp)), lse2(c.take<float>(kQueries)),
-        D(c.take<float>(kQueries)), qp(c.take<std::int64_t>(kQueries)), kp(c.take<std::int64_t>(kRows)) {}
+        D(c.take<float>(kQueries)), qp(c.take<std::int64_t>(kQueries)), kp(c.take<std::int64_t>(kRows)),
+        ql(c.take<std::int64_t>(kQueries)) {}
 };
 
 template <class T, int H>
@@ -347,7 +363,7 @@ __global__ void __launch_bounds__(kThreads)
   const L tiles(carve);
   E *Ks = tiles.Ks, *Vs = tiles.Vs, *Qs = tiles.Qs, *dOs = tiles.dOs, *Pt = tiles.Pt, *dSt = tiles.dSt;
   float *St = tiles.St, *dPt = tiles.dPt, *lse2 = tiles.lse2, *D = tiles.D;
-  std::int64_t *qp = tiles.qp, *kp = tiles.kp;
+  std::int64_t *qp = tiles.qp, *kp = tiles.kp, *ql = tiles.ql;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = blockIdx.y, group = p.Hq / p.Gk;
@@ -356,7 +372,7 @@ __global__ void __launch_bounds__(kThreads)
   load_rows<H>(Vs, L::ldx, p.v + j0 * p.ldv + g * H, p.ldv, kRows, nk);
   load_positions(kp, p.k_pos, j0, kRows, nk, kNoKey);
   __syncthreads();
-  const std::int64_t k_lo = lowest(kp, nk);
+  const std::int64_t k_lo = lowest(kp, nk), k_hi = highest(kp, nk);
   const float scale2 = p.scale * kLog2e;
 
   const E* Kw = Ks + warp * kStrip * L::ldx;
@@ -380,8 +396,9 @@ __global__ void __launch_bounds__(kThreads)
       const int nq = min(kQueries, p.Sq - i0);
       __syncthreads();  // every warp is done with the previous queries
       load_positions(qp, p.q_pos, i0, kQueries, nq, kNoQuery);
+      load_lower_bounds(ql, p.q_lo, i0, kQueries, nq);
       __syncthreads();
-      if (k_lo > highest(qp, nq)) continue;
+      if (nothing_visible(k_lo, k_hi, highest(qp, nq), lowest(ql, nq))) continue;
       load_rows<H>(Qs, L::ldx, p.q + i0 * p.ldq + n * H, p.ldq, kQueries, nq);
       load_rows<H>(dOs, L::ldx, p.d_o + i0 * p.ldq + n * H, p.ldq, kQueries, nq);
       load_row_stats(lse2, D, p, delta, i0, kQueries, nq, n);
@@ -398,7 +415,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncwarp();
       for (int c = half; c < kQueries; c += 2) {
-        const Grad gr = softmax_grad(Sw[r * L::lds + c], dPw[r * L::lds + c], scale2, lse2[c], D[c], key_pos <= qp[c]);
+        const Grad gr = softmax_grad(Sw[r * L::lds + c], dPw[r * L::lds + c], scale2, lse2[c], D[c],
+                                     visible(key_pos, qp[c], ql[c]));
         Pw[r * L::ldp + c] = O::round(gr.p);
         dSw[r * L::ldp + c] = O::round(gr.ds);
       }
@@ -429,11 +447,12 @@ struct DqLayout {
   E* dSs;                 // dS, per warp [16, 64]
   float *lse2, *D;        // [64 queries]
   std::int64_t *qp, *kp;  // [64] each
+  std::int64_t* ql;       // the queries' first visible positions [64]
   __host__ __device__ explicit DqLayout(Carver& c)
       : Qs(c.take<E>(kRows * ldx)), dOs(c.take<E>(kRows * ldx)), Ks(c.take<E>(kRows * ldx)),
         Vs(c.take<E>(kRows * ldx)), Ss(c.take<float>(kRows * lds)), dPs(c.take<float>(kRows * lds)),
         dSs(c.take<E>(kRows * ldp)), lse2(c.take<float>(kRows)), D(c.take<float>(kRows)),
-        qp(c.take<std::int64_t>(kRows)), kp(c.take<std::int64_t>(kRows)) {}
+        qp(c.take<std::int64_t>(kRows)), kp(c.take<std::int64_t>(kRows)), ql(c.take<std::int64_t>(kRows)) {}
 };
 
 template <class T, int H>
@@ -446,7 +465,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Problem<T> p, co
   const L tiles(carve);
   E *Qs = tiles.Qs, *dOs = tiles.dOs, *Ks = tiles.Ks, *Vs = tiles.Vs, *dSs = tiles.dSs;
   float *Ss = tiles.Ss, *dPs = tiles.dPs, *lse2 = tiles.lse2, *D = tiles.D;
-  std::int64_t *qp = tiles.qp, *kp = tiles.kp;
+  std::int64_t *qp = tiles.qp, *kp = tiles.kp, *ql = tiles.ql;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n = blockIdx.y, g = n / (p.Hq / p.Gk);
@@ -454,9 +473,10 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Problem<T> p, co
   load_rows<H>(Qs, L::ldx, p.q + i0 * p.ldq + n * H, p.ldq, kRows, nq);
   load_rows<H>(dOs, L::ldx, p.d_o + i0 * p.ldq + n * H, p.ldq, kRows, nq);
   load_positions(qp, p.q_pos, i0, kRows, nq, kNoQuery);
+  load_lower_bounds(ql, p.q_lo, i0, kRows, nq);
   load_row_stats(lse2, D, p, delta, i0, kRows, nq, n);
   __syncthreads();
-  const std::int64_t q_hi = highest(qp, nq);
+  const std::int64_t q_hi = highest(qp, nq), lo_min = lowest(ql, nq);
   const float scale2 = p.scale * kLog2e;
 
   const int r = lane / 2, half = lane % 2;  // this lane: strip row r, keys of parity `half`
@@ -473,7 +493,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Problem<T> p, co
     __syncthreads();
     load_positions(kp, p.k_pos, j0, kKeys, nk, kNoKey);
     __syncthreads();
-    if (lowest(kp, nk) > q_hi) continue;
+    if (nothing_visible(lowest(kp, nk), highest(kp, nk), q_hi, lo_min)) continue;
     load_rows<H>(Ks, L::ldx, p.k + j0 * p.ldk + g * H, p.ldk, kKeys, nk);
     load_rows<H>(Vs, L::ldx, p.v + j0 * p.ldv + g * H, p.ldv, kKeys, nk);
     __syncthreads();
@@ -489,7 +509,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Problem<T> p, co
     }
     __syncwarp();
     for (int c = half; c < kKeys; c += 2) {
-      const Grad gr = softmax_grad(Sw[r * L::lds + c], dPw[r * L::lds + c], scale2, lse2[row], D[row], kp[c] <= qp[row]);
+      const Grad gr = softmax_grad(Sw[r * L::lds + c], dPw[r * L::lds + c], scale2, lse2[row], D[row],
+                                   visible(kp[c], qp[row], ql[row]));
       dSw[r * L::ldp + c] = O::round(gr.ds);
     }
     __syncwarp();
@@ -536,7 +557,7 @@ bool opt_in(Kernel kernel, int bytes, const char* which) {
 template <class T>
 Problem<T> problem(const Mat<const T>& q, const Mat<const T>& k, const Mat<const T>& v, const T* d_o, const T* o,
                    const float* lse, std::int64_t ldlse, const Vec<const std::int64_t>& q_pos,
-                   const Vec<const std::int64_t>& k_pos, int h) {
+                   const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos, int h) {
   const auto aligned = [](const void* ptr, std::int64_t ld) {
     return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0 && ld * std::int64_t(sizeof(T)) % 16 == 0;
   };
@@ -551,6 +572,7 @@ Problem<T> problem(const Mat<const T>& q, const Mat<const T>& k, const Mat<const
   p.lse = lse;
   p.q_pos = q_pos.data();
   p.k_pos = k_pos.data();
+  p.q_lo = q_lo.extent(0) > 0 ? q_lo.data() : nullptr;
   p.ldq = std::int64_t(q.stride(0));
   p.ldk = std::int64_t(k.stride(0));
   p.ldv = std::int64_t(v.stride(0));
@@ -619,12 +641,13 @@ bool tensor_core_fits(int operand_bytes, int head_dim) {
 template <class T>
 void attention_forward_tensor_core(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
                                    const Mat<const T>& k, const Mat<const T>& v,
-                                   const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                                   int head_dim) {
+                                   const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                                   const Vec<const std::int64_t>& k_pos, int head_dim) {
   if (q.extent(0) == 0) return;
   if (o.stride(0) != q.stride(0))
     throw std::logic_error("attention (tensor cores): o must have q's row stride");
-  const auto p = problem<T>(q, k, v, nullptr, nullptr, nullptr, std::int64_t(lse.stride(0)), q_pos, k_pos, head_dim);
+  const auto p =
+      problem<T>(q, k, v, nullptr, nullptr, nullptr, std::int64_t(lse.stride(0)), q_pos, q_lo, k_pos, head_dim);
   for_head_dim(head_dim, [&](auto H) { forward<T, decltype(H)::value>(p, o.data(), lse.data(), compute_stream()); });
 }
 
@@ -633,15 +656,16 @@ void attention_backward_tensor_core(const Mat<T>& dq, const Mat<T>& dk, const Ma
                                     const Mat<accum_t<T>>& delta, const Mat<const T>& d_o, const Mat<const T>& o,
                                     const Mat<const accum_t<T>>& lse, const Mat<const T>& q, const Mat<const T>& k,
                                     const Mat<const T>& v, const Vec<const std::int64_t>& q_pos,
-                                    const Vec<const std::int64_t>& k_pos, int head_dim) {
+                                    const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos,
+                                    int head_dim) {
   if (q.extent(0) == 0 || k.extent(0) == 0) return;
   if (d_o.stride(0) != q.stride(0) || o.stride(0) != q.stride(0) || dq.stride(0) != q.stride(0) ||
       dk.stride(0) != k.stride(0) || dv.stride(0) != v.stride(0) || delta.stride(0) != lse.stride(0))
     throw std::logic_error("attention (tensor cores): gradients must have their inputs' row strides");
   if (reinterpret_cast<std::uintptr_t>(d_o.data()) % 16 != 0)
     throw std::logic_error("attention (tensor cores): dO rows must start on 16-byte boundaries");
-  const auto p = problem<T>(q, k, v, d_o.data(), o.data(), lse.data(), std::int64_t(lse.stride(0)), q_pos, k_pos,
-                            head_dim);
+  const auto p = problem<T>(q, k, v, d_o.data(), o.data(), lse.data(), std::int64_t(lse.stride(0)), q_pos, q_lo,
+                            k_pos, head_dim);
   for_head_dim(head_dim, [&](auto H) {
     backward<T, decltype(H)::value>(p, delta.data(), dq.data(), dk.data(), dv.data(), compute_stream());
   });
@@ -651,11 +675,12 @@ void attention_backward_tensor_core(const Mat<T>& dq, const Mat<T>& dk, const Ma
   template void attention_forward_tensor_core<T>(const Mat<T>&, const Mat<accum_t<T>>&, const Mat<const T>&,     \
                                                  const Mat<const T>&, const Mat<const T>&,                        \
                                                  const Vec<const std::int64_t>&, const Vec<const std::int64_t>&,  \
-                                                 int);                                                            \
+                                                 const Vec<const std::int64_t>&, int);                            \
   template void attention_backward_tensor_core<T>(                                                                \
       const Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<accum_t<T>>&, const Mat<const T>&,                   \
       const Mat<const T>&, const Mat<const accum_t<T>>&, const Mat<const T>&, const Mat<const T>&,                \
-      const Mat<const T>&, const Vec<const std::int64_t>&, const Vec<const std::int64_t>&, int);
+      const Mat<const T>&, const Vec<const std::int64_t>&, const Vec<const std::int64_t>&,                        \
+      const Vec<const std::int64_t>&, int);
 MINILST_TENSOR_CORE_ATTENTION(bf16)
 MINILST_TENSOR_CORE_ATTENTION(float)
 #undef MINILST_TENSOR_CORE_ATTENTION

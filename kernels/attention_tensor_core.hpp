@@ -1,8 +1,9 @@
 // Attention on the GPU's matrix units (CUDA builds): FlashAttention-2-style
 // kernels whose tile products are WMMA tensor-core operations, with the same
-// arguments and results as the portable kernel (kernels/attention.hpp: causal by
-// positions, GQA, the LSE, += backward), so every layout and the ring merge use it
-// unchanged.
+// arguments and results as the portable kernel (kernels/attention.hpp: masked by
+// positions, key j visible to query i iff q_lo[i] <= k_pos[j] <= q_pos[i], q_lo empty
+// meaning causal; GQA, the LSE, += backward), so every layout and the ring merge use
+// it unchanged.
 //   operands  bf16 (m16 n16 k16), or tf32 (m16 n16 k8) for fp32 runs that ask for
 //             it; products and softmax statistics in fp32; P and dS rounded to the
 //             operand type before their products, as FlashAttention does
@@ -16,8 +17,9 @@
 //                       heads and all query rows, 32 at a time
 //               dQ      a block per (64 query rows, query head), over the keys
 //             Both recompute S and dP: 7 tile products where an atomic dQ needs 5.
-//   skipping  a key block whose every key follows every query of the block is skipped
-//             (causal: about half of them), whatever the layout
+//   skipping  a key block that no query of the block sees (its keys all after the
+//             block's last query, or all before its smallest q_lo) is skipped (causal:
+//             about half of them), whatever the layout
 // Head dims 16, 32, 64, 128 (one instantiation each); the shared memory of the
 // largest kernel must fit the device's per-block limit (tensor_core_fits). The run's
 // KernelChoice (attention = tensor_core) selects them (kernels/select.hpp).
@@ -43,14 +45,15 @@ bool tensor_core_fits(int operand_bytes, int head_dim);
 template <class T>
 void attention_forward_tensor_core(const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
                                    const Mat<const T>& k, const Mat<const T>& v,
-                                   const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& k_pos,
-                                   int head_dim);
+                                   const Vec<const std::int64_t>& q_pos, const Vec<const std::int64_t>& q_lo,
+                                   const Vec<const std::int64_t>& k_pos, int head_dim);
 template <class T>
 void attention_backward_tensor_core(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
                                     const Mat<accum_t<T>>& delta, const Mat<const T>& d_o, const Mat<const T>& o,
                                     const Mat<const accum_t<T>>& lse, const Mat<const T>& q, const Mat<const T>& k,
                                     const Mat<const T>& v, const Vec<const std::int64_t>& q_pos,
-                                    const Vec<const std::int64_t>& k_pos, int head_dim);
+                                    const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos,
+                                    int head_dim);
 #endif
 
 // Why the tensor-core kernels cannot run a T problem of head dim h on this build

@@ -1,5 +1,6 @@
 // Rotary position embedding, "rotate-half" pairing, applied in place.
-// x: [S, n*h] (n heads of dim h), pos: [S] global token positions.
+// x: [S, n*h] (n heads of dim h), pos: [S] rotary positions: a token's position within
+// its document (its global position when the sequence is one document).
 //   theta_j = rope_theta^(-2j/h), a = pos_i theta_j, for j < h/2:
 //   forward   x'[j] = x[j] cos a - x[j+h/2] sin a ;  x'[j+h/2] = x[j+h/2] cos a + x[j] sin a
 //   backward  the transpose: the same rotation by -a, applied in place to dx.

@@ -70,40 +70,43 @@ void embedding_backward(const KernelChoice& kc, const Mat<master_t<T>>& dE, cons
   plain(kc) ? embedding_backward_reference<T>(dE, tokens, dx) : embedding_backward<T>(dE, tokens, dx);
 }
 
+// q_pos, q_lo: [Sq], k_pos: [Sk]: key j is visible to query i iff q_lo[i] <= k_pos[j] <= q_pos[i]
+// (q_lo empty: causal); every kernel below takes the same arguments (attention.hpp).
 template <class T>
 void attention_forward(const KernelChoice& kc, const Mat<T>& o, const Mat<accum_t<T>>& lse, const Mat<const T>& q,
                        const Mat<const T>& k, const Mat<const T>& v_, const Vec<const std::int64_t>& q_pos,
-                       const Vec<const std::int64_t>& k_pos, int head_dim) {
-  if (plain(kc)) return attention_forward_reference<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+                       const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos, int head_dim) {
+  if (plain(kc)) return attention_forward_reference<T>(o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
   check_resolved(kc.attention);
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<T, bf16>::value || std::is_same<T, float>::value)
     if (kc.attention == AttentionKernel::tensor_core)
-      return attention_forward_tensor_core<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+      return attention_forward_tensor_core<T>(o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
 #endif
   if constexpr (std::is_same<T, bf16>::value && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible)
     if (kc.attention == AttentionKernel::onednn)
-      return attention_forward_onednn(o, lse, q, k, v_, q_pos, k_pos, head_dim);
-  attention_forward<T>(o, lse, q, k, v_, q_pos, k_pos, head_dim);
+      return attention_forward_onednn(o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
+  attention_forward<T>(o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
 }
 template <class T>
 void attention_backward(const KernelChoice& kc, const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv,
                         const Mat<accum_t<T>>& delta, const Mat<const T>& d_o, const Mat<const T>& o,
                         const Mat<const accum_t<T>>& lse, const Mat<const T>& q, const Mat<const T>& k,
                         const Mat<const T>& v_, const Vec<const std::int64_t>& q_pos,
-                        const Vec<const std::int64_t>& k_pos, int head_dim) {
+                        const Vec<const std::int64_t>& q_lo, const Vec<const std::int64_t>& k_pos, int head_dim) {
   if (plain(kc))
-    return attention_backward_reference<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+    return attention_backward_reference<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
   check_resolved(kc.attention);
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<T, bf16>::value || std::is_same<T, float>::value)
     if (kc.attention == AttentionKernel::tensor_core)
-      return attention_backward_tensor_core<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+      return attention_backward_tensor_core<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, q_lo, k_pos,
+                                               head_dim);
 #endif
   if constexpr (std::is_same<T, bf16>::value && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible)
     if (kc.attention == AttentionKernel::onednn)
-      return attention_backward_onednn(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
-  attention_backward<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, k_pos, head_dim);
+      return attention_backward_onednn(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
+  attention_backward<T>(dq, dk, dv, delta, d_o, o, lse, q, k, v_, q_pos, q_lo, k_pos, head_dim);
 }
 
 }  // namespace minilst::kernels

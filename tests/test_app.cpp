@@ -146,7 +146,7 @@ TEST(MetricsRecorder, RescueWritesTheFinishedSteps) {
   EXPECT_EQ(json.at("exit_code"), 4);
   EXPECT_EQ(json.at("steps_done"), 3);
   EXPECT_EQ(json.at("loss"), (std::vector<double>{9.0, 8.0, 7.0}));
-  EXPECT_FALSE(json.at("reportable").get<bool>());
+  EXPECT_EQ(json.at("reportable").get<std::string>(), "no");
   EXPECT_EQ(json.at("energy").at("source"), "unavailable");
   EXPECT_FALSE(fs::exists(dir / "m.json.partial"));
 }

@@ -233,6 +233,21 @@ TEST(Deck, KeyReferenceListsEveryKey) {
     EXPECT_NE(ref.find(k), std::string::npos) << k;
 }
 
+TEST(Deck, DocumentsAndWindowMakeTheMask) {
+  const auto d = load_deck(write_deck("run:\n  seq_len: 40\n  documents: \"7 3\"\nmodel:\n  sliding_window: 5\n"), {});
+  EXPECT_EQ(d.options.mask.doc_starts, (std::vector<std::int64_t>{7, 10, 17, 20, 27, 30, 37}));
+  EXPECT_EQ(d.options.mask.window, 5);
+  const std::string plain = "run:\n  seq_len: 40\n";
+  EXPECT_TRUE(load_deck(write_deck(plain), {}).options.mask.causal_only()) << "the default: one document, no window";
+  EXPECT_NE(error_of(plain, {"run.documents=lognormal:3"}).find("run.documents"), std::string::npos);
+  EXPECT_NE(error_of(plain, {"run.documents=4 0"}).find("run.documents"), std::string::npos);
+  EXPECT_NE(error_of(plain, {"model.sliding_window=-1"}).find("model.sliding_window"), std::string::npos);
+  // Unset, the new keys leave every existing digest as it was: set to their defaults, too.
+  const std::string base = "model:\n  hidden: 64\n  heads: 4\n  kv_heads: 2\nrun:\n  seq_len: 40\n";
+  EXPECT_EQ(load_deck(write_deck(base), {"run.documents=", "model.sliding_window=0"}).problem_digest,
+            load_deck(write_deck(base), {}).problem_digest);
+}
+
 TEST(Deck, ProblemDigestCoversTheProblemKeysOnly) {
   const std::string base = "model:\n  hidden: 64\n  heads: 4\n  kv_heads: 2\nrun:\n  seq_len: 40\n  learning_rate: 3e-4\n";
   const auto digest = [&](const std::vector<std::string>& sets) { return load_deck(write_deck(base), sets).problem_digest; };
@@ -247,7 +262,8 @@ TEST(Deck, ProblemDigestCoversTheProblemKeysOnly) {
   for (const char* set : {"model.hidden=128", "model.layers=3", "model.heads=8", "model.kv_heads=4",
                           "model.intermediate=100", "model.norm_eps=1e-6", "model.vocab=999", "model.rope_theta=500000",
                           "run.seq_len=41", "run.grad_accum=2", "run.seed=7", "run.learning_rate=1e-3",
-                          "run.weight_decay=0", "run.init_std=0.01", "run.norm_init_noise=0.5"})
+                          "run.weight_decay=0", "run.init_std=0.01", "run.norm_init_noise=0.5",
+                          "run.documents=7 3", "model.sliding_window=5"})
     EXPECT_NE(digest({set}), d0) << set;
   // reference.problem: matched, or not given (not checked), or another problem's.
   EXPECT_TRUE(load_deck(write_deck(base), {"reference.problem=" + d0}).problem_matches_reference());

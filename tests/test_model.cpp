@@ -7,10 +7,12 @@
 //  - data: labels are the next tokens, the last one ignored; all-ignored is 0, not NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "io/deck.hpp"
+#include "model/documents.hpp"
 #include "model/memory_model.hpp"
 #include "model/trainer.hpp"
 #include "test_util.hpp"
@@ -153,6 +155,40 @@ TEST(Data, LabelsAreTheNextTokensAndTheLastIsIgnored) {
   for (auto t : b.tokens) EXPECT_TRUE(t >= 0 && t < 50);
   EXPECT_EQ(b.tokens, synthetic_batch(50, 64, 11, 2, 1).tokens) << "reproducible from the seed";
   EXPECT_NE(b.tokens, synthetic_batch(50, 64, 11, 3, 1).tokens) << "a new sequence each step";
+}
+
+TEST(Data, PackedDocumentsIgnoreEachDocumentsLastLabel) {
+  const std::vector<std::int64_t> starts = document_starts("5 1 20", 64, 7);  // 0 5 6 26 31 32 52 57 58
+  EXPECT_EQ(starts, (std::vector<std::int64_t>{5, 6, 26, 31, 32, 52, 57, 58}));
+  const auto b = synthetic_batch(50, 64, 11, 2, 1, starts), plain = synthetic_batch(50, 64, 11, 2, 1);
+  EXPECT_EQ(b.tokens, plain.tokens) << "the documents change the labels only";
+  for (int i = 0; i < 64; ++i) {
+    const bool last_of_document = i == 63 || std::count(starts.begin(), starts.end(), i + 1) == 1;
+    EXPECT_EQ(b.labels[i], last_of_document ? kIgnoreLabel : b.tokens[i + 1]) << i;
+  }
+  EXPECT_EQ(b.n_valid, 64 - 1 - std::int64_t(starts.size()));
+}
+
+TEST(Data, DocumentLengthsFromListsAndDistributions) {
+  EXPECT_TRUE(document_starts("", 100, 1).empty());
+  EXPECT_TRUE(document_starts("100", 100, 1).empty()) << "one document of the whole sequence";
+  EXPECT_EQ(document_starts("fixed:30", 100, 1), (std::vector<std::int64_t>{30, 60, 90}));
+  for (const std::string spec : {"uniform:3:9", "lognormal:2:0.8"}) {
+    const auto starts = document_starts(spec, 5000, 42);
+    EXPECT_EQ(starts, document_starts(spec, 5000, 42)) << spec << ": reproducible from the seed";
+    EXPECT_NE(starts, document_starts(spec, 5000, 43)) << spec << ": another seed, other documents";
+    std::int64_t prev = 0;
+    for (const auto p : starts) {
+      EXPECT_GT(p, prev) << spec;
+      EXPECT_LT(p, 5000) << spec;
+      if (spec[0] == 'u') EXPECT_TRUE(p - prev >= 3 && p - prev <= 9) << spec;
+      prev = p;
+    }
+  }
+  const auto ln = document_starts("lognormal:3:0.5", 200000, 5);  // mean length e^(3 + 0.125) = 22.8
+  EXPECT_NEAR(200000.0 / (ln.size() + 1), std::exp(3.125), 1.0);
+  for (const std::string bad : {"0 3", "2.5", "x", "fixed:0", "uniform:5:2", "lognormal:1", "gamma:1:2", "fixed:3:4"})
+    EXPECT_THROW(document_starts(bad, 100, 1), std::invalid_argument) << bad;
 }
 
 TEST(Data, AllIgnoredLabelsGiveZeroLossAndGradientNotNaN) {

@@ -99,7 +99,9 @@ Result reference(const Case& c, int replicas) {
   std::vector<Batch> all;
   for (int d = 0; d < replicas; ++d)
     for (auto& b : sequences(c, d)) all.push_back(b);
-  Trainer<T> t(model_of(c), ModelOptions{}, train(init_std_of<Init>()), minilst::test::iota(c.seq_len), nullptr);
+  ModelOptions plain;  // the reference's path: full, unchunked, the default kernels; the case's mask
+  plain.mask = c.opts.mask;
+  Trainer<T> t(model_of(c), plain, train(init_std_of<Init>()), minilst::test::iota(c.seq_len), nullptr);
   const double loss = t.compute_gradients(all);
   return {loss, host(t.grads().flat())};
 }
@@ -592,8 +594,9 @@ TEST(RingHop, RingAttentionExactWithTransfersHeldUntilLaunch) {
     std::vector<std::vector<std::int64_t>> blocks;
     for (int b = 0; b < geometry.R(); ++b) blocks.push_back(setup.layout().group_positions(b));
     DeferringCommunicator ring(setup.ring());
-    const AttentionFactory<double> factory = [&](Vec<const std::int64_t>) {
-      return std::make_unique<RingAttention<double>>(ring, geometry, blocks, c.opts.kernels, nullptr);
+    const AttentionFactory<double> factory = [&](Vec<const std::int64_t>, Vec<const std::int64_t>,
+                                                 const SequenceMask& mask) {
+      return std::make_unique<RingAttention<double>>(ring, geometry, blocks, mask, c.opts.kernels, nullptr);
     };
     Trainer<double> t(cfg, c.opts, train(), setup.local_positions(), nullptr, factory, ZeroOptions{0, false, P},
                       &setup.world());
@@ -740,14 +743,16 @@ TEST(UlyssesAllToAll, BackwardSendsWhatForwardSendsInFourCalls) {
     const auto g = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
     AlltoallLog group(setup.ulysses());
     std::vector<PassLoggingAttention<double>::Pass> passes;
-    const AttentionFactory<double> factory = [&](Vec<const std::int64_t>) -> std::unique_ptr<AttentionStrategy<double>> {
+    const AttentionFactory<double> factory = [&](Vec<const std::int64_t>, Vec<const std::int64_t>,
+                                                 const SequenceMask& mask) -> std::unique_ptr<AttentionStrategy<double>> {
       std::unique_ptr<AttentionStrategy<double>> inner;
       if (g.R() > 1) {
         std::vector<std::vector<std::int64_t>> blocks;
         for (int b = 0; b < g.R(); ++b) blocks.push_back(setup.layout().group_positions(b));
-        inner = std::make_unique<RingAttention<double>>(setup.ring(), g, blocks, c.opts.kernels, nullptr);
+        inner = std::make_unique<RingAttention<double>>(setup.ring(), g, blocks, mask, c.opts.kernels, nullptr);
       } else {
-        inner = std::make_unique<LocalAttention<double>>(setup.layout().group_positions(g.me_ring), g.head_dim,
+        inner = std::make_unique<LocalAttention<double>>(setup.layout().group_positions(g.me_ring),
+                                                         setup.layout().group_q_lo(g.me_ring, mask), g.head_dim,
                                                          c.opts.kernels);
       }
       auto ulysses = std::make_unique<UlyssesAttention<double>>(group, g, std::move(inner), nullptr);
@@ -785,6 +790,169 @@ TEST(UlyssesAllToAll, BackwardSendsWhatForwardSendsInFourCalls) {
     if (rank == 0)
       std::printf("    %-32s forward %d x 4 all-to-alls, backward %d x 4, %llu B each (rank 0)\n", c.name.c_str(),
                   n_fwd, n_bwd, (unsigned long long)forward_bytes);
+  }
+}
+
+// Packed documents and a sliding window (core/batch.hpp's SequenceMask; ModelOptions::mask):
+// key j visible to query i iff q_lo_i <= j <= i, q_lo_i = max(start of i's document, i - w + 1).
+
+TEST(SequenceMask, FirstVisibleAndRotaryPositionsByHand) {
+  // Documents [0, 3), [3, 4), [4, 10), [10, 13); window 4.
+  for (const auto& starts : {std::vector<std::int64_t>{3, 4, 10}, std::vector<std::int64_t>{0, 3, 4, 10}}) {
+    const SequenceMask m{starts, 4};
+    const std::vector<std::int64_t> p = minilst::test::iota(13);
+    EXPECT_EQ(m.q_lo(p), (std::vector<std::int64_t>{0, 0, 0, 3, 4, 4, 4, 4, 5, 6, 10, 10, 10}));
+    EXPECT_EQ(m.rope_positions(p), (std::vector<std::int64_t>{0, 1, 2, 0, 0, 1, 2, 3, 4, 5, 0, 1, 2}));
+    EXPECT_TRUE(m.has_documents());
+    EXPECT_FALSE(m.causal_only());
+    EXPECT_EQ(m.problem(), "");
+  }
+  const SequenceMask window_only{{}, 3};  // the window alone: rotary positions stay global
+  EXPECT_EQ(window_only.q_lo(std::vector<std::int64_t>{0, 1, 2, 7}), (std::vector<std::int64_t>{0, 0, 0, 5}));
+  EXPECT_EQ(window_only.rope_positions(std::vector<std::int64_t>{0, 7}), (std::vector<std::int64_t>{0, 7}));
+  EXPECT_FALSE(window_only.has_documents());
+  EXPECT_TRUE(SequenceMask{}.causal_only());
+  EXPECT_TRUE((SequenceMask{{0}, 0}.causal_only())) << "a listed 0 is the first document's start";
+  EXPECT_NE((SequenceMask{{3, 3}, 0}.problem()), "");
+  EXPECT_NE((SequenceMask{{-1}, 0}.problem()), "");
+  EXPECT_NE((SequenceMask{{}, -2}.problem()), "");
+  // The layout gives each rank's tokens their q_lo in its own (zigzag) order, and none when causal.
+  const SequenceLayout layout(13, 2, 2, RingLayout::zigzag);
+  const SequenceMask m{{3, 4, 10}, 4};
+  for (int r = 0; r < 2; ++r) {
+    const auto pos = layout.group_positions(r), lo = layout.group_q_lo(r, m);
+    ASSERT_EQ(lo.size(), pos.size());
+    for (std::size_t t = 0; t < pos.size(); ++t) EXPECT_EQ(lo[t], m.q_lo(pos[t])) << "token " << pos[t];
+  }
+  for (int sp = 0; sp < 4; ++sp) {
+    EXPECT_EQ(layout.q_lo(sp, m), m.q_lo(layout.positions(sp)));
+    EXPECT_TRUE(layout.q_lo(sp, SequenceMask{}).empty());
+  }
+}
+
+// One rank, double: a sequence of two packed documents A | B (and a window) gives the loss
+// and the gradient of A and B run apart, summed (losses as sums: n_valid = 1). A's last label
+// is B's first token, as in the packed sequence (labels across a document's end are not
+// ignored yet). RoPE restarts with B; attention scores depend only on i - j, so this checks
+// the mask, the rotary positions are checked by hand above. Without the mask the packed
+// sequence differs (the check can fail).
+TEST(SequenceParallel, PackedDocumentsEqualTheDocumentsApart) {
+  Case c = make("packed", 1, 1);
+  const auto cfg = model_of(c);
+  const std::int64_t a = 17, b = 20, S = a + b;
+  const Batch whole = synthetic_batch(cfg.vocab, S, 9, 0, 0);
+  const auto part = [&](std::int64_t begin, std::int64_t end) {
+    Batch p;
+    p.tokens.assign(whole.tokens.begin() + begin, whole.tokens.begin() + end);
+    p.labels.assign(whole.labels.begin() + begin, whole.labels.begin() + end);
+    p.n_valid = 1;
+    return p;
+  };
+  const auto run = [&](const Batch& batch, const SequenceMask& mask) {
+    ModelOptions o;
+    o.mask = mask;
+    Trainer<double> t(cfg, o, train(), minilst::test::iota(std::int64_t(batch.tokens.size())), nullptr);
+    const double loss = t.compute_gradients({batch});
+    return Result{loss, host(t.grads().flat())};
+  };
+  for (const std::int64_t w : {0, 6}) {
+    const auto packed = run(part(0, S), SequenceMask{{a}, w});
+    const auto A = run(part(0, a), SequenceMask{{}, w}), B = run(part(a, S), SequenceMask{{}, w});
+    std::vector<double> sum(A.grads.size());
+    for (std::size_t n = 0; n < sum.size(); ++n) sum[n] = A.grads[n] + B.grads[n];
+    const std::string tag = "window " + std::to_string(w);
+    EXPECT_NEAR(packed.loss, A.loss + B.loss, 1e-12 * std::abs(packed.loss)) << tag;
+    EXPECT_LT(rel_err(packed.grads, sum), 1e-10) << tag;
+    const auto unmasked = run(part(0, S), SequenceMask{{}, w});
+    EXPECT_GT(rel_err(unmasked.grads, sum), 1e-6) << tag << ": the documents' mask changes nothing";
+  }
+}
+
+// The ring skips the compute of exactly the blocks that no local query sees (a brute-force
+// search over every query and key here), and with a window it skips blocks causal attention
+// computes (those before the windows).
+TEST(SequenceParallel, RingSkipsExactlyTheBlocksNoLocalQuerySees) {
+  const int R = world_size();
+  if (R == 1) GTEST_SKIP() << "a ring needs two ranks";
+  for (const auto layout : {RingLayout::zigzag, RingLayout::contiguous}) {
+    Case c = make("ring", 1, R, layout);
+    c.seq_len = 64;
+    const auto cfg = model_of(c);
+    ParallelSetup setup(MPI_COMM_WORLD, c.par, c.seq_len);
+    const auto g = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
+    std::vector<std::vector<std::int64_t>> blocks;
+    for (int b = 0; b < R; ++b) blocks.push_back(setup.layout().group_positions(b));
+    const auto& mine = blocks.at(g.me_ring);
+    int skipped_by_window = 0;
+    for (const SequenceMask& mask : {SequenceMask{}, SequenceMask{{20, 32, 41}, 0}, SequenceMask{{}, 5}, SequenceMask{{33}, 9}}) {
+      const RingAttention<double> ring(setup.ring(), g, blocks, mask, c.opts.kernels, nullptr);
+      const RingAttention<double> causal(setup.ring(), g, blocks, SequenceMask{}, c.opts.kernels, nullptr);
+      for (int b = 0; b < R; ++b) {
+        bool seen = false;
+        for (const auto i : mine)
+          for (const auto j : blocks[b]) seen |= mask.q_lo(i) <= j && j <= i;
+        EXPECT_EQ(ring.visible(b), seen) << name_of(layout) << ", member " << g.me_ring << ", block " << b;
+        skipped_by_window += causal.visible(b) && !seen;
+      }
+    }
+    if (layout == RingLayout::contiguous && g.me_ring == R - 1)  // the last member's queries: windows far from block 0
+      EXPECT_GT(skipped_by_window, 0) << "no block skipped that causal attention computes";
+  }
+}
+
+// Documents and a window in every layout on 2, 3 and 4 ranks (the first N of the world):
+// contiguous and zigzag rings (flash, RSA with both backwards, the reference kernels),
+// Ulysses, the 2 x 2 hybrid; the step equals the single-rank one with the same mask
+// (check_case: double to 1e-10, bf16 within its tolerance; memory and bytes equal to the models).
+TEST(SequenceParallel, DocumentsAndWindowReproduceTheSingleRankStepOnTwoThreeAndFourRanks) {
+  const int world = world_size();
+  if (world == 1) GTEST_SKIP() << "sequence parallelism needs two ranks";
+  // S = 41: documents [0, 1), [1, 9), [9, 10), [10, 26), [26, 41): one-token ones, odd lengths.
+  const SequenceMask docs{{1, 9, 10, 26}, 0}, window{{}, 7}, both{{1, 9, 10, 26}, 5};
+  for (int N = 2; N <= std::min(4, world); ++N) {
+    SubWorld sub(N);
+    if (!sub.member()) continue;
+    const std::string n = std::to_string(N);
+    std::vector<Case> cs;
+    const auto add = [&](Case c, const SequenceMask& mask) {
+      c.seq_len = 41;
+      c.opts.mask = mask;
+      cs.push_back(std::move(c));
+    };
+    add(make("ring " + n + " zigzag, documents + window 5", 1, N), both);
+    add(make("ring " + n + " contiguous, documents, MQA", 1, N, RingLayout::contiguous), docs);
+    cs.back().kv_heads = 1;
+    add(make("ring " + n + " zigzag, window 7, no overlap, checkpoint", 1, N), window);
+    cs.back().par.overlap = false;
+    cs.back().opts.policy = MemoryPolicy::checkpoint;
+    add(make("ring " + n + " rsa (seed backward), documents + window 5", 1, N), both);
+    cs.back().par.variant = RingVariant::rsa;
+    add(make("ring " + n + " rsa, flash backward, contiguous, window 7", 1, N, RingLayout::contiguous), window);
+    cs.back().par.variant = RingVariant::rsa;
+    cs.back().par.rsa_backward = RsaBackward::flash;
+    add(make("ring " + n + " reference kernels, documents + window 5", 1, N), both);
+    cs.back().opts.kernels.variant = KernelVariant::reference;
+    add(make("ulysses " + n + ", documents + window 5", N, 1), both);
+    if (N == 3) {  // heads and kv heads the Ulysses degree divides
+      cs.back().heads = 6;
+      cs.back().kv_heads = 3;
+    }
+    add(make("ulysses " + n + ", documents, offload alpha 0.37, L=3", N, 1), docs);
+    cs.back().opts.policy = MemoryPolicy::offload;
+    cs.back().opts.offload.alpha = 0.37;
+    cs.back().layers = 3;
+    if (N == 3) {
+      cs.back().heads = 3;
+      cs.back().kv_heads = 3;
+    }
+    if (N == 4) {
+      add(make("hybrid 2x2 zigzag, documents + window 5", 2, 2), both);
+      add(make("hybrid 2x2 rsa (seed), contiguous, documents, MQA", 2, 2, RingLayout::contiguous), docs);
+      cs.back().par.variant = RingVariant::rsa;
+      cs.back().kv_heads = 1;
+    }
+    for (const auto& c : cs) check_case<double>(c, sub.comm());
+    check_case<bf16>(cs.front(), sub.comm());  // the ring with documents and window in bf16
   }
 }
 

@@ -46,3 +46,30 @@ result_check() {
   [[ -n $line ]] || return 0
   [[ $line == *" ranks=$2 "* ]] || echo "WARNING: ranks in RESULT differ from $3=$2: $line"
 }
+
+# check_slurm_ids NAME: returns 2, with NAME's message, when SLURM_JOB_ID, SLURM_ARRAY_JOB_ID
+# or SLURM_ARRAY_TASK_ID holds characters other than letters, digits, '.', '_' and '-' (Slurm
+# sets numbers): they name the run's directory and files, so a '/' or a space must never reach one.
+check_slurm_ids() {
+  local name value
+  for name in SLURM_JOB_ID SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID; do
+    value=${!name:-}
+    [[ -z $value || $value =~ ^[A-Za-z0-9._-]+$ ]] && continue
+    echo "$1: $name='$value' holds characters other than A-Za-z0-9._- (it names the run's files): refused" >&2
+    return 2
+  done
+}
+
+# launcher_lingers PID: true when PID is Open MPI's mpirun (mpirun, mpiexec, orterun, prterun)
+# and every process it started has exited (its local ranks, or the agents of remote ones: none
+# left, or only zombies it has not reaped): what is left is mpirun's own wait, which an abort
+# (SIGTERM) stretches past Slurm's KillWait. False for any other launcher (srun's tasks are not
+# its children), or without ps.
+launcher_lingers() {
+  local comm states
+  comm=$(cat /proc/"$1"/comm 2> /dev/null) || return 1
+  case $comm in mpirun | mpiexec | orterun | prterun) ;; *) return 1 ;; esac
+  command -v ps > /dev/null || return 1
+  states=$(ps -o stat= --ppid "$1" 2> /dev/null || true)  # ps exits 1 when it selects none
+  [[ -z $states ]] || ! grep -qv '^Z' <<< "$states"
+}

@@ -39,6 +39,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/lib/minilst_program.sh"
 source "$root/scripts/lib/unique_dir.sh"
 source "$root/scripts/slurm/lib.sh"
+check_slurm_ids sweep.sh || exit 2
 deck=$root/inputs/scaling_cpu.yaml
 sets=() seq_lens="" ranks="1,2,4" strategies="ulysses,ring" scaling=strong repeats=3 mode=submit sbatch_opts=()
 usage() { echo "sweep.sh: $* (see the header of $0)" >&2; exit 2; }

@@ -17,6 +17,7 @@
 #include "attention/strategy_factory.hpp"
 #include "core/kernel_choice.hpp"
 #include "io/h5.hpp"
+#include "io/output_claim.hpp"
 #include "io/tensor_dump.hpp"
 #include "job/agreement.hpp"
 #include "job/machine.hpp"
@@ -77,7 +78,7 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
     t.trainer.apply_optimizer();
     compat::fence("end of step");
     for (const auto& [op, bytes] : t.par.take_comm_bytes()) r.comm_bytes[op] += bytes;  // ZeRO 1, 2: the weights' gathers
-    run.after_step(step, std::move(r));
+    run.after_step(step, std::move(r), [&] { guard.arm_write("a flush of the metrics file"); });
     if (const auto stop = guard.after_step(step, run.last_step_seconds()); !stop.empty()) {
       stop_reason = stop + ": stopped after " + run.steps_done(step);
       if (root) std::printf("stopping: %s\n", stop_reason.c_str());
@@ -87,8 +88,10 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   return run.finish(stop_reason);
 }
 
-// The outputs, created and probed by rank 0 before the first step (not after the last); "" when fine.
-std::string prepare_outputs(const Deck& deck, const std::string& path) {
+// The outputs, created, probed and claimed (io/output_claim.hpp: locked, the files the run may
+// replace approved) by rank 0 before the first step (not after the last); "" when fine.
+std::string prepare_outputs(const Deck& deck, const std::string& path, OutputClaim& claim) {
+  if (const auto problem = claim.check(deck, path); !problem.empty()) return problem;
   const std::tuple<const char*, std::string, const char*> outputs[] = {
       {"output.metrics", path, "metrics"}, {"output.dump", deck.output.dump, "tensor-dump"}};
   for (const auto& [key, file, kind] : outputs) {
@@ -99,7 +102,7 @@ std::string prepare_outputs(const Deck& deck, const std::string& path) {
   }
   if (const auto problem = json_summary_problem(path, deck.output.overwrite); !problem.empty())
     return "output.metrics: " + problem;
-  return "";
+  return claim.take(deck, path);
 }
 
 // Why the run cannot start (the same verdict on every rank, before any work), or "".
@@ -131,9 +134,10 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
     return 2;
   }
   std::string path, output_error;
+  OutputClaim claim;  // rank 0's: held until the final write is done
   if (ctx.rank == 0) {
     path = metrics_path(deck, ctx.nranks);
-    output_error = prepare_outputs(deck, path);
+    output_error = prepare_outputs(deck, path, claim);
   }
   int output_ok = output_error.empty();
   MPI_Bcast(&output_ok, 1, MPI_INT, 0, ctx.comm);

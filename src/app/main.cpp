@@ -70,6 +70,19 @@ void initialize_kokkos(int argc, char** argv) {
   Kokkos::initialize(n, args.data());
 }
 
+// `minilst result FILE`: the RESULT line and its run's exit code; an unreadable file is one
+// line and exit 2.
+int answer_result(const std::string& path) {
+  try {
+    const auto [line, code] = minilst::result_of_file(path);
+    std::printf("%s\n", line.c_str());
+    return code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: result: %s\n", e.what());
+    return 2;
+  }
+}
+
 // Parses the command line and the deck before Kokkos starts (so --help is ours
 // alone), then runs. --kokkos-* flags are left for Kokkos::initialize.
 int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
@@ -86,17 +99,7 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     if (ctx.rank == 0) std::printf("%s", minilst::deck_key_reference().c_str());
     return 0;
   }
-  if (command.kind == Kind::result) {  // rank 0 alone; an unreadable file is a message and exit 2
-    if (ctx.rank != 0) return 0;
-    try {
-      const auto [line, code] = minilst::result_of_file(command.deck_path);
-      std::printf("%s\n", line.c_str());
-      return code;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: result: %s\n", e.what());
-      return 2;
-    }
-  }
+  if (command.kind == Kind::result) return ctx.rank == 0 ? answer_result(command.deck_path) : 0;  // options first
   minilst::Deck deck;
   std::string deck_error;
   try {
@@ -125,9 +128,26 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   return code;
 }
 
+// `minilst result FILE` needs no MPI: answered before MPI_Init (the reader forks a child,
+// which an MPI process should not). Under a launcher only its rank 0 prints; -1 when the
+// command is not `result`.
+int result_without_mpi(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "result") return -1;
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* r = std::getenv(var); r && std::string(r) != "0") return 0;
+  const auto command = minilst::parse_command_line(argc, argv);
+  if (command.kind != minilst::Command::Kind::result) {  // --help, a usage error
+    std::fputs(command.out.c_str(), stdout);
+    std::fputs(command.err.c_str(), stderr);
+    return command.exit_code;
+  }
+  return answer_result(command.deck_path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const int code = result_without_mpi(argc, argv); code >= 0) return code;
   minilst::install_stop_signal_handlers();  // a signal during MPI_Init is kept for the first step
   MPI_Init(&argc, &argv);
   minilst::install_stop_signal_handlers();  // again, after any MPI installed: a stop signal ends the run cleanly

@@ -29,7 +29,7 @@ inline std::vector<Batch> batches_of(const Deck& deck, long step, int replica) {
   std::vector<Batch> out;
   for (int m = 0; m < deck.run.grad_accum; ++m)
     out.push_back(synthetic_batch(deck.model.vocab, deck.run.seq_len, deck.run.seed, step,
-                                  replica * deck.run.grad_accum + m));
+                                  replica * deck.run.grad_accum + m, deck.options.mask.doc_starts));
   return out;
 }
 
@@ -56,9 +56,9 @@ double dump_first_step(const Deck& deck, Trainer<T>& trainer, int replicas, doub
   std::vector<Batch> all;
   for (int d = 0; d < replicas; ++d)
     for (auto& b : batches_of(deck, 0, d)) all.push_back(std::move(b));
-  write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all, loss, std::move(weights),
-                    std::move(grads));
-  std::printf("tensor dump: %s\n", deck.output.dump.c_str());
+  const std::string written = write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all,
+                                                loss, std::move(weights), std::move(grads));
+  std::printf("tensor dump: %s\n", written.c_str());
   return timer.seconds();
 }
 

@@ -17,9 +17,15 @@ template <class T>
 class ReplayAttention final : public AttentionStrategy<T> {
  public:
   using A = accum_t<T>;
-  explicit ReplayAttention(const AttentionGeometry& g) : g_(g) {  // the real constructor's buffers
-    if (g.R() > 1) positions_ = RingAttention<T>::position_buffers(g);
-    else if (g.U() > 1) positions_.push_back(LocalAttention<T>::position_buffer(g.group_rows()));
+  // causal: the sequence's mask is plain causal (no q_lo buffers).
+  ReplayAttention(const AttentionGeometry& g, bool causal) : g_(g) {  // the real constructor's buffers
+    if (g.R() > 1) {
+      positions_ = RingAttention<T>::position_buffers(g);
+      q_lo_ = RingAttention<T>::q_lo_buffer(g, causal);
+    } else if (g.U() > 1) {
+      positions_.push_back(LocalAttention<T>::position_buffer(g.group_rows()));
+      q_lo_ = LocalAttention<T>::q_lo_buffer(g.group_rows(), causal);
+    }
   }
 
   Extent2 stats_shape(std::int64_t, std::int64_t) const override { return g_.stats_shape(); }
@@ -58,13 +64,15 @@ class ReplayAttention final : public AttentionStrategy<T> {
 
   AttentionGeometry g_;
   std::vector<Tracked<Vec<std::int64_t>>> positions_;
+  Tracked<Vec<std::int64_t>> q_lo_;
 };
 
 // What the memory model builds its strategy with: ReplayAttention of this geometry.
 template <class T>
 AttentionFactory<T> make_replay_factory(const AttentionGeometry& g) {
-  return [g](Vec<const std::int64_t>) -> std::unique_ptr<AttentionStrategy<T>> {
-    return std::make_unique<ReplayAttention<T>>(g);
+  return [g](Vec<const std::int64_t>, Vec<const std::int64_t>, const SequenceMask& mask)
+             -> std::unique_ptr<AttentionStrategy<T>> {
+    return std::make_unique<ReplayAttention<T>>(g, mask.causal_only());
   };
 }
 

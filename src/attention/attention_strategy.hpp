@@ -18,6 +18,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "core/batch.hpp"
 #include "core/saved_layout.hpp"
 #include "kernels/types.hpp"
 #include "memory/tracker.hpp"
@@ -63,9 +64,13 @@ class AttentionStrategy {
                         const Mat<const T>& k, const Mat<const T>& v) = 0;
 };
 
-// Builds a rank's strategy from the device positions of its local tokens
-// (strategy_factory.hpp; the model never knows which strategy it gets).
+// Builds a rank's strategy from its local tokens: their device global positions [S]
+// and first visible positions q_lo [S] (empty when the mask is causal), and the
+// sequence's mask, from which a strategy that attends over other tokens (a Ulysses
+// group, ring blocks) derives theirs (strategy_factory.hpp; the model never knows
+// which strategy it gets).
 template <class T>
-using AttentionFactory = std::function<std::unique_ptr<AttentionStrategy<T>>(Vec<const std::int64_t> positions)>;
+using AttentionFactory = std::function<std::unique_ptr<AttentionStrategy<T>>(
+    Vec<const std::int64_t> positions, Vec<const std::int64_t> q_lo, const SequenceMask& mask)>;
 
 }  // namespace minilst

@@ -33,6 +33,10 @@ template <class V>
 auto row_range(const V& v, std::int64_t b, std::int64_t e) {
   return Kokkos::subview(v, Kokkos::make_pair(b, e));
 }
+// The rows [b, e) of the queries' first visible positions; empty stays empty (causal).
+Vec<const std::int64_t> lo_rows(const Vec<const std::int64_t>& q_lo, std::int64_t b, std::int64_t e) {
+  return q_lo.extent(0) == 0 ? q_lo : Vec<const std::int64_t>(row_range(q_lo, b, e));
+}
 
 template <class To, class From>
 void cast_copy(const Mat<To>& to, const Mat<From>& from) {
@@ -111,6 +115,12 @@ std::vector<Tracked<Vec<std::int64_t>>> RingAttention<T>::position_buffers(const
 }
 
 template <class T>
+Tracked<Vec<std::int64_t>> RingAttention<T>::q_lo_buffer(const AttentionGeometry& g, bool causal) {
+  if (causal) return Tracked<Vec<std::int64_t>>();
+  return Tracked<Vec<std::int64_t>>("ring_q_lo", MemCategory::workspace, g.block_rows.at(g.me_ring));
+}
+
+template <class T>
 void RingAttention<T>::replay_forward(const AttentionGeometry& g) {
   if (g.parallel.variant == RingVariant::rsa)
     rsa_forward_buffers(dims(g));
@@ -128,20 +138,30 @@ void RingAttention<T>::replay_backward(const AttentionGeometry& g) {
 
 template <class T>
 RingAttention<T>::RingAttention(Communicator& ring, const AttentionGeometry& g,
-                                const std::vector<std::vector<std::int64_t>>& block_positions, const KernelChoice& kernels,
-                                PhaseTimers* timers)
+                                const std::vector<std::vector<std::int64_t>>& block_positions, const SequenceMask& mask,
+                                const KernelChoice& kernels, PhaseTimers* timers)
     : ring_(ring), geometry_(g), me_(ring.rank()), head_dim_(g.head_dim), kernels_(kernels), timers_(timers),
-      pos_(position_buffers(g)) {
+      pos_(position_buffers(g)), q_lo_(q_lo_buffer(g, mask.causal_only())) {
+  using HostIds = Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  const auto& q_pos = block_positions.at(me_);
+  const auto q_lo = mask.q_lo(q_pos);  // [Sq] the local queries' first visible positions
+  if (!mask.causal_only()) Kokkos::deep_copy(q_lo_.view(), HostIds(q_lo.data(), q_lo.size()));
   for (int b = 0; b < ring.size(); ++b) {
     const auto& p = block_positions.at(b);
     col_.push_back(b == 0 ? 0 : col_.back() + rows_.back());
     rows_.push_back(std::int64_t(p.size()));
-    min_pos_.push_back(p.empty() ? std::numeric_limits<std::int64_t>::max() : *std::min_element(p.begin(), p.end()));
-    Kokkos::deep_copy(pos_[b].view(),
-                      Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(p.data(), p.size()));
+    Kokkos::deep_copy(pos_[b].view(), HostIds(p.data(), p.size()));
+    // Visible iff some query i has a key of the block in [q_lo_i, q_pos_i]: the first key at or
+    // after q_lo_i, in the block's sorted positions, is at most q_pos_i.
+    std::vector<std::int64_t> keys(p);
+    std::sort(keys.begin(), keys.end());
+    bool seen = false;
+    for (std::size_t i = 0; i < q_pos.size() && !seen; ++i) {
+      const auto first = std::lower_bound(keys.begin(), keys.end(), q_lo[i]);
+      seen = first != keys.end() && *first <= q_pos[i];
+    }
+    visible_.push_back(seen);
   }
-  const auto& mine = block_positions.at(me_);
-  if (!mine.empty()) max_q_pos_ = *std::max_element(mine.begin(), mine.end());
 }
 
 template <class T>
@@ -157,7 +177,9 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
   Kokkos::deep_copy(ExecSpace(), k_rows(b.kv[0].view(), rows_[me_], Gh), k);
   Kokkos::deep_copy(ExecSpace(), v_rows(b.kv[0].view(), rows_[me_], Gh), v);
   const auto& q_pos = pos_[me_].view();
+  const Vec<const std::int64_t> q_lo = q_lo_.view();
   const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()};
+  // Every block travels on (the members after this one may see it); only its compute is skipped.
   ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), kTagKV,
             [&](int, int blk, const Vec<T>& kvb, RingHop& hop) {
               if (!visible(blk)) return;
@@ -165,7 +187,9 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
                 kernels::attention_forward<T>(kernels_, rows(b.o_block.view(), i0, i1),
                                                       rows(b.lse_block.view(), i0, i1), rows(q, i0, i1),
                                                       k_rows(kvb, rows_[blk], Gh), v_rows(kvb, rows_[blk], Gh),
-                                                      row_range(q_pos, i0, i1), pos_[blk].view(), head_dim_);
+                                                      row_range(q_pos, i0, i1),
+                                                      lo_rows(q_lo, i0, i1), pos_[blk].view(),
+                                                      head_dim_);
                 hop.progress();
               });
               kernels::attention_merge<T>(b.o_acc.view(), lse, b.o_block.view(), b.lse_block.view(), head_dim_);
@@ -194,7 +218,7 @@ void RingAttention<T>::forward_rsa(const Mat<T>& o, const Mat<A>& stats, const M
   const auto q_pos = pos_[me_].view();
   const Vec<T> blocks[2] = {b.blocks[0].view(), b.blocks[1].view()};
   rsa_pass(blocks, k, [&](int blk, const Mat<const T>& kb, RingHop&) {  // phase 1: scores of every block, masked
-    kernels::rsa_scores<T>(scores, col_[blk], q, kb, q_pos, pos_[blk].view(), head_dim_);
+    kernels::rsa_scores<T>(scores, col_[blk], q, kb, q_pos, q_lo_.view(), pos_[blk].view(), head_dim_);
   });
   kernels::rsa_softmax<T>(scores, lse);
   rsa_pass(blocks, v, [&](int blk, const Mat<const T>& vb, RingHop&) {  // phase 2: o = P V, block by block
@@ -260,6 +284,7 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
   Kokkos::deep_copy(ExecSpace(), k_rows(b.kv[0].view(), rows_[me_], Gh), k);
   Kokkos::deep_copy(ExecSpace(), v_rows(b.kv[0].view(), rows_[me_], Gh), v);
   const auto q_pos = pos_[me_].view();
+  const Vec<const std::int64_t> q_lo = q_lo_.view();
   const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()}, in = b.dkv_in.view(), out = b.dkv_out.view(),
                g = b.dkv_block.view();
   // Two transfers per step: the K/V block moves on (ring_pass, as in the forward),
@@ -281,7 +306,8 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
                       kernels_, rows(dq, i0, i1), k_rows(g, rows_[blk], Gh), v_rows(g, rows_[blk], Gh),
                       rows(b.delta.view(), i0, i1), rows(d_o, i0, i1), rows(o, i0, i1), rows(lse, i0, i1),
                       rows(q, i0, i1), k_rows(kvb, rows_[blk], Gh), v_rows(kvb, rows_[blk], Gh),
-                      row_range(q_pos, i0, i1), pos_[blk].view(), head_dim_);
+                      row_range(q_pos, i0, i1), lo_rows(q_lo, i0, i1), pos_[blk].view(),
+                      head_dim_);
                   hop.progress();
                   acc.progress();
                 });

@@ -24,8 +24,17 @@
 //                  all-reduces (in A), 2 (R - 1) / R of [S, Gl h] each: 6 (R - 1) (S/R) Gl h
 //                  elements with equal blocks, the paper's 6 (N-1) B Z (L/N) A (its A: h).
 //   flash          the flash backward above, from LSE [Sq, Hl] (the statistics then).
-// Blocks whose keys all follow every query (causal) are skipped, not computed
-// (RSA's forward computes every block; its seed backward skips them: P_b = 0).
+// Masks: a visiting block's keys are masked against this rank's queries' global
+// positions q_pos and first visible positions q_lo (key j visible to query i iff
+// q_lo_i <= k_pos_j <= q_pos_i: causal, documents, a sliding window; SequenceMask).
+// A block no local query sees (for every query, no key of the block in [q_lo, q_pos];
+// decided exactly once, from the positions every rank knows) is skipped, not computed
+// (causal: the blocks after every query; documents and windows: also the blocks
+// before them). RSA's forward computes every block (its scores are -inf there); its
+// seed backward skips them: P_b = 0. The block's *send* is never skipped: the ring
+// passes every block through every member, and the members after this one may see it
+// (skipping the hop would need every member to know which later members see the block,
+// and the backward's dK/dV accumulator to skip the same hops; not done).
 // Buffers (what forward and backward allocate, for the run and for the replay):
 //   flash forward   kv[2] [2 max_rows Gl h] (comm), o_acc [Sq, Hl h] (A), o_block [Sq, Hl h], lse_block [Sq, Hl] (A)
 //   rsa forward     scores [Hl Sq, S] (A; none with the seed backward: P is written into the
@@ -49,11 +58,12 @@ class RingAttention final : public AttentionStrategy<T> {
  public:
   using A = accum_t<T>;
   // block_positions[r]: global positions of ring member r's tokens (this rank's are
-  // block_positions[ring.rank()], the order of q/k/v rows); g: this rank's geometry
-  // (its heads here are the inner strategy's under Ulysses).
+  // block_positions[ring.rank()], the order of q/k/v rows); mask: the sequence's, which
+  // gives this rank's queries their q_lo; g: this rank's geometry (its heads here are
+  // the inner strategy's under Ulysses).
   RingAttention(Communicator& ring, const AttentionGeometry& g,
-                const std::vector<std::vector<std::int64_t>>& block_positions, const KernelChoice& kernels,
-                PhaseTimers* timers);
+                const std::vector<std::vector<std::int64_t>>& block_positions, const SequenceMask& mask,
+                const KernelChoice& kernels, PhaseTimers* timers);
 
   // LSE [Sq, Hl]; RSA with the seed's backward: P [Hl Sq, S] (the geometry's, as the replay's).
   Extent2 stats_shape(std::int64_t, std::int64_t) const override { return geometry_.stats_shape(); }
@@ -62,6 +72,10 @@ class RingAttention final : public AttentionStrategy<T> {
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q, const Mat<const T>& k,
                 const Mat<const T>& v) override;
+
+  // Whether some local query sees some key of ring member `block`'s block (else its
+  // compute is skipped).
+  bool visible(int block) const { return visible_.at(block); }
 
   // The rsa variant's forward (stats: LSE, or P with the seed's backward) and the seed's
   // backward (p: the P forward kept) (public: CUDA's extended lambdas need an accessible
@@ -104,15 +118,16 @@ class RingAttention final : public AttentionStrategy<T> {
   static RsaForwardBuffers rsa_forward_buffers(const Dims& d);
   static BackwardBuffers backward_buffers(const Dims& d);
   static RsaBackwardBuffers rsa_backward_buffers(const Dims& d);
-  // The device positions of every block (the constructor's, and the replay's).
+  // The device positions of every block, and the q_lo of this rank's queries (none when
+  // the mask is causal): the constructor's, and the replay's.
   static std::vector<Tracked<Vec<std::int64_t>>> position_buffers(const AttentionGeometry& g);
+  static Tracked<Vec<std::int64_t>> q_lo_buffer(const AttentionGeometry& g, bool causal);
 
   // `minilst plan`: what forward and backward allocate, in their order, without compute.
   static void replay_forward(const AttentionGeometry& g);
   static void replay_backward(const AttentionGeometry& g);
 
  private:
-  bool visible(int block) const { return min_pos_[block] <= max_q_pos_; }  // any key before some query
   // One RSA ring pass of this rank's `own` rows (K or V, [rows, Gl h]) through `blocks`:
   // use(blk, block [rows_[blk], Gl h], hop) for every member's block as it visits.
   template <class Use>
@@ -123,10 +138,11 @@ class RingAttention final : public AttentionStrategy<T> {
   int me_, head_dim_;
   KernelChoice kernels_;
   PhaseTimers* timers_;
-  std::vector<std::int64_t> rows_, min_pos_;      // per block: token count, smallest position
+  std::vector<std::int64_t> rows_;                // per block: token count
   std::vector<std::int64_t> col_;                 // per block: its first key column in [0, S) (RSA)
-  std::int64_t max_q_pos_ = -1;
+  std::vector<bool> visible_;                     // per block: whether any local query sees any of its keys
   std::vector<Tracked<Vec<std::int64_t>>> pos_;   // per block, on the device
+  Tracked<Vec<std::int64_t>> q_lo_;               // this rank's queries' first visible positions (empty: causal)
 };
 
 }  // namespace minilst

@@ -10,15 +10,17 @@ namespace minilst {
 template <class T>
 AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelSetup& par, const KernelChoice& kernels,
                                            PhaseTimers* timers) {
-  return [&par, g, kernels, timers](Vec<const std::int64_t> positions) -> std::unique_ptr<AttentionStrategy<T>> {
-    if (g.U() == 1 && g.R() == 1) return std::make_unique<LocalAttention<T>>(positions, g.head_dim, kernels);
+  return [&par, g, kernels, timers](Vec<const std::int64_t> positions, Vec<const std::int64_t> q_lo,
+                                    const SequenceMask& mask) -> std::unique_ptr<AttentionStrategy<T>> {
+    if (g.U() == 1 && g.R() == 1) return std::make_unique<LocalAttention<T>>(positions, q_lo, g.head_dim, kernels);
     std::unique_ptr<AttentionStrategy<T>> inner;
     if (g.R() > 1) {
       std::vector<std::vector<std::int64_t>> blocks;  // ring member r attends over its group's tokens
       for (int b = 0; b < g.R(); ++b) blocks.push_back(par.layout().group_positions(b));
-      inner = std::make_unique<RingAttention<T>>(par.ring(), g, blocks, kernels, timers);
-    } else {
-      inner = std::make_unique<LocalAttention<T>>(par.layout().group_positions(g.me_ring), g.head_dim, kernels);
+      inner = std::make_unique<RingAttention<T>>(par.ring(), g, blocks, mask, kernels, timers);
+    } else {  // after the all-to-all: the group's tokens in member order, their q_lo in the same order
+      inner = std::make_unique<LocalAttention<T>>(par.layout().group_positions(g.me_ring),
+                                                  par.layout().group_q_lo(g.me_ring, mask), g.head_dim, kernels);
     }
     if (g.U() == 1) return inner;
     return std::make_unique<UlyssesAttention<T>>(par.ulysses(), g, std::move(inner), timers);

@@ -90,6 +90,7 @@ int attention_bench(const AttentionBench& b) {
   Mat<T> dq("dq", S, Hh), dk("dk", S, Gh), dv("dv", S, Gh);
   Mat<A> lse("lse", S, b.heads), delta("D", S, b.heads);
   Vec<std::int64_t> pos("pos", S);
+  const Vec<const std::int64_t> causal;  // q_lo empty: every query sees from position 0
   Kokkos::parallel_for("iota", Kokkos::RangePolicy<ExecSpace>(0, S), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
   fill_random(q, 3, 1.0);
   fill_random(kk, 4, 1.0);
@@ -98,10 +99,10 @@ int attention_bench(const AttentionBench& b) {
   const KernelChoice& variant = g_choice;
   const int h = b.head_dim;
   const double fwd = median_seconds(b.repeats, [&] {
-    kernels::attention_forward<T>(variant, o, lse, q, kk, v, pos, pos, h);
+    kernels::attention_forward<T>(variant, o, lse, q, kk, v, pos, causal, pos, h);
   });
   const double bwd = median_seconds(b.repeats, [&] {
-    kernels::attention_backward<T>(variant, dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, pos, h);
+    kernels::attention_backward<T>(variant, dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, causal, pos, h);
   });
   const double f_fwd = attention_flops_forward(double(S), Hh), f_bwd = attention_flops_backward(double(S), Hh);
   const double rate = (f_fwd + f_bwd) / (fwd + bwd) / 1e9;
@@ -155,6 +156,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(names_of<AttentionKernel>()));
   std::string gemm_bf16 = "auto";
   app.add_option("--gemm-bf16", gemm_bf16, "the bf16 GEMM path (run.gemm_bf16)")->check(CLI::IsMember(names_of<GemmPath>()));
+  std::string gemm_fp32 = "auto";
+  app.add_option("--gemm-fp32", gemm_fp32, "the fp32 GEMM path (run.gemm_fp32)")->check(CLI::IsMember(names_of<GemmPath>()));
   CLI11_PARSE(app, argc, argv);
   int rc = 0;
   Kokkos::initialize(argc, argv);
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
     KernelChoice request;
     parse_name(kernel, request.attention);
     parse_name(gemm_bf16, request.gemm_bf16);
+    parse_name(gemm_fp32, request.gemm_fp32);
     const Precision p = bg->parsed() || precision == "bf16" ? Precision::bf16 : Precision::float32;
     if (const auto why = kernel_choice_refusal(request, p, head_dim); !why.empty()) {
       std::fprintf(stderr, "error: %s\n", why.c_str());
@@ -184,8 +188,9 @@ int main(int argc, char** argv) {
                   resolved.gemm_bf16_reason.c_str());
     } else if (sg->parsed()) {
       const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
-      std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f}\n",
-                  m, n, k, int(ta), int(tb), rate);
+      std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f, "
+                  "\"path\": \"%s\"}\n",
+                  m, n, k, int(ta), int(tb), rate, gemm_path_record(g_choice.gemm_fp32, false).c_str());
     } else {
       const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, gemm_size, sgemm};
       rc = precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);

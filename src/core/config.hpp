@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "core/batch.hpp"
 #include "core/names.hpp"
 #include "kernels/kernel_choice.hpp"
 
@@ -18,6 +19,7 @@ struct ModelConfig {
   int vocab = 4096;         // V
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  std::int64_t sliding_window = 0;  // keys a query sees at most, itself included (0: none)
   int head_dim() const { return hidden / heads; }  // h
 };
 
@@ -84,6 +86,7 @@ struct ModelOptions {
   int lm_head_chunks = 1;   // mini-sequences of the LM head + loss (>= 1)
   OffloadOptions offload;
   KernelChoice kernels;  // a deck's request (autos) until the run resolves it (core/kernel_choice.hpp)
+  SequenceMask mask;     // documents and sliding window of the sequence (core/batch.hpp; default: causal)
 };
 
 }  // namespace minilst

@@ -94,8 +94,12 @@ std::string kernel_choice_refusal(const KernelChoice& request, Precision precisi
 }
 
 namespace {
-// The fastest of `candidates` (in EnumNames order) on the probe product in T, each tried as
-// `base`'s bf16 or fp32 path; their rates into `rates`.
+// The fastest of `candidates` on the probe product in T, each tried as `base`'s bf16 or fp32
+// path; their rates into `rates`. Paths are tried in EnumNames order (blas, fp32_tiles,
+// avx512_bf16, onednn: the longer-standing first), and a later one displaces the best so far
+// only when it is faster by more than kGemmPathMargin: within the probe's noise (and a probe product
+// is not the step's: measured in-step, oneDNN's fp32 matmul ran 0.6-0.9x its probe rate where
+// the BLAS held its own) the established path stays.
 template <class T>
 GemmPath fastest(KernelChoice base, GemmPaths candidates, bool bf16, std::map<std::string, double>& rates) {
   GemmPath best = GemmPath::automatic;
@@ -103,7 +107,7 @@ GemmPath fastest(KernelChoice base, GemmPaths candidates, bool bf16, std::map<st
     if (!(candidates & path_bit(path))) continue;
     (bf16 ? base.gemm_bf16 : base.gemm_fp32) = path;
     rates[name] = kernels::probe_gemm_gflops<T>(base);
-    if (best == GemmPath::automatic || rates[name] > rates[name_of(best)]) best = path;
+    if (best == GemmPath::automatic || rates[name] > kGemmPathMargin * rates[name_of(best)]) best = path;
   }
   return best;
 }

@@ -62,6 +62,10 @@ struct ResolvedKernels {
 // can), naming the deck key: a path or kernel this build, CPU or GPU lacks.
 std::string kernel_choice_refusal(const KernelChoice& request, Precision precision, int head_dim);
 
+// `auto` among GEMM paths: tried in EnumNames order, a later path displaces the best so far
+// only when its probe rate exceeds the best's by this factor (src/core/kernel_choice.cpp).
+constexpr double kGemmPathMargin = 1.10;
+
 // The request with every automatic replaced (see the top of this file). bf16_allowed,
 // fp32_allowed: the paths the choice may take (several ranks: what all of them can run).
 // Requires kernel_choice_refusal(request, ...) == "".

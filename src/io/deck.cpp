@@ -2,6 +2,7 @@
 
 #include "core/kernel_choice.hpp"
 #include "io/output_names.hpp"  // json_summary_path: the summary beside the metrics file
+#include "model/documents.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -106,6 +107,10 @@ std::vector<KeySpec> model_keys() {
     integer("model.intermediate", 688, 1, 1 << 22, "MLP intermediate size I",
             [](Deck& d) -> auto& { return d.model.intermediate; }),
     integer("model.vocab", 4096, 2, 1 << 27, "vocabulary size V", [](Deck& d) -> auto& { return d.model.vocab; }),
+    integer("model.sliding_window", 0, 0, 9.007199254740992e15,
+            "sliding-window attention: a query sees at most this many keys, itself included, within its document "
+            "(0 = none)",
+            [](Deck& d) -> auto& { return d.model.sliding_window; }),
     number("model.rope_theta", "10000", 1e-300, HUGE_VAL, "RoPE base theta (> 0)",
            [](Deck& d) -> auto& { return d.model.rope_theta; }),
     number("model.norm_eps", "1e-5", 0, 0.1,
@@ -150,6 +155,11 @@ std::vector<KeySpec> run_keys() {
               [](Deck& d) -> auto& { return d.options.kernels.gemm_fp32; }),
     integer("run.seed", 1234, 0, 9.007199254740992e15, "seed of the parameters and the synthetic data",
             [](Deck& d) -> auto& { return d.run.seed; }),
+    row("run.documents", "", Kind::Text, 0, 0, {},
+        "packed documents in each sequence: lengths repeated until run.seq_len (\"61 3 1 17\"), fixed:N, "
+        "uniform:A:B or lognormal:MEAN:SIGMA (drawn with run.seed); positions restart and attention stays within "
+        "a document, a document's last token predicts nothing; \"\" = one document",
+        [](Deck& d, const Value& x) { d.run.documents = x.text; }),
     number("run.learning_rate", "3e-4", 0, HUGE_VAL, "AdamW learning rate (>= 0)",
            [](Deck& d) -> auto& { return d.run.learning_rate; }),
     number("run.weight_decay", "0.1", 0, HUGE_VAL, "AdamW decoupled weight decay (>= 0)",
@@ -164,7 +174,7 @@ std::vector<KeySpec> run_keys() {
     row("run.watchdog_s", "auto", Kind::Float, 1e-300, 1e9, {},
         "end the rank (exit 1, rank 0 writing the finished steps) when no step finishes for this many seconds "
         "(a stopped or dead peer); auto = max(60, the first step's FLOPs at 0.5 GFLOP/s), then max(60, 10 x the "
-        "slowest step); none on one rank",
+        "slowest step); none on one rank; the set-up and the final write wait max(600, 10 x this)",
         [](Deck& d, const Value& x) { d.run.watchdog_s = x.text == "auto" ? 0.0 : x.f; }, true),
   };
 }
@@ -253,11 +263,17 @@ std::vector<KeySpec> output_keys() {
     row("output.dump", "", Kind::Path, 0, 0, {}, "HDF5 tensor dump of step 1 (params, grads, loss); empty = none",
         [](Deck& d, const Value& x) { d.output.dump = x.text; }),
     flag("output.overwrite", "true", "false", false,
-         "replace an existing output file that is not a miniLST file of the same kind (never a link or device)",
+         "replace an existing output file that is not a miniLST file of the same kind (never a link or device, "
+         "another user's file in a sticky directory, an immutable file, or a file put there during the run)",
          [](Deck& d) -> auto& { return d.output.overwrite; }),
     integer("output.flush_every", 0, 0, 1e9,
-            "also write the metrics file (complete = false) every this many steps, atomically; 0 = at the end only",
+            "also write the metrics file (complete = false) every this many steps, atomically; 0 = not by steps",
             [](Deck& d) -> auto& { return d.output.flush_every; }),
+    number("output.flush_seconds", "600", 0, 1e9,
+           "also write the metrics file (complete = false) after step 1 and then every this many seconds of run time "
+           "(rank 0's clock, agreed at a step's end), atomically: at most this much is lost to a SIGKILL; 0 = not by "
+           "time, nor after step 1",
+           [](Deck& d) -> auto& { return d.output.flush_seconds; }),
   };
 }
 
@@ -545,10 +561,14 @@ std::map<std::string, std::string> keys_in_file(const std::string& path) {
 
 // The keys that define the problem (RUN_RULES.md): changing one changes the loss curve.
 bool defines_problem(const KeySpec& spec) {
-  static const std::set<std::string> run = {"seq_len", "grad_accum", "seed", "learning_rate", "weight_decay",
-                                            "init_std", "norm_init_noise"};
+  static const std::set<std::string> run = {"seq_len", "grad_accum", "seed", "documents", "learning_rate",
+                                            "weight_decay", "init_std", "norm_init_noise"};
   return spec.section == "model" || (spec.section == "run" && run.count(spec.key));
 }
+
+// Keys added after decks carried reference digests: mixed in only when set, so that a deck
+// without them keeps its digest.
+bool mixed_only_when_set(const std::string& name) { return name == "model.sliding_window" || name == "run.documents"; }
 
 // 64-bit FNV-1a of "key=value;" over the problem's keys in schema order, in hex: the
 // resolved values (integers as numbers, floats in their shortest exact text).
@@ -560,6 +580,7 @@ std::string problem_digest(const std::map<std::string, Value>& v) {
   for (const auto& spec : schema()) {
     if (!defines_problem(spec)) continue;
     const Value& x = v.at(spec.name());
+    if (mixed_only_when_set(spec.name()) && (spec.kind == Kind::Int ? x.i == 0 : x.text.empty())) continue;
     mix(spec.name() + "=" + (spec.kind == Kind::Int ? std::to_string(x.i) : x.text) + ";");
   }
   char hex[17];
@@ -613,6 +634,11 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());
   check(parallel_error.empty(), parallel_error);
 
+  try {  // packed documents and the sliding window: the attention mask of every sequence
+    d.options.mask = {document_starts(r.documents, r.seq_len, r.seed), m.sliding_window};
+  } catch (const std::invalid_argument& e) {
+    throw DeckError(std::string("run.documents = ") + e.what());
+  }
   d.problem_digest = problem_digest(v);
 
   YAML::Emitter out;

@@ -27,6 +27,7 @@ struct RunConfig {
   int steps = 0, warmup_steps = 0, grad_accum = 1;
   Precision precision = Precision::float32;
   std::uint64_t seed = 0;
+  std::string documents;  // run.documents: the packed documents' lengths or distribution ("" = one)
   double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
   double time_limit_s = 0;  // stop cleanly before this budget (0: none)
   double watchdog_s = 0;    // end the rank when no step finishes for this long (0: auto)
@@ -56,7 +57,8 @@ struct OutputConfig {
   std::string metrics;  // HDF5 metrics file path ("auto": named by the run, io/run_record.hpp)
   std::string dump;     // tensor dump path ("" = none)
   bool overwrite = false;  // replace an existing file that is not a miniLST output of the same kind
-  long long flush_every = 0;  // write the metrics every this many steps too (0: at the end only)
+  long long flush_every = 0;  // write the metrics every this many steps too (0: not by steps)
+  double flush_seconds = 600;  // and after step 1 and every this many seconds of run time (0: not by time)
 };
 
 struct ReferenceConfig {  // the expected answer: a run is VALID only if its losses match

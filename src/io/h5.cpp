@@ -3,20 +3,57 @@
 #include "io/atomic_write.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <new>
 #include <stdexcept>
 #include <vector>
 #include <utility>
 
 namespace minilst::h5 {
 
+std::string printable(std::string text) {
+  for (auto& ch : text)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return text;
+}
+
+namespace {
+
+herr_t keep_last_description(unsigned, const H5E_error2_t* entry, void* out) {
+  if (entry->desc && *entry->desc) *static_cast<std::string*>(out) = entry->desc;
+  return 0;
+}
+
+// " (<HDF5's innermost error>)", or "" when HDF5 recorded none.
+std::string hdf5_reason() {
+  const auto why = innermost_error();
+  return why.empty() ? "" : " (" + why + ")";
+}
+
+std::runtime_error failure(const std::string& what) {
+  return std::runtime_error("HDF5: cannot " + what + hdf5_reason());
+}
+}  // namespace
+
+std::string innermost_error() {
+  std::string last;  // walking from the API call inwards: the last entry is where it went wrong first
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_last_description, &last);
+  return printable(last);
+}
+
+void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
 Handle::Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
-  if (id < 0) throw std::runtime_error("HDF5: cannot " + what);
+  if (id < 0) throw failure(what);
 }
 Handle::~Handle() {
   if (id_ >= 0 && close_) close_(id_);
@@ -84,21 +121,21 @@ std::string prepare_output(const std::string& path, const std::string& schema, b
   if (path.back() == '/' || fs::path(path).filename() == "." || fs::path(path).filename() == "..")
     return "'" + path + "' names a directory: give a file name (e.g. " +
            (fs::path(path) / "metrics.h5").lexically_normal().string() + ")";
-  const std::string partial = path + ".partial";  // a regular file there is an interrupted write's: replaced
   if (auto problem = target_problem(path); !problem.empty()) return problem;
   if (auto problem = existing_problem(path, schema, overwrite); !problem.empty()) return problem;
-  if (auto problem = target_problem(partial); !problem.empty()) return problem;
+  if (auto problem = target_problem(path + ".partial"); !problem.empty()) return problem;  // an older miniLST's name
   std::error_code ec;
   const auto dir = fs::absolute(path, ec).parent_path();
   if (!dir.empty() && !fs::exists(dir, ec)) {
     fs::create_directories(dir, ec);
     if (ec) return "cannot create the directory '" + dir.string() + "': " + ec.message();
   }
-  const bool had_partial = fs::exists(fs::symlink_status(partial, ec));
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | (had_partial ? 0 : O_EXCL), 0644);
-  if (fd < 0) return "cannot create '" + partial + "': " + std::strerror(errno);
+  // A file can be created beside `path`: tried under a name no other run uses.
+  const std::string probe = path + unique_partial_suffix();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_EXCL, 0644);
+  if (fd < 0) return "cannot create a file beside '" + path + "' ('" + probe + "'): " + std::strerror(errno);
   ::close(fd);
-  if (!had_partial) ::unlink(partial.c_str());
+  ::unlink(probe.c_str());
   return "";
 }
 
@@ -214,31 +251,216 @@ void write(hid_t loc, const std::string& path, const std::vector<std::int64_t>& 
   write_raw(loc, path, H5T_NATIVE_INT64, data.data(), shape, units);
 }
 
-std::vector<double> read_doubles(hid_t loc, const std::string& path) {
-  Handle ds(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), H5Dclose, "open dataset '" + path + "'");
-  Handle space(H5Dget_space(ds.id()), H5Sclose, "get dataspace of '" + path + "'");
-  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
-  std::vector<double> out(std::size_t(n > 0 ? n : 0));
-  if (H5Dread(ds.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-    throw std::runtime_error("HDF5: cannot read dataset '" + path + "'");
+namespace {
+constexpr std::size_t kMaxStringBytes = std::size_t(1) << 24;  // a longer attribute is a corrupt size
+
+// The attribute `name` of obj, which must exist.
+Handle open_attr(hid_t obj, const std::string& name) {
+  if (!has_attr(obj, name)) throw std::runtime_error("no attribute '" + name + "'");
+  return Handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute '" + name + "'");
+}
+
+// How many values a dataspace holds; throws unless it is scalar or simple (a null or
+// corrupt dataspace) or holds more than max_values.
+std::size_t value_count(hid_t space, const std::string& what, std::size_t max_values) {
+  const H5S_class_t kind = H5Sget_simple_extent_type(space);
+  if (kind == H5S_SCALAR) return 1;
+  if (kind != H5S_SIMPLE) throw std::runtime_error(what + " has no values (its dataspace is not simple)");
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0) throw failure("count the values of " + what);
+  if (std::size_t(n) > max_values)
+    throw std::runtime_error(what + " claims " + std::to_string(n) + " values (more than " +
+                             std::to_string(max_values) + ")");
+  return std::size_t(n);
+}
+
+void expect_one_value(hid_t attr, const std::string& what) {
+  const Handle space(H5Aget_space(attr), H5Sclose, "get the dataspace of " + what);
+  if (value_count(space.id(), what, 1) != 1) throw std::runtime_error(what + " holds no value");
+}
+
+// Integers and IEEE reals of the standard sizes, either byte order: what HDF5 converts to
+// double with its hard conversions (a corrupt float layout would take its soft path).
+bool standard_number(hid_t type) {
+  for (hid_t known : {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE, H5T_STD_I8LE, H5T_STD_I8BE,
+                      H5T_STD_I16LE, H5T_STD_I16BE, H5T_STD_I32LE, H5T_STD_I32BE, H5T_STD_I64LE, H5T_STD_I64BE,
+                      H5T_STD_U8LE, H5T_STD_U8BE, H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_U32LE, H5T_STD_U32BE,
+                      H5T_STD_U64LE, H5T_STD_U64BE})
+    if (H5Tequal(type, known) > 0) return true;
+  return false;
+}
+
+void expect_number_type(hid_t type, const std::string& what) {
+  const H5T_class_t kind = H5Tget_class(type);
+  if (kind != H5T_INTEGER && kind != H5T_FLOAT) throw std::runtime_error(what + " is not a number");
+  if (!standard_number(type)) throw std::runtime_error(what + " has a number type of no standard layout");
+}
+
+std::string read_variable_string(hid_t attr, H5T_cset_t cset, const std::string& name) {
+  const Handle memory(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
+  if (H5Tset_size(memory.id(), H5T_VARIABLE) < 0 || H5Tset_cset(memory.id(), cset) < 0)
+    throw failure("make a string type");
+  char* data = nullptr;
+  if (H5Aread(attr, memory.id(), &data) < 0) throw failure("read string attribute '" + name + "'");
+  if (!data) throw std::runtime_error("string attribute '" + name + "' has no value");
+  std::string out(data, strnlen(data, kMaxStringBytes));
+  H5free_memory(data);
   return out;
 }
 
+std::string read_fixed_string(hid_t attr, hid_t type, const std::string& name) {
+  const std::size_t size = H5Tget_size(type);
+  if (size == 0 || size > kMaxStringBytes)
+    throw std::runtime_error("string attribute '" + name + "' has a size of " + std::to_string(size) + " bytes");
+  const Handle memory(H5Tcopy(type), H5Tclose, "copy the type of attribute '" + name + "'");
+  std::vector<char> data(size + 1, '\0');
+  if (H5Aread(attr, memory.id(), data.data()) < 0) throw failure("read string attribute '" + name + "'");
+  return std::string(data.data(), strnlen(data.data(), size));
+}
+}  // namespace
+
+std::vector<double> read_doubles(hid_t loc, const std::string& path, std::size_t max_values) {
+  const std::string what = "dataset '" + path + "'";
+  const htri_t exists = H5Lexists(loc, path.c_str(), H5P_DEFAULT);
+  if (exists < 0) throw failure("look for " + what);
+  if (exists == 0) throw std::runtime_error("no " + what);
+  Handle ds(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), H5Dclose, "open " + what);
+  const Handle type(H5Dget_type(ds.id()), H5Tclose, "get the type of " + what);
+  expect_number_type(type.id(), what);
+  const Handle space(H5Dget_space(ds.id()), H5Sclose, "get the dataspace of " + what);
+  std::vector<double> out(value_count(space.id(), what, max_values));
+  if (!out.empty() && H5Dread(ds.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw failure("read " + what);
+  return out;
+}
+
+bool has_attr(hid_t obj, const std::string& name) {
+  const htri_t exists = H5Aexists(obj, name.c_str());
+  if (exists < 0) throw failure("look for attribute '" + name + "'");
+  return exists > 0;
+}
+
 double read_number_attr(hid_t obj, const std::string& name) {
-  Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute '" + name + "'");
+  const std::string what = "attribute '" + name + "'";
+  const Handle a = open_attr(obj, name);
+  const Handle type(H5Aget_type(a.id()), H5Tclose, "get the type of " + what);
+  expect_number_type(type.id(), what);
+  expect_one_value(a.id(), what);
   double value = 0;
-  if (H5Aread(a.id(), H5T_NATIVE_DOUBLE, &value) < 0) throw std::runtime_error("HDF5: cannot read attribute '" + name + "'");
+  if (H5Aread(a.id(), H5T_NATIVE_DOUBLE, &value) < 0) throw failure("read " + what);
   return value;
 }
 
 std::string read_string_attr(hid_t obj, const std::string& name) {
-  Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute '" + name + "'");
-  char* data = nullptr;
-  if (H5Aread(a.id(), string_type().id(), &data) < 0 || !data)
-    throw std::runtime_error("HDF5: cannot read string attribute '" + name + "'");
-  std::string out(data);
-  H5free_memory(data);
-  return out;
+  const std::string what = "attribute '" + name + "'";
+  const Handle a = open_attr(obj, name);
+  const Handle type(H5Aget_type(a.id()), H5Tclose, "get the type of " + what);
+  if (H5Tget_class(type.id()) != H5T_STRING) throw std::runtime_error(what + " is not a string");
+  expect_one_value(a.id(), what);
+  const H5T_cset_t cset = H5Tget_cset(type.id());
+  if (cset != H5T_CSET_ASCII && cset != H5T_CSET_UTF8) throw std::runtime_error(what + " has an unknown character set");
+  const htri_t variable = H5Tis_variable_str(type.id());
+  if (variable < 0) throw failure("get the kind of " + what);
+  return variable ? read_variable_string(a.id(), cset, name) : read_fixed_string(a.id(), type.id(), name);
+}
+
+namespace {
+// The child's address space capped at what it holds now plus `extra` bytes: a corrupt
+// size then fails an allocation instead of taking the machine's memory.
+void cap_address_space(std::size_t extra) {
+  std::size_t pages = 0;
+  if (!(std::ifstream("/proc/self/statm") >> pages)) return;
+  const rlim_t limit = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + rlim_t(extra);
+  const rlimit cap{limit, limit};
+  ::setrlimit(RLIMIT_AS, &cap);
+}
+
+bool write_all(int fd, const std::string& text) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += std::size_t(n);
+  }
+  return true;
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return text;
+    text.append(buffer, std::size_t(n));
+  }
+}
+
+// In the forked child: runs `read` under the limits and sends back 'R' + its string or
+// 'E' + the message of what it threw ('M': out of memory); never returns (no exit handlers,
+// no stdio flush).
+[[noreturn]] void run_child(int out, const std::function<std::string()>& read, unsigned seconds,
+                            std::size_t memory_bytes) {
+  // Silent: the default actions (MPI's handlers print a backtrace) and stderr to /dev/null
+  // (the C library's "free(): invalid pointer" before it aborts); the reply says what happened.
+  for (int sig : {SIGALRM, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+  ::setenv("LIBC_FATAL_STDERR_", "1", 1);  // those messages to stderr, not to the terminal
+  if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) ::dup2(null, STDERR_FILENO);
+  ::alarm(seconds);
+  cap_address_space(memory_bytes);
+  std::string reply;
+  try {
+    reply = "R" + read();
+  } catch (const std::bad_alloc&) {
+    reply = "Mout of memory";
+  } catch (const std::exception& e) {
+    reply = std::string("E") + e.what();
+  } catch (...) {
+    reply = "Ean unknown error";
+  }
+  ::_exit(write_all(out, reply) ? 0 : 1);
+}
+
+// Why a child that sent no answer ended.
+std::string child_failure(int status, unsigned seconds) {
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+    return "reading it took longer than " + std::to_string(seconds) + " s (the HDF5 library looping on it?)";
+  if (WIFSIGNALED(status))
+    return "the HDF5 library crashed reading it (signal " + std::to_string(WTERMSIG(status)) + ", " +
+           printable(strsignal(WTERMSIG(status))) + ")";
+  return "the reading process failed (exit code " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+}
+}  // namespace
+
+std::string read_isolated(const std::string& file, const std::function<std::string()>& read, unsigned seconds,
+                          std::size_t memory_bytes) {
+  const std::string unreadable = "'" + printable(file) + "' is unreadable: ";
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(unreadable + "cannot make a pipe: " + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int error = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error(unreadable + "cannot start a reading process: " + std::strerror(error));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    run_child(fds[1], read, seconds, memory_bytes);
+  }
+  ::close(fds[1]);
+  const std::string reply = read_all(fds[0]);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool answered = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !reply.empty();
+  if (!answered) throw std::runtime_error(unreadable + child_failure(status, seconds));
+  if (reply[0] == 'M')
+    throw std::runtime_error(unreadable + "reading it needs more than " + std::to_string(memory_bytes >> 20) +
+                             " MiB more memory (a corrupt size?)");
+  if (reply[0] == 'E') throw std::runtime_error(printable(reply.substr(1)));
+  return reply.substr(1);
 }
 
 }  // namespace minilst::h5

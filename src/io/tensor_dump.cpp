@@ -3,14 +3,19 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "io/atomic_write.hpp"
 #include "io/h5.hpp"
+#include "io/output_names.hpp"
 
 namespace minilst {
 
-void write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
-                       const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
-                       const std::vector<double>& params, const std::vector<double>& grads) {
-  h5::AtomicFile file(path);
+namespace {
+
+// The dump at `path`, atomically (io/atomic_write.hpp: throws OutputTaken where the name is not this run's).
+void write_dump_file(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
+                     const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
+                     const std::vector<double>& params, const std::vector<double>& grads) {
+  h5::AtomicFile file(path, unique_partial_suffix());
   {
     const hid_t f = file.id();
     h5::attr(f, "schema", std::string("minilst-tensor-dump"));
@@ -45,6 +50,31 @@ void write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int
     }
   }
   file.commit();
+}
+
+}  // namespace
+
+// The name asked for, or, where it holds a file that is not this run's to replace (put there
+// during the run), a sibling (output_names.hpp), said on stderr.
+std::string write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
+                       const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
+                       const std::vector<double>& params, const std::vector<double>& grads) {
+  constexpr int kSiblings = 4;  // each sibling name taken in turn: someone is creating them on purpose
+  for (int sibling = 0; sibling <= kSiblings; ++sibling) {
+    const std::string target = sibling == 0 ? path : sibling_path(path, process_tag(), sibling);
+    std::string taken = "'" + target + "' is not this run's to replace: a file was put there by someone else during the run";
+    if (may_write(target)) {
+      try {
+        write_dump_file(target, cfg, seq_len, config_yaml, micro_batches, loss, params, grads);
+        if (sibling > 0) std::fprintf(stderr, "output.dump: the dump is written to '%s'\n", target.c_str());
+        return target;
+      } catch (const OutputTaken& e) {  // taken between the check and the rename
+        taken = e.what();
+      }
+    }
+    std::fprintf(stderr, "warning: output.dump: %s; it is left untouched\n", taken.c_str());
+  }
+  throw std::runtime_error("the tensor dump was not written: '" + path + "' and its siblings are all taken");
 }
 
 }  // namespace minilst

@@ -13,8 +13,9 @@
 
 namespace minilst {
 
-// params, grads: host copies of the flat buffers (converted to double).
-void write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
+// params, grads: host copies of the flat buffers (converted to double). Returns the name
+// written: `path`, or a sibling where `path` was taken during the run.
+std::string write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
                        const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
                        const std::vector<double>& params, const std::vector<double>& grads);
 

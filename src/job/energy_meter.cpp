@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "job/slurm_ids.hpp"
 #include "job/subprocess.hpp"
 
 namespace minilst {
@@ -180,11 +181,10 @@ std::pair<bool, std::string> everywhere(MPI_Comm comm, bool mine, const std::str
 // The Slurm job step's ConsumedEnergyRaw in joules, or -1 where it is not gathered
 // (sstat prints nothing, 0, or Slurm's "no value", 2^64 - 2).
 double slurm_step_joules() {
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const char* step = std::getenv("SLURM_STEP_ID");
-  if (!job || !step) return -1;
+  const std::string job = safe_slurm_id("SLURM_JOB_ID"), step = safe_slurm_id("SLURM_STEP_ID");
+  if (job.empty() || step.empty()) return -1;
   const std::string text = run_command(
-      {"sstat", "--noheader", "--parsable2", "--format=ConsumedEnergyRaw", "-j", std::string(job) + "." + step}, 10.0);
+      {"sstat", "--noheader", "--parsable2", "--format=ConsumedEnergyRaw", "-j", job + "." + step}, 10.0);
   char* end = nullptr;
   const double joules = std::strtod(text.c_str(), &end);
   return end != text.c_str() && joules > 0 && joules < 9.2e18 ? joules : -1;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "job/slurm_ids.hpp"
 #include "job/subprocess.hpp"
 
 namespace minilst {
@@ -57,8 +58,8 @@ JobClock::JobClock(bool active, double poll_s) {
     const double t = std::strtod(end, &tail);
     if (tail != end && t > 0) end_ = now() + (t - double(std::time(nullptr)));
   }
-  const char* job = std::getenv("SLURM_JOB_ID");
-  if (job && *job) poller_ = std::thread([this, id = std::string(job), poll_s] { poll(id, poll_s); });
+  const std::string job = safe_slurm_id("SLURM_JOB_ID");  // unset or not an identifier: squeue is not asked
+  if (!job.empty()) poller_ = std::thread([this, job, poll_s] { poll(job, poll_s); });
 }
 
 JobClock::~JobClock() {

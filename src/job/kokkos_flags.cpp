@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <dlfcn.h>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -28,13 +29,43 @@ bool digits(const std::string& s) {
   return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-// A ';'-separated list of tools libraries: each given with a '/' must be a file.
+// Why `lib` cannot serve as a Kokkos Tools library, or "": it must load (an ELF shared
+// object whose dependencies resolve; dlerror names what fails) and export a Kokkos Tools
+// entry point, else Kokkos would start without the tool and without a word. The check
+// loads it the way Kokkos will moments later, then unloads it.
+std::string tools_library_problem(const std::string& lib) {
+  dlerror();
+  void* handle = dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    return "the tools library '" + lib + "' is not a loadable shared library (" + (why ? why : "dlopen failed") + ")";
+  }
+  bool tool = false;
+  for (const char* entry : {"kokkosp_init_library", "kokkosp_finalize_library", "kokkosp_begin_parallel_for",
+                            "kokkosp_push_profile_region", "kokkosp_allocate_data", "kokkosp_request_tool_settings"})
+    tool = tool || dlsym(handle, entry) != nullptr;
+  dlclose(handle);
+  if (!tool)
+    return "the tools library '" + lib + "' exports no Kokkos Tools entry point (kokkosp_init_library, ...): "
+           "Kokkos would run no tool";
+  return "";
+}
+
+// A ';'-separated list of tools libraries: each given with a '/' must be a file that loads as a
+// Kokkos Tools library; a bare name is searched for by the loader, and checked where it finds one.
 std::string library_problem(const std::string& list) {
   std::istringstream in(list);
   for (std::string lib; std::getline(in, lib, ';');) {
-    if (lib.find('/') == std::string::npos) continue;  // a bare name: the loader searches for it
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(lib, ec)) return "the tools library '" + lib + "' is not a file";
+    if (lib.empty()) continue;  // "a.so;": Kokkos skips it too
+    if (lib.find('/') == std::string::npos) {  // a bare name: the loader searches for it
+      void* found = dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL);
+      if (!found) continue;  // not on the loader's path here: Kokkos says so when it cannot load it
+      dlclose(found);
+    } else {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(lib, ec)) return "the tools library '" + lib + "' is not a file";
+    }
+    if (const auto problem = tools_library_problem(lib); !problem.empty()) return problem;
   }
   return "";
 }

@@ -1,6 +1,7 @@
 // The --kokkos-* flags `minilst run` passes to Kokkos (3.4 to 4.x), checked before
 // Kokkos sees them: Kokkos would ignore a misspelt flag, abort on a malformed value,
-// or start without a tools library it cannot find.
+// or start without a tools library it cannot load (a path that is no shared library, a
+// library with no Kokkos Tools entry point), saying nothing: all refused here (exit 2).
 #pragma once
 
 #include <string>

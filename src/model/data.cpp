@@ -8,7 +8,8 @@
 
 namespace minilst {
 
-Batch synthetic_batch(int vocab, std::int64_t seq_len, std::uint64_t seed, long step, int micro) {
+Batch synthetic_batch(int vocab, std::int64_t seq_len, std::uint64_t seed, long step, int micro,
+                      const std::vector<std::int64_t>& doc_starts) {
   std::vector<std::int64_t> next(vocab);
   std::iota(next.begin(), next.end(), 0);
   std::mt19937_64 language(seed);  // the language is the same for every step
@@ -23,6 +24,8 @@ Batch synthetic_batch(int vocab, std::int64_t seq_len, std::uint64_t seed, long 
   for (std::int64_t i = 1; i < seq_len; ++i) b.tokens[i] = follow(rng) ? next[b.tokens[i - 1]] : uniform(rng);
   b.labels.assign(seq_len, kIgnoreLabel);
   for (std::int64_t i = 0; i + 1 < seq_len; ++i) b.labels[i] = b.tokens[i + 1];
+  for (const std::int64_t start : doc_starts)  // a document's last token predicts nothing of the next
+    if (start > 0 && start <= seq_len) b.labels[start - 1] = kIgnoreLabel;
   b.n_valid = std::count_if(b.labels.begin(), b.labels.end(), [](std::int64_t l) { return l != kIgnoreLabel; });
   return b;
 }

@@ -1,5 +1,7 @@
 // One Llama-style decoder layer, forward and backward, on S local tokens.
 //   a = rmsnorm(x; w_attn);  q = rope(a Wq), k = rope(a Wk), v = a Wv
+//   (rope at each token's rotary position: its global position, or with packed
+//   documents its position within its document; the attention masks globally)
 //   o = attention(q, k, v);  y = x + o Wo                       (attention block)
 //   b = rmsnorm(y; w_mlp);   z = y + (silu(b Wg) * (b Wu)) Wd   (MLP block, in chunks)
 // The attention block writes what the backward reads (x's q, k, v, o, statistics,
@@ -26,9 +28,9 @@ template <class T>
 class DecoderLayer {
  public:
   DecoderLayer(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
-               Vec<const std::int64_t> positions, PhaseTimers* timers)
+               Vec<const std::int64_t> rope_positions, PhaseTimers* timers)
       : cfg_(cfg), kernels_(opts.kernels), mlp_(cfg, opts.mlp_chunks, opts.kernels, timers), attention_(attention),
-        pos_(positions), timers_(timers) {}
+        pos_(rope_positions), timers_(timers) {}
 
   // a.q, a.k, a.v, a.o (and a.o_kept), a.stats, a.y := attention block of a.x
   void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
@@ -89,7 +91,7 @@ class DecoderLayer {
   KernelChoice kernels_;
   MlpBlock<T> mlp_;
   AttentionStrategy<T>& attention_;
-  Vec<const std::int64_t> pos_;  // [S] global positions (for rope)
+  Vec<const std::int64_t> pos_;  // [S] rotary positions (within each document; global with one document)
   PhaseTimers* timers_;
 };
 

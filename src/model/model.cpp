@@ -51,8 +51,9 @@ class ReplayRecompute final : public LayerRecompute<T> {
 
 template <class T>
 Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
-                Vec<const std::int64_t> positions, PhaseTimers* timers)
-    : cfg_(cfg), kernels_(opts.kernels), tokens_(std::int64_t(positions.extent(0))), layer_(cfg, opts, attention, positions, timers),
+                Vec<const std::int64_t> rope_positions, PhaseTimers* timers)
+    : cfg_(cfg), kernels_(opts.kernels), tokens_(std::int64_t(rope_positions.extent(0))),
+      layer_(cfg, opts, attention, rope_positions, timers),
       head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_plan(opts.policy, cfg.layers))),
       store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape(), layer_.saved_layout()), timers), timers_(timers) {}
 

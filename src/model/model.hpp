@@ -18,9 +18,11 @@ namespace minilst {
 template <class T>
 class Model {
  public:
-  // positions: [S] global positions of the local tokens, also used by `attention`.
+  // rope_positions: [S] rotary positions of the local tokens: their global positions, or
+  // with packed documents their positions within their documents (SequenceMask); the
+  // attention strategy masks with the global ones.
   Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
-        Vec<const std::int64_t> positions, PhaseTimers* timers);
+        Vec<const std::int64_t> rope_positions, PhaseTimers* timers);
 
   // tokens, labels: [S]. Gradients accumulate (+=) into the states' gradients, scaled
   // so that grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's

@@ -1,5 +1,7 @@
 #include "model/trainer.hpp"
 
+#include <stdexcept>
+
 #include "attention/local_attention.hpp"
 #include "kernels/bf16.hpp"
 #include "memory/step_arena.hpp"
@@ -19,6 +21,34 @@ Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, cons
   Kokkos::deep_copy(dev.view(), src);
   return dev;
 }
+
+// What the mask adds beside the positions [n] (none for plain causal attention, so a
+// run without documents or window allocates what it always did):
+//   first visible positions  [n]  unless causal
+//   rotary positions         [n]  with documents (the position within the document)
+struct MaskBuffers {
+  Tracked<Vec<std::int64_t>> q_lo, rope;
+};
+MaskBuffers mask_buffers(const SequenceMask& mask, std::int64_t n) {
+  MaskBuffers b;
+  if (!mask.causal_only()) b.q_lo = index_buffer("positions_q_lo", n);
+  if (mask.has_documents()) b.rope = index_buffer("rope_positions", n);
+  return b;
+}
+MaskBuffers mask_buffers(const SequenceMask& mask, const std::vector<std::int64_t>& positions) {
+  if (const auto why = mask.problem(); !why.empty()) throw std::invalid_argument("attention mask: " + why);
+  MaskBuffers b = mask_buffers(mask, std::int64_t(positions.size()));
+  using HostIds = Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  if (b.q_lo.bytes() > 0) {
+    const auto q_lo = mask.q_lo(positions);
+    Kokkos::deep_copy(b.q_lo.view(), HostIds(q_lo.data(), q_lo.size()));
+  }
+  if (b.rope.bytes() > 0) {
+    const auto rope = mask.rope_positions(positions);
+    Kokkos::deep_copy(b.rope.view(), HostIds(rope.data(), rope.size()));
+  }
+  return b;
+}
 }  // namespace
 
 template <class T>
@@ -27,9 +57,13 @@ Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const Trai
                     const AttentionFactory<T>& make_attention, const ZeroOptions& zero, Communicator* world)
     : cfg_(cfg), train_(train), timers_(timers), states_(cfg, zero, train, world, timers),
       positions_(to_device(positions, "positions")) {
-  attention_ = make_attention ? make_attention(positions_.view())
-                             : std::make_unique<LocalAttention<T>>(positions_.view(), cfg.head_dim(), opts.kernels);
-  model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, positions_.view(), timers);
+  auto masks = mask_buffers(opts.mask, positions);
+  q_lo_ = std::move(masks.q_lo);
+  rope_positions_ = std::move(masks.rope);
+  attention_ = make_attention ? make_attention(positions_.view(), q_lo_.view(), opts.mask)
+                             : std::make_unique<LocalAttention<T>>(positions_.view(), q_lo_.view(), cfg.head_dim(),
+                                                                   opts.kernels);
+  model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, rope_view(), timers);
 }
 
 template <class T>
@@ -54,10 +88,11 @@ void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, c
                              const AttentionFactory<T>& replay_attention) {
   const ModelStates<T> states(cfg, zero, TrainOptions{}, nullptr, nullptr);
   const auto positions = index_buffer("positions", local_tokens);
-  const auto attention = replay_attention(positions.view());
+  const auto masks = mask_buffers(opts.mask, local_tokens);
+  const auto attention = replay_attention(positions.view(), masks.q_lo.view(), opts.mask);
   ModelOptions first = opts;
   first.offload.alpha = first_alpha;
-  Model<T> model(cfg, first, *attention, positions.view(), nullptr);
+  Model<T> model(cfg, first, *attention, masks.rope.bytes() > 0 ? masks.rope.view() : positions.view(), nullptr);
   const auto micro_step = [&] {
     const auto tokens = index_buffer("tokens", local_tokens), labels = index_buffer("labels", local_tokens);
     model.replay_micro_step();

@@ -24,7 +24,9 @@ namespace minilst {
 template <class T>
 class Trainer {
  public:
-  // positions: [S_local] global positions of the tokens this rank holds;
+  // positions: [S_local] global positions of the tokens this rank holds; opts.mask: the
+  // sequence's documents and window, from which the attention's first visible positions
+  // (q_lo) and the rotary positions (within each document) follow;
   // make_attention: its strategy (default: LocalAttention, all tokens on this rank);
   // zero, world: where the model states live and the ranks they are sharded over.
   Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
@@ -49,7 +51,8 @@ class Trainer {
 
   // `minilst plan`: one step's allocations in the run's order, without compute (call
   // it in a CountingMemory, memory/memory_context.hpp): the model states, the
-  // positions, the strategy's, then grad_accum micro-steps, whose trace is recorded
+  // positions (and the mask's q_lo and rotary positions), the strategy's, then
+  // grad_accum micro-steps, whose trace is recorded
   // for the arena's plan. With offload, a micro-step at `first_alpha` goes first and
   // sizes the host buffers, as the warm-up step does.
   static void replay_step(const ModelConfig& cfg, const ModelOptions& opts, const ZeroOptions& zero,
@@ -61,7 +64,12 @@ class Trainer {
   TrainOptions train_;
   PhaseTimers* timers_;
   ModelStates<T> states_;
-  Tracked<Vec<std::int64_t>> positions_;
+  Tracked<Vec<std::int64_t>> positions_;       // [S_local] global positions
+  Tracked<Vec<std::int64_t>> q_lo_;            // [S_local] first visible positions (none: causal)
+  Tracked<Vec<std::int64_t>> rope_positions_;  // [S_local] positions within the documents (none: one document)
+  Vec<const std::int64_t> rope_view() const {
+    return rope_positions_.bytes() > 0 ? rope_positions_.view() : positions_.view();
+  }
   std::unique_ptr<AttentionStrategy<T>> attention_;
   std::unique_ptr<Model<T>> model_;
   long optimizer_steps_ = 0;

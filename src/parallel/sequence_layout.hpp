@@ -7,13 +7,16 @@
 //               (causal load balance: every ring member gets early and late tokens)
 // and each member's token list is cut contiguously U ways. Cuts are balanced
 // (sizes differ by at most one token), so S needs no divisibility: the kernels
-// take explicit positions and every layout is exact.
+// take explicit positions and every layout is exact. The attention mask follows the
+// positions too: the first visible position q_lo of each token (core/batch.hpp's
+// SequenceMask: documents, a sliding window), in the same order as its positions.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/batch.hpp"
 #include "core/parallel_config.hpp"
 
 namespace minilst {
@@ -31,6 +34,14 @@ class SequenceLayout {
   // The tokens of ring member r's Ulysses group, in member order (what a rank
   // of that group holds after the Ulysses all-to-all).
   std::vector<std::int64_t> group_positions(int ring_rank) const;
+  // The first visible positions of those tokens, in the same order; empty when the mask
+  // is causal (every q_lo 0: the kernels need none).
+  std::vector<std::int64_t> q_lo(int sp_rank, const SequenceMask& mask) const {
+    return mask.causal_only() ? std::vector<std::int64_t>{} : mask.q_lo(positions(sp_rank));
+  }
+  std::vector<std::int64_t> group_q_lo(int ring_rank, const SequenceMask& mask) const {
+    return mask.causal_only() ? std::vector<std::int64_t>{} : mask.q_lo(group_positions(ring_rank));
+  }
   // Token counts: of sp rank s, and of ring member r's Ulysses group.
   std::int64_t tokens(int sp_rank) const { return counts_.at(sp_rank); }
   std::int64_t group_tokens(int ring_rank) const;

@@ -60,6 +60,17 @@ std::string json_summary_problem(const std::string& metrics_path, bool overwrite
 }
 
 namespace {
+// Where each rank ran (the `placement` attribute: JSON text), or null.
+Json placement_or_null(const RunAttributes& a) {
+  const auto it = a.text.find("placement");
+  if (it == a.text.end()) return Json();
+  try {
+    return Json::parse(it->second);
+  } catch (const std::exception&) {
+    return Json();
+  }
+}
+
 // Where the run ran (Adiak-style keys).
 Json machine_json(const RunAttributes& a) {
   return Json{{"hostname", text_or_null(a, "hostname")},
@@ -74,7 +85,10 @@ Json machine_json(const RunAttributes& a) {
               {"gpu_driver_version", text_or_null(a, "gpu_driver_version")},
               {"cuda_driver_version", text_or_null(a, "cuda_driver_version")},
               {"kokkos_threads", integer_or_null(a, "kokkos_threads")},
-              {"blas_threads", integer_or_null(a, "blas_threads")}};
+              {"blas_threads", integer_or_null(a, "blas_threads")},
+              {"cores_shared", text_or_null(a, "cores_shared")},
+              {"cores_shared_note", text_or_null(a, "cores_shared_note")},
+              {"placement", placement_or_null(a)}};
 }
 
 // How the program was built.
@@ -91,7 +105,8 @@ Json build_json(const RunAttributes& a) {
 
 // The batch job and the command.
 Json job_json(const RunAttributes& a) {
-  return Json{{"launchdate", text_or_null(a, "launchdate")},
+  return Json{{"launchdate", number_text_or_null(a, "launchdate")},  // Adiak's: seconds since the epoch
+              {"launchdate_utc", text_or_null(a, "launchdate_utc")},
               {"slurm_job_id", text_or_null(a, "SLURM_JOB_ID")},
               {"slurm_array_job_id", text_or_null(a, "SLURM_ARRAY_JOB_ID")},
               {"slurm_array_task_id", text_or_null(a, "SLURM_ARRAY_TASK_ID")},
@@ -106,11 +121,10 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
   j["schema_version"] = 1;
   j["run_name"] = text_or_null(a, "run_name");
   j["metrics_file"] = path;
-  const std::string verdict = !m.complete ? "INCOMPLETE" : s.valid ? "VALID" : "INVALID";
-  j["verdict"] = verdict;
-  j["exit_code"] = !m.complete ? 4 : s.valid ? 0 : 3;
+  j["verdict"] = run_verdict(m.complete, s.valid);  // the spellings of every output (results/run_rules.hpp)
+  j["exit_code"] = verdict_exit_code(m.complete, s.valid);
   j["stop_reason"] = m.stop_reason;
-  j["reportable"] = s.reportable.yes();
+  j["reportable"] = s.reportable.word();
   j["reportable_reasons"] = s.reportable.reasons;
   j["reference_check"] = s.reference_check;
   j["fom"] = {{"value", s.fom}, {"unit", "tokens/s per rank"}};
@@ -172,9 +186,11 @@ void write_json_summary_beside(const std::string& metrics_path, const GatheredMe
   const std::string json = json_summary_path(metrics_path);
   try {
     write_json_summary(json, run_summary_json(gathered, summary, local, metrics_path), partial_suffix);
+  } catch (const OutputTaken&) {
+    throw;  // the name is another's: the caller moves both files to a sibling
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: the JSON summary beside %s was not written: %s\n", metrics_path.c_str(), e.what());
-    if (json_summary_problem(metrics_path, false).empty()) std::remove(json.c_str());  // an earlier run's: it would mislead
+    remove_if_owned(json, Owned::written_or_approved);  // an earlier summary (this run's, or an earlier run's): it would mislead
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "io/atomic_write.hpp"
 #include "io/output_names.hpp"  // json_summary_path
 #include "results/metrics.hpp"
 
@@ -23,13 +24,14 @@ nlohmann::ordered_json run_summary_json(const GatheredMetrics& gathered, const R
 
 // Written atomically (io/atomic_write.hpp).
 void write_json_summary(const std::string& path, const nlohmann::ordered_json& summary,
-                        const std::string& partial_suffix = ".partial");
+                        const std::string& partial_suffix = unique_partial_suffix());
 
 // The summary of a metrics file just written, beside it (json_summary_path), atomically. A summary
 // that cannot be written costs a warning on stderr, not the run (a stale summary of an earlier run
-// at that name is removed: it would mislead).
+// at that name is removed: it would mislead); a name taken by another file during the run is
+// rethrown (OutputTaken), for the caller to move the results to a sibling name.
 void write_json_summary_beside(const std::string& metrics_path, const GatheredMetrics& gathered,
                                const RunSummary& summary, const RunMetrics& local,
-                               const std::string& partial_suffix = ".partial");
+                               const std::string& partial_suffix = unique_partial_suffix());
 
 }  // namespace minilst

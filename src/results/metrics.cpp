@@ -1,9 +1,15 @@
 #include "results/metrics.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -217,6 +223,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   rules.steps_done = nsteps;
   rules.warmup_steps = local.warmup_steps;
   rules.reference_check = summary.reference_check;
+  rules.mfu = summary.mfu_known ? summary.mfu : -1;
   summary.reportable = check_run_rules(rules);
   return summary;
 }
@@ -230,29 +237,108 @@ std::string result_line(const std::string& verdict, double fom, std::size_t step
   return "RESULT: " + verdict + numbers + (reportable.empty() ? "" : " reportable=" + reportable) + " metrics=" + path;
 }
 
-std::pair<std::string, int> result_of_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error("no file '" + path + "'");
-  if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error("'" + path + "' is not an HDF5 file");
-  const auto file = h5::open_file_readonly(path);
-  const hid_t f = file.id();
-  if (!H5Aexists(f, "schema") || h5::read_string_attr(f, "schema") != "minilst-metrics")
-    throw std::runtime_error("'" + path + "' is not a miniLST metrics file");
-  const bool complete = h5::read_string_attr(f, "complete") == "true";
-  const bool valid = h5::read_string_attr(f, "valid") == "PASSED";
-  const auto loss = h5::read_doubles(f, "loss");
-  const int ranks = int(h5::read_number_attr(f, "data_parallel") * h5::read_number_attr(f, "sequence_parallel"));
-  const std::string verdict =
-      !complete ? "INCOMPLETE (" + h5::read_string_attr(f, "stop_reason") + ")" : valid ? "VALID" : "INVALID";
-  const double mfu = H5Aexists(f, "mfu") > 0 ? h5::read_number_attr(f, "mfu") : -1.0;  // files before MFU: none
-  std::string reportable;  // files before the run rules: none
-  if (H5Aexists(f, "reportable") > 0) {
-    reportable = h5::read_string_attr(f, "reportable");
-    if (reportable != "yes") reportable += " (" + h5::read_string_attr(f, "reportable_reasons") + ")";
+namespace {
+constexpr unsigned kReadSeconds = 20;                      // a metrics file's verdict reads in milliseconds
+constexpr std::size_t kReadMemory = std::size_t(4) << 30;  // far more than its attributes and loss need
+constexpr std::size_t kMaxSteps = std::size_t(1) << 26;    // a longer /loss is a corrupt dataspace
+constexpr double kMaxRanks = double(1 << 24);
+
+std::string quoted(const std::string& path) { return "'" + h5::printable(path) + "'"; }
+
+// A file that is not a metrics file at all (its message says so; not "unreadable").
+struct NotMetrics : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// What the file system tells before HDF5 is asked: missing, a directory, not a regular
+// file (a pipe would block the reader), not readable, empty.
+void check_result_path(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw std::runtime_error(quoted(path) + ": " + (errno == ENOENT ? "no such file" : std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw std::runtime_error(quoted(path) + " is a directory, not a metrics file");
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error(quoted(path) + " is not a regular file (a device, pipe or socket), not a metrics file");
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw std::runtime_error(quoted(path) + " cannot be read: " + std::strerror(errno));
+  ::close(fd);
+  if (st.st_size == 0) throw std::runtime_error(quoted(path) + " is empty (0 bytes), not a metrics file");
+}
+
+// A string attribute that must be one of `allowed` (the writer's only values).
+std::string choice_attr(hid_t f, const std::string& name, std::initializer_list<const char*> allowed) {
+  const std::string value = h5::read_string_attr(f, name);
+  std::string listed;
+  for (const char* a : allowed) {
+    if (value == a) return value;
+    listed += std::string(listed.empty() ? "" : " or ") + a;
   }
-  return {result_line(verdict, h5::read_number_attr(f, "fom"), loss.size(), loss.empty() ? 0.0 : loss.back(), ranks,
-                      mfu, reportable, path),
-          !complete ? 4 : valid ? 0 : 3};
+  throw std::runtime_error("attribute '" + name + "' is '" + h5::printable(value.substr(0, 40)) + "', not " + listed);
+}
+
+// A number attribute that must be a whole number in [1, kMaxRanks] (a rank count).
+double rank_count_attr(hid_t f, const std::string& name) {
+  const double v = h5::read_number_attr(f, name);
+  if (!(v >= 1 && v <= kMaxRanks && v == std::floor(v)))
+    throw std::runtime_error("attribute '" + name + "' is " + std::to_string(v) + ", not a rank count");
+  return v;
+}
+
+// The verdict of an open metrics file: its RESULT line and its run's exit code. Every
+// value is checked against what the writer writes, so a corrupt one is named.
+std::pair<std::string, int> verdict_of(hid_t f, const std::string& path) {
+  const bool complete = choice_attr(f, "complete", {"true", "false"}) == "true";
+  const bool valid = choice_attr(f, "valid", {"PASSED", "FAILED"}) == "PASSED";
+  const auto loss = h5::read_doubles(f, "loss", kMaxSteps);
+  const double ranks = rank_count_attr(f, "data_parallel") * rank_count_attr(f, "sequence_parallel");
+  if (ranks > kMaxRanks) throw std::runtime_error("data_parallel x sequence_parallel is more than 2^24 ranks");
+  std::string verdict = run_verdict(complete, valid);
+  if (!complete) verdict += " (" + h5::printable(h5::read_string_attr(f, "stop_reason")) + ")";
+  const double mfu = h5::has_attr(f, "mfu") ? h5::read_number_attr(f, "mfu") : -1.0;  // files before MFU: none
+  std::string reportable;  // files before the run rules: none
+  if (h5::has_attr(f, "reportable")) {
+    reportable = choice_attr(f, "reportable", {"yes", "no"});
+    if (reportable != "yes") reportable += " (" + h5::printable(h5::read_string_attr(f, "reportable_reasons")) + ")";
+  }
+  return {result_line(verdict, h5::read_number_attr(f, "fom"), loss.size(), loss.empty() ? 0.0 : loss.back(),
+                      int(ranks), mfu, reportable, path),
+          verdict_exit_code(complete, valid)};
+}
+
+// In the reading process: the file opened as HDF5, its schema checked, its verdict read.
+std::pair<std::string, int> read_result(const std::string& path) {
+  const htri_t hdf5 = H5Fis_hdf5(path.c_str());
+  if (hdf5 == 0) throw NotMetrics(quoted(path) + " is not an HDF5 file, not a metrics file");
+  try {
+    if (hdf5 < 0) throw std::runtime_error("HDF5 cannot look for its signature (" + h5::innermost_error() + ")");
+    const h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open it");
+    if (!h5::has_attr(file.id(), "schema"))
+      throw NotMetrics(quoted(path) + " is not a miniLST metrics file (HDF5 without a schema attribute)");
+    const std::string schema = h5::read_string_attr(file.id(), "schema");
+    if (schema != "minilst-metrics")
+      throw NotMetrics(quoted(path) + " is not a miniLST metrics file (its schema is '" +
+                       h5::printable(schema.substr(0, 40)) + "')");
+    return verdict_of(file.id(), path);
+  } catch (const NotMetrics&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(quoted(path) + " is unreadable: " + e.what());
+  }
+}
+}  // namespace
+
+std::pair<std::string, int> result_of_file(const std::string& path) {
+  check_result_path(path);
+  h5::silence_errors();
+  // Read in a child process: HDF5 itself can crash on a corrupt file (a reply "<code><line>").
+  const std::string reply = h5::read_isolated(
+      path,
+      [&path] {
+        const auto [line, code] = read_result(path);
+        return std::to_string(code) + line;
+      },
+      kReadSeconds, kReadMemory);
+  return {reply.substr(1), reply[0] - '0'};
 }
 
 void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
@@ -271,6 +357,7 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   h5::attr(f, "schema", std::string("minilst-metrics"));
   h5::attr(f, "schema_version", std::int64_t(1));
   h5::attr(f, "valid", std::string(summary.valid ? "PASSED" : "FAILED"));
+  h5::attr(f, "verdict", std::string(run_verdict(local.complete, summary.valid)));  // as RESULT, JSON, MLPerf say it
   h5::attr(f, "complete", std::string(local.complete ? "true" : "false"));
   h5::attr(f, "stop_reason", local.stop_reason);
   h5::attr(f, "steps_done", std::int64_t(g.nsteps));

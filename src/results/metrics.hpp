@@ -122,6 +122,10 @@ RunSummary summarise_metrics(const GatheredMetrics& gathered, const RunMetrics& 
 std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks, double mfu,
                         const std::string& reportable, const std::string& path);
 // The RESULT line of a metrics file, and the exit code its run gave (0 VALID, 3 INVALID, 4 INCOMPLETE).
+// Throws runtime_error, one line naming the file and what is wrong, for a file that is missing, empty,
+// a directory, not HDF5, of another schema or unreadable (truncated, corrupt, a value the writer never
+// writes). HDF5 reads it in a child process (h5::read_isolated) with its diagnostics silenced: HDF5
+// crashing or hanging on a corrupt file is such an error too.
 std::pair<std::string, int> result_of_file(const std::string& path);
 // The metrics file, written atomically (h5::AtomicFile: built as path + partial_suffix, then renamed).
 // Its JSON summary is results/json_summary.hpp's (the recorder writes both).

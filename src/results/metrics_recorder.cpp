@@ -4,14 +4,16 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "io/atomic_write.hpp"
 #include "io/h5.hpp"
+#include "io/output_names.hpp"
 #include "results/json_summary.hpp"
 #include "results/mllog.hpp"
 
 namespace minilst {
 
 MetricsRecorder::MetricsRecorder(MPI_Comm comm, RunMetrics metrics, std::string path)
-    : comm_(comm), path_(std::move(path)), metrics_(std::move(metrics)) {
+    : comm_(comm), path_(std::move(path)), target_(path_), metrics_(std::move(metrics)) {
   MPI_Comm_rank(comm, &rank_);
   gather_totals(comm, metrics_, gathered_);  // zeros until the first record: a rescue always has every dataset
 }
@@ -49,12 +51,51 @@ RunSummary MetricsRecorder::write(bool complete, const std::string& stop_reason,
   metrics_.stop_reason = stop_reason;
   if (rank_ != 0) return {};
   const auto summary = summarise_metrics(gathered_, metrics_);
-  if (!path_.empty()) {
-    write_metrics_file(path_, gathered_, summary, metrics_);
-    write_json_summary_beside(path_, gathered_, summary, metrics_);
-  }
+  if (!path_.empty()) write_files(summary, metrics_);
   final_written_ = final;
   return summary;
+}
+
+void MetricsRecorder::write_files(const RunSummary& summary, const RunMetrics& m) {
+  constexpr int kSiblings = 4;  // each sibling name taken in turn: someone is creating them on purpose
+  for (;;) {
+    const std::string json = json_summary_path(target_);
+    const bool file_free = may_write(target_), json_free = may_write(json);
+    std::string taken = "'" + (file_free ? json : target_) +
+                        "' is not this run's to replace: a file was put there by someone else during the run";
+    if (file_free && json_free) {
+      try {
+        write_metrics_file(target_, gathered_, summary, m, unique_partial_suffix());
+        write_json_summary_beside(target_, gathered_, summary, m, unique_partial_suffix());
+        remove_abandoned();
+        return;
+      } catch (const OutputTaken& e) {  // taken between the check and the rename
+        taken = e.what();
+      }
+    }
+    if (sibling_ == kSiblings)
+      throw std::runtime_error("the metrics were not written: '" + path_ + "' and its siblings up to '" + target_ +
+                               "' are taken (" + taken + ")");
+    move_to_sibling(taken);
+  }
+}
+
+// This run's earlier snapshots under names it left (the file taken there is not this run's, and stays).
+void MetricsRecorder::remove_abandoned() {
+  for (const auto& name : abandoned_)
+    for (const auto& file : {name, json_summary_path(name)})
+      if (remove_if_owned(file))
+        std::fprintf(stderr, "output.metrics: this run's earlier snapshot '%s' is removed (its results are in '%s')\n",
+                     file.c_str(), target_.c_str());
+  abandoned_.clear();
+}
+
+void MetricsRecorder::move_to_sibling(const std::string& taken) {
+  abandoned_.push_back(target_);
+  target_ = sibling_path(path_, process_tag(), ++sibling_);
+  std::fprintf(stderr, "warning: output.metrics: %s; it is left untouched, and this run's metrics go to '%s' (JSON summary "
+               "'%s')\n", taken.c_str(), target_.c_str(), json_summary_path(target_).c_str());
+  std::fflush(stderr);
 }
 
 bool MetricsRecorder::rescue(const std::string& why) noexcept {
@@ -74,26 +115,22 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
     m.complete = false;
     m.stop_reason = why + ": stopped after " + std::to_string(gathered_.nsteps) + " finished step(s)";
     const auto summary = summarise_metrics(gathered_, m);
-    // A rank other than 0 checks the name as rank 0 did before step 1 (its node may not share rank 0's
-    // file system), and builds the file under its own temporary name (rank 0 may be writing too).
-    bool with_summary = true;
-    if (rank_ != 0) {
-      if (const auto problem = h5::prepare_output(path_, "minilst-metrics", false); !problem.empty())
+    // A rank other than 0 writes to a sibling of its own (rank 0 may be writing the name asked
+    // for), checked as rank 0 checked that name before step 1 (its node may not share rank 0's
+    // file system: the directory is created there too).
+    if (rank_ != 0 && sibling_ == 0) {
+      target_ = sibling_path(path_, process_tag(), ++sibling_);
+      if (const auto problem = h5::prepare_output(target_, "minilst-metrics", false); !problem.empty())
         throw std::runtime_error(problem);
-      if (const auto problem = json_summary_problem(path_, false); !problem.empty()) {
-        std::fprintf(stderr, "rank %d: no JSON summary written: output.metrics: %s\n", rank_, problem.c_str());
-        with_summary = false;
-      }
     }
-    const std::string suffix = rank_ == 0 ? ".partial" : ".rank" + std::to_string(rank_) + ".partial";
-    write_metrics_file(path_, gathered_, summary, m, suffix);
-    if (with_summary) write_json_summary_beside(path_, gathered_, summary, m, suffix);
+    write_files(summary, m);
     std::fprintf(stderr, "rank %d: the %d finished step(s) are written to %s (complete = false)\n", rank_,
-                 gathered_.nsteps, path_.c_str());
-    std::printf("%s\n", result_line("INCOMPLETE (" + m.stop_reason + ")", summary.fom, m.steps.size(),
+                 gathered_.nsteps, target_.c_str());
+    std::printf("%s\n", result_line(std::string(run_verdict(false, summary.valid)) + " (" + m.stop_reason + ")", summary.fom, m.steps.size(),
                                      m.steps.back().loss, gathered_.nranks, summary.mfu_known ? summary.mfu : -1.0,
-                                     summary.reportable.verdict(), path_).c_str());
-    mllog("run_stop", nullptr, {{"status", "aborted"}, {"reason", m.stop_reason}}, MllogEvent::interval_end);
+                                     summary.reportable.verdict(), target_).c_str());
+    mllog("run_stop", nullptr, {{"status", "aborted"}, {"verdict", run_verdict(false, summary.valid)}, {"reason", m.stop_reason}},
+          MllogEvent::interval_end);
     std::fflush(stdout);
     std::fflush(stderr);
     return true;

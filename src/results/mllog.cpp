@@ -22,4 +22,16 @@ void mllog(const std::string& key, const nlohmann::json& value, const nlohmann::
   std::fflush(stdout);  // a line of its own in a log the launcher merges from several ranks
 }
 
+void mllog_result(bool complete, bool valid, double fom, const Reportability& reportable, const nlohmann::json& tokens_per_joule) {
+  const std::string verdict = run_verdict(complete, valid);
+  mllog("minilst_result", {{"verdict", verdict},
+                           {"fom", fom},
+                           {"fom_unit", "tokens/s per rank"},
+                           {"reportable", reportable.word()},
+                           {"reportable_reasons", reportable.reasons},
+                           {"tokens_per_joule", tokens_per_joule}});
+  mllog("run_stop", nullptr, {{"status", verdict == "VALID" ? "success" : "aborted"}, {"verdict", verdict}},
+        MllogEvent::interval_end);
+}
+
 }  // namespace minilst

@@ -10,12 +10,16 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "minilst_build_info.hpp"  // generated: MINILST_VERSION, MINILST_BUILD_TYPE, ...
@@ -105,15 +109,20 @@ std::string kokkos_version() {
 }  // namespace
 
 namespace {
-// Every rank's `mine` (up to width - 1 characters), in rank order. Collective.
-std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, std::size_t width) {
+// Every rank's `mine`, in rank order, whatever their lengths. Collective.
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
   int nranks = 1;
   MPI_Comm_size(comm, &nranks);
-  std::vector<char> buf(width, '\0'), all(std::size_t(nranks) * width);
-  std::copy_n(mine.begin(), std::min(mine.size(), width - 1), buf.begin());
-  MPI_Allgather(buf.data(), int(width), MPI_CHAR, all.data(), int(width), MPI_CHAR, comm);
+  int length = int(mine.size());
+  const std::size_t count = std::size_t(nranks);
+  std::vector<int> lengths(count), offsets(count, 0);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  for (int r = 1; r < nranks; ++r) offsets[std::size_t(r)] = offsets[std::size_t(r - 1)] + lengths[std::size_t(r - 1)];
+  std::vector<char> all(std::size_t(offsets.back() + lengths.back()) + 1);
+  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
   std::vector<std::string> out;
-  for (int r = 0; r < nranks; ++r) out.emplace_back(&all[std::size_t(r) * width]);
+  for (int r = 0; r < nranks; ++r)
+    out.emplace_back(all.data() + offsets[std::size_t(r)], std::size_t(lengths[std::size_t(r)]));
   return out;
 }
 
@@ -149,39 +158,204 @@ CpuFacts cpu_facts() {
   return c;
 }
 
+// Seconds since the epoch when this process started (Adiak's launchdate): its start in clock
+// ticks after boot (/proc/self/stat) plus the boot time (/proc/stat); where /proc cannot tell,
+// the time of the first call.
+long launch_time() {
+  static const long first_call = long(std::time(nullptr));
+  std::ifstream stat("/proc/self/stat"), system("/proc/stat");
+  std::string line, word;
+  if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) return first_call;
+  std::istringstream fields(line.substr(line.rfind(')') + 1));  // after the command name: field 3 on
+  long long start_ticks = -1;
+  for (int field = 3; fields >> word; ++field)
+    if (field == 22) start_ticks = std::atoll(word.c_str());
+  long long boot = -1;
+  while (system >> word)
+    if (word == "btime") system >> boot;
+  const long ticks = sysconf(_SC_CLK_TCK);
+  if (start_ticks < 0 || boot <= 0 || ticks <= 0) return first_call;
+  return long(boot + start_ticks / ticks);
+}
+
+// A time in seconds since the epoch as 2026-11-22T10:44:00Z.
+std::string utc_text(long seconds) {
+  const std::time_t t = seconds;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Adiak's clustername: the host name up to its first '.', without digits ("node12.site" -> "node").
+std::string cluster_of(const std::string& host) {
+  std::string out;
+  for (const char c : host.substr(0, host.find('.')))
+    if (c < '0' || c > '9') out += c;
+  return out;
+}
+
+// The MPI library's vendor and version out of MPI_Get_library_version's text (Adiak's
+// mpi_library_vendor and mpi_library_version): the first vendor name found (most specific
+// first), and the first dotted number after it; "unknown" where none is found.
+std::pair<std::string, std::string> mpi_vendor_version(const std::string& text) {
+  static const std::pair<const char*, const char*> vendors[] = {  // name, where its version follows
+      {"IBM Spectrum MPI", "Open MPI"}, {"CRAY MPICH", "CRAY MPICH"}, {"Intel(R) MPI Library", "Intel(R) MPI Library"},
+      {"MVAPICH2", "MVAPICH2"},         {"MVAPICH", "MVAPICH"},       {"Open MPI", "Open MPI"},
+      {"MPICH", "MPICH"}};
+  for (const auto& [vendor, anchor] : vendors) {
+    const auto at = text.find(anchor);
+    if (text.find(vendor) == std::string::npos || at == std::string::npos) continue;
+    const auto digit = text.find_first_of("0123456789", at + std::strlen(anchor));
+    if (digit == std::string::npos) return {vendor, "unknown"};
+    const auto end = text.find_first_not_of("0123456789.", digit);
+    std::string version = text.substr(digit, end == std::string::npos ? std::string::npos : end - digit);
+    while (!version.empty() && version.back() == '.') version.pop_back();
+    return {vendor, version};
+  }
+  return {"unknown", "unknown"};
+}
+
+// The logical CPUs of this process's affinity mask (empty where it cannot be read).
+std::vector<int> affinity_cpus() {
+  std::vector<int> cpus;
+#ifdef __linux__
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+#endif
+  return cpus;
+}
+
+// The physical core a logical CPU belongs to, named by the first logical CPU on that core
+// (sysfs' thread_siblings_list: "0,64" -> 0); the CPU itself where sysfs has no topology.
+int core_of(int cpu) {
+  std::ifstream in("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+  int first = -1;
+  return in >> first && first >= 0 ? first : cpu;
+}
+
+std::string join_ints(const std::vector<int>& v, const char* sep) {
+  std::string out;
+  for (const int x : v) out += (out.empty() ? "" : sep) + std::to_string(x);
+  return out;
+}
+
+// Where each rank ran, as every rank gathered it: its host, the logical CPUs of its affinity
+// mask and the physical cores they belong to (empty: unknown).
+struct RankPlace {
+  std::string host, cpus;
+  std::vector<int> cores;
+};
+
+// Collective: every rank's place, in rank order.
+std::vector<RankPlace> gather_placement(MPI_Comm comm, const std::string& host) {
+  const auto cpus = affinity_cpus();
+  std::set<int> cores;
+  for (const int c : cpus) cores.insert(core_of(c));
+  const std::string mine =
+      host + "\t" + cpu_list() + "\t" + join_ints(std::vector<int>(cores.begin(), cores.end()), ",");
+  std::vector<RankPlace> out;
+  for (const auto& text : gather_strings(comm, mine)) {
+    std::istringstream in(text);
+    RankPlace r;
+    std::string core_list;
+    std::getline(in, r.host, '\t');
+    std::getline(in, r.cpus, '\t');
+    std::getline(in, core_list);
+    std::istringstream list(core_list);
+    for (std::string c; std::getline(list, c, ',');) r.cores.push_back(std::atoi(c.c_str()));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The ranks each (host, core) serves, for the cores more than one rank may run on.
+std::map<std::pair<std::string, int>, std::vector<int>> shared_cores(const std::vector<RankPlace>& places) {
+  std::map<std::pair<std::string, int>, std::vector<int>> users, shared;
+  for (std::size_t r = 0; r < places.size(); ++r)
+    for (const int c : places[r].cores) users[{places[r].host, c}].push_back(int(r));
+  for (auto& [core, ranks] : users)
+    if (ranks.size() > 1) shared[core] = ranks;
+  return shared;
+}
+
+// The placement keys: `placement` (JSON: one object per rank with its host, CPUs, cores and
+// the ranks it shares a core with), `cpu_binding` (text), `cores_shared` (yes, no or unknown)
+// and `cores_shared_note` (which cores, first few: "core 0 on h: ranks 0 and 2, ...").
+void add_placement_keys(std::map<std::string, std::string>& p, const std::vector<RankPlace>& places) {
+  const auto shared = shared_cores(places);
+  bool known = true;
+  std::string binding, note;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (std::size_t r = 0; r < places.size(); ++r) {
+    const auto& place = places[r];
+    known = known && !place.cores.empty();
+    binding += (r ? "; " : "") + ("rank " + std::to_string(r)) + " on " + place.host + ": " + place.cpus;
+    std::set<int> partners;
+    for (const int c : place.cores)
+      if (const auto it = shared.find({place.host, c}); it != shared.end())
+        for (const int other : it->second)
+          if (other != int(r)) partners.insert(other);
+    list.push_back({{"rank", r}, {"host", place.host}, {"cpus", place.cpus}, {"cores", place.cores},
+                    {"shares_core_with", std::vector<int>(partners.begin(), partners.end())}});
+  }
+  int listed = 0;
+  for (const auto& [core, ranks] : shared) {
+    if (listed++ == 3) {
+      note += ", ...";
+      break;
+    }
+    note += (note.empty() ? "" : ", ") + ("core " + std::to_string(core.second) + " on " + core.first + ": ranks " +
+                                           join_ints(ranks, " and "));
+  }
+  p["placement"] = list.dump();
+  p["cpu_binding"] = binding;
+  p["cores_shared"] = !shared.empty() ? "yes" : known ? "no" : "unknown";
+  p["cores_shared_note"] = note;
+}
+
 void add_job_keys(std::map<std::string, std::string>& p, MPI_Comm comm, int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const auto hosts = gather_strings(comm, host, sizeof host);
-  const std::set<std::string> unique(hosts.begin(), hosts.end());
+  const auto places = gather_placement(comm, host);
+  std::set<std::string> unique;  // Adiak's hostlist: the distinct hosts, each up to its first '.'
+  for (const auto& place : places) unique.insert(place.host.substr(0, place.host.find('.')));
   std::string hostlist, cmdline;
   for (const auto& h : unique) hostlist += (hostlist.empty() ? "" : ",") + h;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
   const passwd* pw = getpwuid(getuid());
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
+  int len = 0, major = 0, minor = 0;
   MPI_Get_library_version(mpi_version, &len);
+  MPI_Get_version(&major, &minor);
   std::string mpi_lib(mpi_version, std::size_t(len));
   while (!mpi_lib.empty() && (mpi_lib.back() == '\n' || mpi_lib.back() == '\0')) mpi_lib.pop_back();
-
-  p["user"] = pw ? pw->pw_name : env("USER");
-  p["launchdate"] = utc_time(false);
-  p["executable"] = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "minilst";
+  const auto [vendor, version] = mpi_vendor_version(mpi_lib);
   std::error_code ec;
-  p["executablepath"] = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const auto exe = std::filesystem::canonical("/proc/self/exe", ec);
+  const long launched = launch_time();
+
+  // Adiak's standard keys, with Adiak's meaning (its implicit routines on Linux).
+  p["user"] = pw ? pw->pw_name : env("USER");                // the login name
+  p["launchdate"] = std::to_string(launched);                // seconds since the epoch, the process's start
+  p["launchdate_utc"] = utc_text(launched);                  // the same, for people
+  p["executable"] = ec ? "minilst" : exe.filename().string();  // the program file's name
+  p["executablepath"] = ec ? "" : exe.string();              // its full path, links resolved
   p["workdir"] = std::filesystem::current_path(ec).string();
   p["cmdline"] = cmdline;
   p["hostname"] = host;
-  p["clustername"] = env("SLURM_CLUSTER_NAME").empty() ? std::string(host) : env("SLURM_CLUSTER_NAME");
-  p["jobsize"] = std::to_string(hosts.size());
-  p["numhosts"] = std::to_string(unique.size());
+  p["clustername"] = cluster_of(host);                       // the host name without digits (SLURM_CLUSTER_NAME below)
+  p["jobsize"] = std::to_string(places.size());              // MPI ranks
+  p["numhosts"] = std::to_string(unique.size());             // distinct hosts
   p["hostlist"] = hostlist;
-  p["mpi_library_version"] = mpi_lib;
-  // Every rank's CPU binding (its affinity mask), in rank order: "rank 0 on host: 0-1; ..."
-  const auto masks = gather_strings(comm, std::string(host) + ": " + cpu_list(), 256);
-  std::string binding;
-  for (std::size_t r = 0; r < masks.size(); ++r) binding += (r ? "; " : "") + ("rank " + std::to_string(r)) + " on " + masks[r];
-  p["cpu_binding"] = binding;
+  p["mpi_version"] = std::to_string(major) + "." + std::to_string(minor);  // the MPI standard
+  p["mpi_library"] = mpi_lib;                                // MPI_Get_library_version, whole
+  p["mpi_library_vendor"] = vendor;
+  p["mpi_library_version"] = version;
+  add_placement_keys(p, places);
   for (const char* name : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NUM_NODES",
                            "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_NODELIST",
                            "SLURM_JOB_PARTITION", "SLURM_CLUSTER_NAME"})

@@ -1,10 +1,16 @@
 // Where and how a run happened, as string attributes for the metrics file:
-// LLNL Adiak's standard keys (user, launchdate, executable, cmdline, hostname,
-// clustername, jobsize, numhosts, hostlist, mpi_library_version, ...), the build
-// (git_commit, git_dirty, compiler, cmake_build_type, kokkos_version,
-// kokkos_devices, blas), the machine (cpu_model, cpu_isa, memory_bytes, gpu) and
-// the Slurm job variables when present.
-// Collective over comm (host names are gathered).
+// LLNL Adiak's standard keys with Adiak's meaning (user: the login name; launchdate:
+// the process's start in seconds since the epoch, launchdate_utc the same as text;
+// executable and executablepath: the program file; clustername: the host name without
+// digits; jobsize: MPI ranks; numhosts, hostlist: the distinct hosts; mpi_version: the
+// MPI standard; mpi_library: MPI_Get_library_version's text, mpi_library_vendor and
+// mpi_library_version parsed from it), where each rank ran (placement: host, the CPUs
+// of its affinity mask and their physical cores, gathered over ranks; cpu_binding;
+// cores_shared: whether two ranks may run on one core, with cores_shared_note naming
+// them), the build (git_commit, git_dirty, compiler, cmake_build_type, kokkos_version,
+// kokkos_devices, blas), the machine (cpu_model, cpu_isa, memory_bytes, gpu) and the
+// Slurm job variables when present.
+// Collective over comm (host names and placements are gathered).
 #pragma once
 
 #include <mpi.h>

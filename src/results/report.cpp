@@ -163,11 +163,12 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
     std::printf("run rules: reportable (RUN_RULES.md)\n");
   else
     std::printf("run rules: not reportable: %s (RUN_RULES.md)\n", s.reportable.reasons_text().c_str());
-  const std::string verdict = !m.complete ? "INCOMPLETE (" + m.stop_reason + ")" : s.valid ? "VALID" : "INVALID";
+  const std::string verdict =
+      std::string(run_verdict(m.complete, s.valid)) + (m.complete ? "" : " (" + m.stop_reason + ")");
   std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks,
                                   s.mfu_known ? s.mfu : -1.0, s.reportable.verdict(), path).c_str());
   std::fflush(stdout);
-  return !m.complete ? 4 : s.valid ? 0 : 3;
+  return verdict_exit_code(m.complete, s.valid);
 }
 
 }  // namespace minilst

@@ -1,6 +1,8 @@
 #include "results/run.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "job/stop.hpp"
 #include "memory/step_arena.hpp"
@@ -22,11 +24,13 @@ void Run::print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, 
   if (!root_) return;
   minilst::print_setup(deck_, opts, kernels, states_, g, nranks_, par_.dp_size(), scalar_bytes(deck_.run.precision),
                        offload);
-  std::printf("peak for MFU: %s GEMM %d^3 at %.1f GFLOP/s per rank (measured, mean over ranks)",
-              name_of(deck_.run.precision).c_str(), peak_.gemm_size, peak_.gflops);
+  std::printf("peak for MFU: %s GEMM at %.1f GFLOP/s per rank (measured: the best of several shapes, %s on rank 0; "
+              "mean over ranks)",
+              name_of(deck_.run.precision).c_str(), peak_.gflops, peak_.shape.c_str());
   if (peak_.nominal.gflops > 0)
     std::printf("; %s datasheet %.0f GFLOP/s", peak_.nominal.device.c_str(), peak_.nominal.gflops);
   std::printf("\nenergy: %s (%s)\n", energy_.source().c_str(), energy_.note().c_str());
+  std::printf("%s\n", flush_policy().c_str());
   mllog("init_stop", nullptr, {}, MllogEvent::interval_end);
   mllog("run_start", nullptr, {}, MllogEvent::interval_start);
 }
@@ -37,7 +41,7 @@ void Run::begin_step() {
   wall_.reset();
 }
 
-void Run::after_step(long step, StepResult r) {
+void Run::after_step(long step, StepResult r, const std::function<void()>& before_flush) {
   timers_.add(Phase::copy_engine_busy, r.moved.busy_seconds);
   timers_.add(Phase::step, wall_.seconds() - r.dump_seconds);
   const double joules = energy_.joules_since_last();
@@ -49,9 +53,44 @@ void Run::after_step(long step, StepResult r) {
     print_step(step, deck_, r.loss, r.grad_norm, timers_.get(Phase::step), recorder_.metrics().tokens_per_step);
     mllog("train_loss", r.loss, {{"step_num", step + 1}, {"step_seconds", timers_.get(Phase::step)}});
   }
-  const bool last = step + 1 == deck_.run.steps;
-  if (deck_.output.flush_every > 0 && (step + 1) % deck_.output.flush_every == 0 && !last)
+  if (flush_due(step)) {
+    if (before_flush) before_flush();
     recorder_.write(false, "running: written after " + steps_done(step), false);
+    since_flush_.reset();
+  }
+}
+
+bool Run::flush_due(long step) {
+  if (step + 1 == deck_.run.steps) return false;  // the final write follows
+  const auto& out = deck_.output;
+  if (out.flush_every > 0 && (step + 1) % out.flush_every == 0) return true;
+  if (out.flush_seconds <= 0) return false;
+  if (step == 0) return true;
+  char due = root_ && since_flush_.seconds() >= out.flush_seconds;
+  if (nranks_ > 1) MPI_Bcast(&due, 1, MPI_CHAR, 0, comm_);  // rank 0's clock decides for every rank
+  return due != 0;
+}
+
+namespace {
+// 600 -> "10 min", 90 -> "90 s", 0.5 -> "0.5 s".
+std::string duration_text(double seconds) {
+  char text[32];
+  if (seconds >= 60 && std::fmod(seconds, 60.0) == 0)
+    std::snprintf(text, sizeof text, "%.0f min", seconds / 60);
+  else
+    std::snprintf(text, sizeof text, "%g s", seconds);
+  return text;
+}
+}  // namespace
+
+std::string Run::flush_policy() const {
+  const auto& out = deck_.output;
+  std::string when;
+  if (out.flush_seconds > 0) when = "every " + duration_text(out.flush_seconds) + " of run time and after step 1";
+  if (out.flush_every > 0)
+    when += (when.empty() ? "" : ", and ") + std::string("every ") + std::to_string(out.flush_every) + " steps";
+  if (when.empty()) return "metrics written at the end only (output.flush_seconds: 0, output.flush_every: 0)";
+  return "metrics flushed " + when;
 }
 
 std::string Run::steps_done(long step) const {
@@ -75,8 +114,7 @@ void Run::record() {
   recorder_.record([&](RunMetrics& m) {
     m.peak_gflops = peak_.gflops;
     m.nominal_peak_gflops = peak_.nominal.gflops;
-    m.attributes.text["peak_source"] = "measured: " + name_of(deck_.run.precision) + " GEMM " +
-                                       std::to_string(peak_.gemm_size) + "^3 (kernels::gemm), mean over ranks";
+    m.attributes.text["peak_source"] = peak_.source;
     if (!peak_.nominal.device.empty()) m.attributes.text["device_name"] = peak_.nominal.device;
     m.energy_source = energy_.source();
     m.energy_note = energy_.note();
@@ -95,14 +133,8 @@ int Run::finish(const std::string& stop_reason) {
   if (!root_) return 0;  // the verdict is rank 0's, shared by run_deck
   print_summary(summary, recorder_.path());
   const int code = print_result(summary, recorder_.metrics(), deck_, nranks_, recorder_.path());
-  const char* verdict = code == 0 ? "VALID" : code == 3 ? "INVALID" : "INCOMPLETE";
-  mllog("minilst_result", {{"verdict", verdict},
-                           {"fom", summary.fom},
-                           {"fom_unit", "tokens/s per rank"},
-                           {"reportable", summary.reportable.yes()},
-                           {"reportable_reasons", summary.reportable.reasons},
-                           {"tokens_per_joule", summary.energy_known ? nlohmann::json(summary.tokens_per_joule) : nlohmann::json()}});
-  mllog("run_stop", nullptr, {{"status", code == 0 ? "success" : "aborted"}}, MllogEvent::interval_end);
+  mllog_result(stop_reason.empty(), summary.valid, summary.fom, summary.reportable,
+               summary.energy_known ? nlohmann::json(summary.tokens_per_joule) : nlohmann::json());
   std::fflush(stdout);
   return code;
 }

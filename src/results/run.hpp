@@ -1,6 +1,7 @@
 // What a run reports, around its step loop: the peak rate MFU is measured against
 // (measured once, before the first step), the energy meter, every step's records (the
-// metrics recorder, the progress line, the MLPerf-style line, a snapshot every
+// metrics recorder, the progress line, the MLPerf-style line, the flushes: a snapshot
+// after step 1 and every output.flush_seconds of rank 0's clock, every
 // output.flush_every steps), what the metrics file holds besides the steps (the
 // memory prediction computed once per offload alpha and carried), and the end: the
 // final write, the summary and the RESULT line.
@@ -26,33 +27,26 @@
 #include "memory/copy_engine.hpp"
 #include "model/memory_model.hpp"
 #include "parallel/parallel_setup.hpp"
+#include "results/gemm_peak.hpp"
 #include "results/metrics_recorder.hpp"
 #include "results/run_record.hpp"
 
 namespace minilst {
 
-// MFU's denominators: the run's dense GEMM rate on each rank (mean over ranks), and
-// the device's datasheet peak where it is known.
+// MFU's denominators: the run's dense GEMM rate on each rank (mean over ranks; the best of
+// several shapes, results/gemm_peak.hpp), and the device's datasheet peak where it is known.
 struct PeakRate {
-  double gflops = 0;  // measured, per rank
-  int gemm_size = 0;  // of the n^3 product measured
+  double gflops = 0;   // measured, per rank
+  std::string shape;   // the product that gave rank 0's best, m x n x k
+  std::string source;  // how it was measured (the metrics' peak_source)
   NominalPeak nominal;
 };
 
 // Collective: the rate of the run's precision T through the run's GEMM path.
 template <class T>
 PeakRate measure_peak(const KernelChoice& kernels, Precision precision, MPI_Comm comm) {
-#ifdef KOKKOS_ENABLE_CUDA
-  constexpr int n = 4096;  // a device needs large products to reach its rate
-#else
-  constexpr int n = sizeof(T) == 8 ? 512 : 1024;  // double: the small exactness runs
-#endif
-  PeakRate p{kernels::measured_gemm_gflops<T>(kernels, n, 2), n, nominal_peak(precision)};
-  int nranks = 1;
-  MPI_Comm_size(comm, &nranks);
-  MPI_Allreduce(MPI_IN_PLACE, &p.gflops, 1, MPI_DOUBLE, MPI_SUM, comm);
-  p.gflops /= nranks;
-  return p;
+  const GemmPeak best = measure_gemm_peak<T>(kernels, name_of(precision), comm);
+  return {best.gflops, best.best.text(), best.source, nominal_peak(precision)};
 }
 
 // One step as the loop saw it.
@@ -82,8 +76,9 @@ class Run {
 
   void begin_step();
   // Collective: the step's records (step 0 also records the facts, for a rescue), the
-  // progress line, and a snapshot every output.flush_every steps except after the last.
-  void after_step(long step, StepResult result);
+  // progress line, and a snapshot when one is due (flush_due) except after the last step,
+  // `before_flush` called first (the job's watchdog gives a write its own patience).
+  void after_step(long step, StepResult result, const std::function<void()>& before_flush = {});
   double last_step_seconds() const { return timers_.get(Phase::step); }
   // "step N of M" for messages.
   std::string steps_done(long step) const;
@@ -94,6 +89,12 @@ class Run {
 
  private:
   void record();
+  // Collective: whether the metrics are flushed after this step, the same verdict on every
+  // rank: after step 1 and once output.flush_seconds passed on rank 0's clock since the last
+  // write (one byte broadcast from rank 0), every output.flush_every steps; never after the last.
+  bool flush_due(long step);
+  // "metrics flushed every 10 min of run time and after step 1" (rank 0's start line).
+  std::string flush_policy() const;
 
   const Deck& deck_;
   MPI_Comm comm_;
@@ -108,6 +109,7 @@ class Run {
   RunAttributes energy_facts_;
   std::map<std::string, std::uint64_t> states_;
   Kokkos::Timer wall_;
+  Kokkos::Timer since_flush_;  // rank 0's clock since the run's start or its last flush
   double predicted_alpha_ = -1, predicted_host_alpha_ = -1;  // the alphas of the cached prediction (-1: none yet)
   MemoryPrediction prediction_;
 };

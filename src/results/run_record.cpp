@@ -2,10 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include "core/kernel_choice.hpp"
+#include "core/phases.hpp"
+#include "job/slurm_ids.hpp"
 #include "kernels/gemm_onednn.hpp"
 #include "results/provenance.hpp"
 #include "minilst_build_info.hpp"  // generated: MINILST_BUILD_TYPE
@@ -75,6 +80,34 @@ void record_memory(RunMetrics& m, const Deck& deck, ParallelSetup& par, const Ru
   if (deck.memory.plan)
     m.plan["model_arena_bytes"] = plan_step(pred.trace, pred.segments, deck.memory.solver, kArenaAlignment).arena_bytes;
 }
+
+// The measured steps' MFU as the metrics file computes it (each step timed on its slowest
+// rank, against ranks x the measured peak), for the run rules; -1 where no step was measured
+// or no rate is known. Collective over comm.
+double measured_mfu(const RunMetrics& m, MPI_Comm comm) {
+  int nranks = 1, nsteps = int(m.steps.size());
+  MPI_Comm_size(comm, &nranks);
+  MPI_Allreduce(MPI_IN_PLACE, &nsteps, 1, MPI_INT, MPI_MIN, comm);  // the steps every rank finished
+  std::vector<double> slowest;
+  for (int s = 0; s < nsteps; ++s) {
+    const auto it = m.steps[std::size_t(s)].seconds.find(name_of(Phase::step));
+    slowest.push_back(it == m.steps[std::size_t(s)].seconds.end() ? 0.0 : it->second);
+  }
+  if (nsteps > 0) MPI_Allreduce(MPI_IN_PLACE, slowest.data(), nsteps, MPI_DOUBLE, MPI_MAX, comm);
+  const int first = std::min(m.warmup_steps, nsteps);
+  double seconds = 0;
+  for (int s = first; s < nsteps; ++s) seconds += slowest[std::size_t(s)];
+  if (seconds <= 0 || m.peak_gflops <= 0) return -1;
+  return m.flops_per_step * double(nsteps - first) / seconds / (double(nranks) * m.peak_gflops * 1e9);
+}
+
+// The run rules' facts known once the run is recorded: ranks sharing a core, the MFU.
+void record_rule_facts(RunMetrics& m, MPI_Comm comm) {
+  const auto& text = m.attributes.text;
+  const auto shared = text.find("cores_shared"), note = text.find("cores_shared_note");
+  m.rules.shared_cores = shared != text.end() && shared->second == "yes" && note != text.end() ? note->second : "";
+  m.rules.mfu = measured_mfu(m, comm);
+}
 }  // namespace
 
 void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFacts& facts) {
@@ -140,6 +173,7 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   ints["mlp_chunks"] = effective_chunks(S_local, facts.options.mlp_chunks);
   ints["lm_head_chunks"] = effective_chunks(S_local, facts.options.lm_head_chunks);
   m.attributes.merge(facts.reported);
+  record_rule_facts(m, par.world_comm());
 }
 
 std::string run_name(const Deck& deck, int nranks) {
@@ -152,12 +186,24 @@ std::string run_name(const Deck& deck, int nranks) {
   return std::filesystem::path(deck.path).stem().string() + "_" + layout + "_" + std::to_string(nranks) + "r";
 }
 
+namespace {
+// A Slurm identifier as a part of a file name: its characters other than [A-Za-z0-9._-]
+// replaced by '_' (with a warning: Slurm sets numbers), `unset` when it is not set.
+std::string job_name_part(const char* variable, const std::string& unset) {
+  const char* value = std::getenv(variable);
+  if (!value) return unset;
+  const std::string part = sanitized_name_part(value);
+  if (!safe_name_part(value))
+    std::fprintf(stderr, "warning: %s='%s' holds characters other than A-Za-z0-9._-: the metrics file is named "
+                 "with '%s'\n", variable, value, part.c_str());
+  return part.empty() ? unset : part;
+}
+}  // namespace
+
 std::string metrics_path(const Deck& deck, int nranks) {
   if (deck.output.metrics != "auto") return deck.output.metrics;
-  std::string name = run_name(deck, nranks) + "_" + utc_time(true) + "_";
-  const char* job = std::getenv("SLURM_JOB_ID");
-  name += job ? std::string(job) : "local";
-  if (const char* task = std::getenv("SLURM_ARRAY_TASK_ID")) name += std::string("_") + task;
+  std::string name = run_name(deck, nranks) + "_" + utc_time(true) + "_" + job_name_part("SLURM_JOB_ID", "local");
+  if (const auto task = job_name_part("SLURM_ARRAY_TASK_ID", ""); !task.empty()) name += "_" + task;
   return name + "_" + std::to_string(getpid()) + ".h5";
 }
 

@@ -43,7 +43,8 @@ void record_run(RunMetrics& metrics, const Deck& deck, ParallelSetup& par, const
 std::string run_name(const Deck& deck, int nranks);
 // output.metrics: the deck's path, or for "auto"
 // <run name>_<UTC time>_<SLURM_JOB_ID or "local">[_<SLURM_ARRAY_TASK_ID>]_<pid>.h5,
-// unique for runs started in the same second (the process id), in the same job step too.
+// unique for runs started in the same second (the process id), in the same job step too;
+// the Slurm identifiers' characters other than [A-Za-z0-9._-] become '_' (job/slurm_ids.hpp).
 std::string metrics_path(const Deck& deck, int nranks);
 
 }  // namespace minilst

@@ -43,8 +43,18 @@ Reportability check_run_rules(const RunRuleFacts& f) {
     std::snprintf(text, sizeof text, "copy engine throttled (memory.offload_bandwidth_gbs = %g)", f.offload_bandwidth_gbs);
     why.push_back(text);
   }
+  if (!f.shared_cores.empty()) why.push_back("ranks share a CPU core (" + f.shared_cores + ")");
+  if (f.mfu > kMaxReportableMfu) {
+    char text[96];
+    std::snprintf(text, sizeof text, "MFU %.3f above 1 (the peak GEMM rate was measured too low)", f.mfu);
+    why.push_back(text);
+  }
   return r;
 }
+
+const char* run_verdict(bool complete, bool valid) { return !complete ? "INCOMPLETE" : valid ? "VALID" : "INVALID"; }
+
+int verdict_exit_code(bool complete, bool valid) { return !complete ? 4 : valid ? 0 : 3; }
 
 std::string Reportability::reasons_text() const {
   std::string out;

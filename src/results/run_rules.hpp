@@ -27,20 +27,36 @@ struct RunRuleFacts {
   int reference_steps = 0;           // the steps reference.losses lists
   double offload_bandwidth_gbs = 0;  // memory.offload_bandwidth_gbs (a throttled copy engine when > 0)
   int warmup_steps = 0;
+  // Known once the ranks' placement is gathered (results/provenance.hpp).
+  std::string shared_cores;          // "" or which ranks may run on one CPU core (cores_shared_note)
   // Known at the end.
   bool valid = false, complete = false;
   int measured_steps = 0, steps_done = 0;
   std::string reference_check = "none";  // none | PASSED | FAILED
+  double mfu = -1;                   // the measured steps' MFU against the measured peak (< 0: unknown)
 };
 
 struct Reportability {
   std::vector<std::string> reasons;  // every broken rule, in the order RUN_RULES.md lists them; empty: reportable
   bool yes() const { return reasons.empty(); }
   std::string reasons_text() const;  // "a; b" ("" when reportable)
+  const char* word() const { return yes() ? "yes" : "no"; }  // the one spelling of every output
   std::string verdict() const;       // "yes" or "no (a; b)"
 };
 
 Reportability check_run_rules(const RunRuleFacts& facts);
+
+// A run's verdict, spelled the same in every output (RESULT line, metrics file, JSON
+// summary, MLPerf-style lines, the analysis tables): VALID (complete, every loss finite,
+// the reference reproduced), INVALID (complete, not valid) or INCOMPLETE (stopped early;
+// the RESULT line adds the reason in parentheses).
+const char* run_verdict(bool complete, bool valid);
+// Its exit code: 0 VALID, 3 INVALID, 4 INCOMPLETE.
+int verdict_exit_code(bool complete, bool valid);
+
+// The highest MFU a reportable run may show: above it, the peak it was measured against was
+// measured too low (a model FLOP cannot run faster than the densest GEMM).
+constexpr double kMaxReportableMfu = 1.0;
 
 // The build types that count as optimised builds.
 bool optimised_build(const std::string& build_type);

@@ -44,7 +44,7 @@ set_ "mst.chunk_budget_mib = '2e302': must be in"                        mst.chu
 set_ "the run needs .* MiB of .*per rank \(memory model\) but .* MiB are available" run.seq_len=1000000000000
 set_ "output.metrics: '/dev/full' exists and is not a regular file"      output.metrics=/dev/full
 set_ "output.metrics: '/tmp' exists and is not a regular file \(a directory\)" output.metrics=/tmp
-set_ "output.metrics: cannot create '/proc/m.h5.partial'"                output.metrics=/proc/m.h5
+set_ "output.metrics: cannot create a file beside '/proc/m.h5'"          output.metrics=/proc/m.h5
 set_ "output.metrics '.*tiny.yaml' is the deck itself"                   "output.metrics=$deck"
 set_ "output.dump and output.metrics name the same file"                 output.metrics=x.h5 output.dump=./x.h5
 [[ -c /dev/full ]] || { echo "FAIL: /dev/full is no longer a device"; failures=$((failures + 1)); }

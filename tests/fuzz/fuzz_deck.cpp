@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -249,8 +250,14 @@ int main(int argc, char** argv) {
     else if (a == "--corpus" && i + 1 < argc) corpus = argv[++i];
     else bases.push_back(a);
   }
-  const fs::path scratch = fs::temp_directory_path() / ("minilst_fuzz_" + std::to_string(::getpid()));
-  fs::create_directories(scratch);
+  // A fresh private directory under $TMPDIR (mkdtemp): nothing is written into the checkout
+  // or the working directory, and no earlier run's leftovers are met.
+  std::string scratch_name = (fs::temp_directory_path() / "minilst_fuzz_deck_XXXXXX").string();
+  if (!::mkdtemp(scratch_name.data())) {
+    std::perror("fuzz_deck: cannot make a scratch directory");
+    return 1;
+  }
+  const fs::path scratch = scratch_name;
   long accepted = 0, refused = 0, failed = 0, slow = 0;
   // One input: `exercise` gives the verdict; `text` is what --keep saves of a failing or slow one.
   const auto tally = [&](const std::string& label, const std::string& text, bool must_refuse, const auto& exercise_it) {
@@ -286,6 +293,7 @@ int main(int argc, char** argv) {
               [&](std::string& why) { return exercise(e.path().string(), 1, why); });
   } else if (bases.empty()) {
     std::fprintf(stderr, "usage: fuzz_deck --decks N [--commands N] [--outputs N] [--seed S] BASE.yaml... | --corpus DIR\n");
+    fs::remove_all(scratch);
     return 2;
   }
   for (long d = 0; corpus.empty() && d < decks; ++d) {

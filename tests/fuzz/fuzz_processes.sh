@@ -32,7 +32,7 @@ finish() {  # the exit code of $pid (137: it hung past its limit)
 }
 
 check_outputs() {  # check_outputs CASE RC H5
-  if [[ -e $3.partial ]]; then fail "$1" "a .partial file is left"; fi
+  if compgen -G "$3*.partial" > /dev/null; then fail "$1" "a .partial file is left"; fi
   case $2 in
     0) "$PYTHON" -c "import h5py,sys; sys.exit(h5py.File('$3')['/'].attrs['complete'] != 'true')" 2> /dev/null ||
          fail "$1" "exit 0 without a complete metrics file" ;;

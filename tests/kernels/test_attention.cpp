@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/batch.hpp"
 #include "core/kernel_choice.hpp"
 #include "kernel_test_util.hpp"
 #include "kernels/attention.hpp"
@@ -49,7 +50,23 @@ namespace {
 struct AttnShape {
   int Sq, Sk, Hq, Gk, h;
   std::vector<std::int64_t> qpos, kpos;
+  minilst::SequenceMask mask;  // documents and window (default: causal)
 };
+
+// Whether the query at position qp sees the key at kp under s's mask, decided here
+// without q_lo: the key is not after the query, in the query's document (documents
+// start at 0 and at each of mask.doc_starts), and within the window's w latest positions.
+bool sees(const AttnShape& s, std::int64_t qp, std::int64_t kp) {
+  const auto document = [&](std::int64_t p) {
+    return std::count_if(s.mask.doc_starts.begin(), s.mask.doc_starts.end(), [p](std::int64_t d) { return d <= p; });
+  };
+  return kp <= qp && document(kp) == document(qp) && (s.mask.window == 0 || qp - kp < s.mask.window);
+}
+
+// The kernels' first visible positions of s's queries (empty when causal, as a run passes them).
+std::vector<std::int64_t> q_lo_of(const AttnShape& s) {
+  return s.mask.causal_only() ? std::vector<std::int64_t>{} : s.mask.q_lo(s.qpos);
+}
 
 struct AttnRef {
   Host o, lse;  // [Sq, Hq*h], [Sq, Hq]
@@ -65,7 +82,7 @@ AttnRef naive_attention_forward(const AttnShape& s, const Host& q, const Host& k
       std::vector<double> score(s.Sk, kNegInf);
       double mx = kNegInf;
       for (int j = 0; j < s.Sk; ++j) {
-        if (s.kpos[j] > s.qpos[i]) continue;
+        if (!sees(s, s.qpos[i], s.kpos[j])) continue;
         double d = 0;
         for (int c = 0; c < s.h; ++c) d += q[i * Dq + qo + c] * k[j * Dk + ko + c];
         score[j] = scale * d;
@@ -103,7 +120,7 @@ void naive_attention_backward(const AttnShape& s, const Host& q, const Host& k, 
       std::vector<double> P(s.Sk, 0.0), dP(s.Sk, 0.0);
       double D = 0;
       for (int j = 0; j < s.Sk; ++j) {
-        if (s.kpos[j] > s.qpos[i]) continue;
+        if (!sees(s, s.qpos[i], s.kpos[j])) continue;
         double d = 0, e = 0;
         for (int c = 0; c < s.h; ++c) {
           d += q[i * Dq + qo + c] * k[j * Dk + ko + c];
@@ -131,21 +148,22 @@ template <class T = double>
 struct AttnProblem {
   AttnShape s;
   Mat<T> q, k, v;
-  Vec<std::int64_t> qp, kp;
+  Vec<std::int64_t> qp, kp, ql;
   AttnProblem(const AttnShape& shape, Rng& rng)
       : s(shape),
         q("q", shape.Sq, shape.Hq * shape.h),
         k("k", shape.Sk, shape.Gk * shape.h),
         v("v", shape.Sk, shape.Gk * shape.h),
         qp(ids(shape.qpos)),
-        kp(ids(shape.kpos)) {
+        kp(ids(shape.kpos)),
+        ql(ids(q_lo_of(shape))) {
     fill_random(q, rng, -1.5, 1.5);  // wide enough for peaked softmax rows
     fill_random(k, rng, -1.5, 1.5);
     fill_random(v, rng);
   }
   std::pair<Mat<T>, Mat<T>> forward() const {
     Mat<T> o("o", s.Sq, s.Hq * s.h), lse("lse", s.Sq, s.Hq);
-    K::attention_forward<T>(o, lse, q, k, v, qp, kp, s.h);
+    K::attention_forward<T>(o, lse, q, k, v, qp, ql, kp, s.h);
     return {o, lse};
   }
 };
@@ -165,7 +183,7 @@ std::vector<Host> attention_grads(const AttnProblem<T>& P, const Mat<T>& dO) {
   Mat<T> dq("dq", P.q.extent(0), P.q.extent(1)), dk("dk", P.k.extent(0), P.k.extent(1)),
       dv("dv", P.v.extent(0), P.v.extent(1));
   Mat<minilst::accum_t<T>> delta("delta", P.s.Sq, P.s.Hq);
-  K::attention_backward<T>(dq, dk, dv, delta, dO, o, lse, P.q, P.k, P.v, P.qp, P.kp, P.s.h);
+  K::attention_backward<T>(dq, dk, dv, delta, dO, o, lse, P.q, P.k, P.v, P.qp, P.ql, P.kp, P.s.h);
   return {to_host(dq), to_host(dk), to_host(dv)};
 }
 
@@ -318,7 +336,7 @@ TEST(Attention, RingOverTwoKeyBlocksMatchesFullAttention) {
   Mat<double> ob[2] = {Mat<double>("o1", s.Sq, Dq), Mat<double>("o2", s.Sq, Dq)};
   Mat<double> lb[2] = {Mat<double>("lse1", s.Sq, s.Hq), Mat<double>("lse2", s.Sq, s.Hq)};
   for (int b = 0; b < 2; ++b)
-    K::attention_forward<double>(ob[b], lb[b], P.q, block(P.k, b), block(P.v, b), P.qp, kp_block(b), s.h);
+    K::attention_forward<double>(ob[b], lb[b], P.q, block(P.k, b), block(P.v, b), P.qp, P.ql, kp_block(b), s.h);
   const Host o1 = to_host(ob[0]), o2 = to_host(ob[1]), l1 = to_host(lb[0]), l2 = to_host(lb[1]);
   Host om(o1.size(), 0.0), lm(l1.size(), kNegInf);
   int b2_blind = 0;
@@ -351,7 +369,7 @@ TEST(Attention, RingOverTwoKeyBlocksMatchesFullAttention) {
   Mat<double> delta("delta", s.Sq, s.Hq);
   for (int b = 0; b < 2; ++b)
     K::attention_backward<double>(dq, block(dk, b), block(dv, b), delta, R, o, lse, P.q,
-                                  block(P.k, b), block(P.v, b), P.qp, kp_block(b), s.h);
+                                  block(P.k, b), block(P.v, b), P.qp, P.ql, kp_block(b), s.h);
   const double e = std::max({max_abs_diff(to_host(dq), full[0]), max_abs_diff(to_host(dk), full[1]),
                              max_abs_diff(to_host(dv), full[2])});
   note("ring blockwise backward vs full (max abs)", e);
@@ -373,7 +391,7 @@ TEST(Attention, BackwardAccumulatesIntoDqDkDv) {
   fill_random(dv, rng);
   fill_random(delta, rng);  // a workspace: its initial content must not matter
   const Host init[3] = {to_host(dq), to_host(dk), to_host(dv)};
-  K::attention_backward<double>(dq, dk, dv, delta, R, o, lse, P.q, P.k, P.v, P.qp, P.kp, s.h);
+  K::attention_backward<double>(dq, dk, dv, delta, R, o, lse, P.q, P.k, P.v, P.qp, P.ql, P.kp, s.h);
   const Host got[3] = {to_host(dq), to_host(dk), to_host(dv)};
   for (int t = 0; t < 3; ++t) {
     Host expect = init[t];
@@ -394,6 +412,7 @@ struct AttnShape {
   std::string name;
   int Sq, Sk, Hq, Gk, h;
   std::vector<std::int64_t> qpos, kpos;
+  minilst::SequenceMask mask;  // documents and window (default: causal)
 };
 
 // Host inputs of one problem: q, k, v and the output cotangent dO.
@@ -415,7 +434,7 @@ struct AttnProblem {
   using A = minilst::accum_t<T>;
   AttnShape s;
   Mat<T> q, k, v, dO;  // [Sq, Hq*h], [Sk, Gk*h] x2, [Sq, Hq*h]
-  Vec<std::int64_t> qp, kp;
+  Vec<std::int64_t> qp, kp, ql;  // ql: the queries' first visible positions (empty: causal)
   explicit AttnProblem(const AttnData& d)
       : s(d.s),
         q(mat_of<T>("q", s.Sq, std::size_t(s.Hq) * s.h, d.q)),
@@ -423,7 +442,8 @@ struct AttnProblem {
         v(mat_of<T>("v", s.Sk, std::size_t(s.Gk) * s.h, d.v)),
         dO(mat_of<T>("dO", s.Sq, std::size_t(s.Hq) * s.h, d.dO)),
         qp(ids(s.qpos)),
-        kp(ids(s.kpos)) {}
+        kp(ids(s.kpos)),
+        ql(ids(s.mask.causal_only() ? std::vector<std::int64_t>{} : s.mask.q_lo(s.qpos))) {}
   // (o, lse) of the reference or the optimised forward.
   std::pair<Mat<T>, Mat<A>> forward(bool reference) const {
     Mat<T> o("o", s.Sq, std::size_t(s.Hq) * s.h);
@@ -431,9 +451,9 @@ struct AttnProblem {
     Kokkos::deep_copy(o, T(3));  // forward overwrites (=): stale content must not matter
     Kokkos::deep_copy(lse, A(3));
     if (reference)
-      K::attention_forward_reference<T>(o, lse, q, k, v, qp, kp, s.h);
+      K::attention_forward_reference<T>(o, lse, q, k, v, qp, ql, kp, s.h);
     else
-      K::attention_forward<T>(o, lse, q, k, v, qp, kp, s.h);
+      K::attention_forward<T>(o, lse, q, k, v, qp, ql, kp, s.h);
     return {o, lse};
   }
 };
@@ -452,9 +472,9 @@ AttnGrads attention_grads(const AttnProblem<T>& P, const Mat<T>& o, const Mat<mi
   Mat<minilst::accum_t<T>> delta("delta", s.Sq, s.Hq);
   Kokkos::deep_copy(delta, minilst::accum_t<T>(7));  // a workspace: its content must not matter
   if (reference)
-    K::attention_backward_reference<T>(dq, dk, dv, delta, P.dO, o, lse, P.q, P.k, P.v, P.qp, P.kp, s.h);
+    K::attention_backward_reference<T>(dq, dk, dv, delta, P.dO, o, lse, P.q, P.k, P.v, P.qp, P.ql, P.kp, s.h);
   else
-    K::attention_backward<T>(dq, dk, dv, delta, P.dO, o, lse, P.q, P.k, P.v, P.qp, P.kp, s.h);
+    K::attention_backward<T>(dq, dk, dv, delta, P.dO, o, lse, P.q, P.k, P.v, P.qp, P.ql, P.kp, s.h);
   return {to_host(dq), to_host(dk), to_host(dv), to_host(delta)};
 }
 
@@ -484,6 +504,13 @@ std::vector<AttnShape> attention_shapes() {
       {"gqa Hq=4 Gk=2 h=8 150x150 ring block", 150, 150, 4, 2, 8, zigzag, middle},
       // A ring step whose keys all follow all the queries: every row masked.
       {"mqa Hq=2 Gk=1 h=8 40x60 ring block all masked", 40, 60, 2, 1, 8, iota_pos(40), iota_pos(60, 100)},
+      // Masks with a lower end (q_lo): documents and windows.
+      {"gqa Hq=4 Gk=2 h=12 11x13 documents at 6, 13, window 5", 11, 13, 4, 2, 12,
+       {20, 1, 15, 3, 9, 0, 22, 6, 12, 18, 4}, {13, 2, 21, 8, 4, 17, 10, 5, 19, 7, 14, 11, 16}, {{6, 13}, 5}},
+      {"gqa Hq=4 Gk=2 h=8 150x150 zigzag, documents 1, 2, 90, window 70", 150, 150, 4, 2, 8, zigzag, zigzag,
+       {{1, 2, 90}, 70}},
+      {"mqa Hq=4 Gk=1 h=64 150x150 shuffled, window 20", 150, 150, 4, 1, 64, shuffled(iota_pos(150), rng),
+       shuffled(iota_pos(150), rng), {{}, 20}},
   };
 }
 
@@ -560,7 +587,8 @@ TEST(Attention, ReferenceBackwardAccumulatesCalledTwiceGradientsDouble) {
     Mat<double> dq("dq", s.Sq, std::size_t(s.Hq) * s.h), dk("dk", s.Sk, std::size_t(s.Gk) * s.h),
         dv("dv", s.Sk, std::size_t(s.Gk) * s.h), delta("delta", s.Sq, s.Hq);
     for (int call = 0; call < 2; ++call)
-      K::attention_backward_reference<double>(dq, dk, dv, delta, P.dO, o, lse, P.q, P.k, P.v, P.qp, P.kp, s.h);
+      K::attention_backward_reference<double>(dq, dk, dv, delta, P.dO, o, lse, P.q, P.k, P.v, P.qp, P.ql, P.kp,
+                                              s.h);
     const twin::AttnGrads once = twin::attention_grads(P, o, lse, true);
     auto twice = [](Host x) {
       for (auto& e : x) e *= 2;
@@ -579,12 +607,31 @@ TEST(Attention, ReferenceBackwardAccumulatesCalledTwiceGradientsDouble) {
                               mat_of<double>("dk", dk.extent(0), dk.extent(1), init[1]),
                               mat_of<double>("dv", dv.extent(0), dv.extent(1), init[2])};
     K::attention_backward_reference<double>(out[0], out[1], out[2], delta, P.dO, o, lse, P.q, P.k, P.v, P.qp,
-                                            P.kp, s.h);
+                                            P.ql, P.kp, s.h);
     K::attention_backward<double>(out_opt[0], out_opt[1], out_opt[2], delta, P.dO, o, lse, P.q, P.k, P.v,
-                                  P.qp, P.kp, s.h);
+                                  P.qp, P.ql, P.kp, s.h);
     double ea = 0;
     for (int t = 0; t < 3; ++t) ea = std::max(ea, max_abs_diff(to_host(out[t]), to_host(out_opt[t])));
     expect_le("attention " + s.name + ": init + g, ref vs opt (max abs)", ea, 1e-12);
+  }
+}
+
+TEST(Attention, ReferenceBackwardMatchesFiniteDifferencesOfReferenceForwardMasked) {
+  // Documents and a window: the lower end of the mask (q_lo) too.
+  const auto shapes = twin::attention_shapes();
+  const auto s = *std::find_if(shapes.begin(), shapes.end(),
+                               [](const twin::AttnShape& x) { return x.name.find("11x13 documents") != std::string::npos; });
+  const twin::AttnData data(s, 401);
+  const twin::AttnProblem<double> P(data);
+  const auto [o, lse] = P.forward(true);
+  const twin::AttnGrads g = twin::attention_grads(P, o, lse, true);
+  auto loss = [&] { return dot(to_host(P.forward(true).first), data.dO); };
+  const std::pair<const char*, std::pair<Mat<double>, const Host*>> inputs[] = {
+      {"dq", {P.q, &g.dq}}, {"dk", {P.k, &g.dk}}, {"dv", {P.v, &g.dv}}};
+  for (const auto& [name, in] : inputs) {
+    const Host fd = fd_grad(in.first, loss);
+    EXPECT_GT(norm(fd), 0.0) << name;
+    expect_le(std::string("attention reference masked ") + name + " vs FD (rel)", rel_err(*in.second, fd), kFdTol);
   }
 }
 
@@ -619,7 +666,7 @@ TEST(Attention, ReferenceRingKeyBlocksMergeToFullAttention) {
   Mat<double> O("O", s.Sq, Dq), L("L", s.Sq, s.Hq), ob("ob", s.Sq, Dq), lb("lb", s.Sq, s.Hq);
   Kokkos::deep_copy(L, kNegInf);  // the running state before any block
   for (int b = 0; b < 2; ++b) {
-    K::attention_forward_reference<double>(ob, lb, P.q, block(P.k, b), block(P.v, b), P.qp, kp_block(b), s.h);
+    K::attention_forward_reference<double>(ob, lb, P.q, block(P.k, b), block(P.v, b), P.qp, P.ql, kp_block(b), s.h);
     K::attention_merge<double>(O, L, ob, lb, s.h);
   }
   expect_le("attention reference ring-merged o vs whole (max abs)", max_abs_diff(to_host(O), to_host(o)), 1e-12);
@@ -628,7 +675,7 @@ TEST(Attention, ReferenceRingKeyBlocksMergeToFullAttention) {
   Mat<double> dq("dq", s.Sq, Dq), dk("dk", s.Sk, s.Gk * s.h), dv("dv", s.Sk, s.Gk * s.h), delta("delta", s.Sq, s.Hq);
   for (int b = 0; b < 2; ++b)
     K::attention_backward_reference<double>(dq, block(dk, b), block(dv, b), delta, P.dO, o, lse, P.q, block(P.k, b),
-                                            block(P.v, b), P.qp, kp_block(b), s.h);
+                                            block(P.v, b), P.qp, P.ql, kp_block(b), s.h);
   const double e = std::max({rel_err(to_host(dq), whole.dq), rel_err(to_host(dk), whole.dk),
                              rel_err(to_host(dv), whole.dv)});
   expect_le("attention reference ring blockwise backward vs whole (rel)", e, 1e-13);
@@ -701,7 +748,7 @@ void check_matrix_attention(const minilst::KernelChoice& choice, const AttnShape
   from_host(v, random_vec(std::size_t(s.Sk) * Dk, rng));
   from_host(dO, random_vec(std::size_t(s.Sq) * Dq, rng));
   const Host qh = to_host(q), kh = to_host(k), vh = to_host(v), dOh = to_host(dO);  // the rounded inputs
-  const auto qp = ids(s.qpos), kp = ids(s.kpos);
+  const auto qp = ids(s.qpos), kp = ids(s.kpos), ql = ids(q_lo_of(s));
   const auto ref = naive_attention_forward(s, qh, kh, vh);
   Host rdq, rdk, rdv;
   naive_attention_backward(s, qh, kh, vh, dOh, rdq, rdk, rdv);
@@ -711,7 +758,7 @@ void check_matrix_attention(const minilst::KernelChoice& choice, const AttnShape
   Mat<A> lse("lse", s.Sq, s.Hq), delta("delta", s.Sq, s.Hq);
   Kokkos::deep_copy(o, T(7.0f));  // the forward overwrites: rows that see no key too
   Kokkos::deep_copy(lse, A(7.0f));
-  K::attention_forward<T>(choice, o, lse, q, k, v, qp, kp, s.h);
+  K::attention_forward<T>(choice, o, lse, q, k, v, qp, ql, kp, s.h);
   const Host lh = to_host(lse);
   double lse_err = 0;
   for (std::size_t e = 0; e < lh.size(); ++e) {
@@ -725,7 +772,7 @@ void check_matrix_attention(const minilst::KernelChoice& choice, const AttnShape
   EXPECT_LE(lse_err, tol) << tag;
 
   const auto backward = [&](const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv) {
-    K::attention_backward<T>(choice, dq, dk, dv, delta, dO, o, lse, q, k, v, qp, kp, s.h);
+    K::attention_backward<T>(choice, dq, dk, dv, delta, dO, o, lse, q, k, v, qp, ql, kp, s.h);
   };
   Mat<T> dq("dq", s.Sq, Dq), dk("dk", s.Sk, Dk), dv("dv", s.Sk, Dk);
   backward(dq, dk, dv);
@@ -811,3 +858,82 @@ TEST(Attention, OnednnBf16MatchesFloat64OnEveryShape) {
                                           "onednn bf16 " + name);
 }
 #endif
+
+// =============================================================================================
+// Packed documents and sliding windows (key j visible to query i iff q_lo_i <= k_pos_j <= q_pos_i):
+// every kernel of this build (portable in double, float and bf16; the reference in double and float;
+// oneDNN's in bf16 where it runs; the tensor cores on CUDA builds) against the dense float64
+// attention with the same mask, decided there without q_lo (sees(): same document, not after the
+// query, within the window): forward o and lse (rows that see nothing: -inf), backward dq, dk,
+// dv, deterministic, and += (check_matrix_attention). Also the optimised kernel's backward against
+// finite differences on a masked problem.
+
+namespace {
+// Around the portable kernel's 64-key blocks and ~64-row stacked tiles (the matrix-unit
+// kernels' 256s too, for the longest): odd document lengths and one-token documents, a
+// document longer than a block, windows smaller and larger than a block, GQA, MQA, MHA,
+// shuffled positions with Sq != Sk, and a ring block that the latest queries' windows miss.
+std::vector<std::pair<std::string, AttnShape>> masked_shapes(int h, Rng& rng) {
+  using minilst::SequenceMask;
+  return {
+      {"documents of 1, 1, 38, 1, 109, 7 tokens, S=157, GQA 4:2",
+       AttnShape{157, 157, 4, 2, h, iota_pos(157), iota_pos(157), SequenceMask{{1, 2, 40, 41, 150}, 0}}},
+      {"window 17, S=150, MQA 4:1", AttnShape{150, 150, 4, 1, h, iota_pos(150), iota_pos(150), SequenceMask{{}, 17}}},
+      {"window 100, documents at 30 and 97, S=290, MHA",
+       AttnShape{290, 290, 2, 2, h, iota_pos(290), iota_pos(290), SequenceMask{{0, 30, 97}, 100}}},
+      {"shuffled Sq=70 Sk=150, documents at 50 and 120, window 40, GQA 4:2",
+       AttnShape{70, 150, 4, 2, h, shuffled(iota_pos(70, 80), rng), shuffled(iota_pos(150), rng),
+                 SequenceMask{{50, 120}, 40}}},
+      {"ring block 100..163 against queries 150..209, window 30 (late rows see nothing)",
+       AttnShape{60, 64, 4, 2, h, iota_pos(60, 150), iota_pos(64, 100), SequenceMask{{}, 30}}},
+  };
+}
+
+minilst::KernelChoice reference_kernels() {
+  minilst::KernelChoice c;
+  c.variant = minilst::KernelVariant::reference;
+  return c;
+}
+}  // namespace
+
+TEST(Attention, MaskedDocumentsAndWindowsEveryKernelMatchesDenseFloat64) {
+  Rng rng(80);
+  const auto portable = attention_by(minilst::AttentionKernel::portable);
+  std::uint64_t seed = 81;
+  for (const auto& named : masked_shapes(16, rng)) {
+    const std::string& name = named.first;
+    const AttnShape& shape = named.second;  // (a plain name: lambdas may not capture structured bindings in C++17)
+    int blind = 0;  // rows that see no key (the ring block's): o = 0 and lse = -inf checked below
+    for (int i = 0; i < shape.Sq; ++i)
+      blind += std::none_of(shape.kpos.begin(), shape.kpos.end(),
+                            [&](std::int64_t kp) { return sees(shape, shape.qpos[i], kp); });
+    if (name.find("ring block") != std::string::npos) EXPECT_GT(blind, 0) << name << ": no row without a visible key";
+    check_matrix_attention<double>(portable, shape, seed, 1e-12, "portable double " + name);
+    check_matrix_attention<float>(portable, shape, seed, 2e-5, "portable float " + name);
+    check_matrix_attention<minilst::bf16>(portable, shape, seed, 2e-2, "portable bf16 " + name);
+    check_matrix_attention<double>(reference_kernels(), shape, seed, 1e-12, "reference double " + name);
+    check_matrix_attention<float>(reference_kernels(), shape, seed, 2e-5, "reference float " + name);
+#ifndef KOKKOS_ENABLE_CUDA
+    if (K::attention_onednn_available())
+      check_matrix_attention<minilst::bf16>(attention_by(minilst::AttentionKernel::onednn), shape, seed, 2e-2,
+                                            "onednn bf16 " + name);
+#else
+    for (int hd : {16, 64})
+      if (K::tensor_core_unavailable<minilst::bf16>(hd).empty()) {
+        AttnShape wide = shape;
+        wide.h = hd;
+        check_matrix_attention<minilst::bf16>(attention_by(minilst::AttentionKernel::tensor_core), wide, seed, 2e-2,
+                                              "tensor cores bf16 h=" + std::to_string(hd) + " " + name);
+      }
+#endif
+    ++seed;
+  }
+}
+
+TEST(Attention, MaskedBackwardMatchesFiniteDifferences) {
+  // gqa_shape()'s arbitrary positions with documents starting at 6 and 13 and a window of 5.
+  AttnShape s = gqa_shape();
+  s.mask = minilst::SequenceMask{{6, 13}, 5};
+  check_attention_vs_naive(s, 82, "masked gqa");
+  check_attention_fd(s, 83, "attention masked gqa");
+}

@@ -42,7 +42,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
-KillWait=5
+KillWait=30  # Slurm's default: SIGKILL 30 s after the SIGTERM of a time limit or scancel
 NodeName=localhost CPUs=$cpus State=UNKNOWN
 PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Batch jobs keep every finished step however Slurm stops them, with the shipped
-# template (tests/slurm/local_slurm.sh: a private Slurm on localhost, KillWait 5 s;
-# skipped, exit 77, where it cannot start). Three 2-rank jobs at once:
+# template and LAUNCH=mpiexec (tests/slurm/local_slurm.sh: a private Slurm on localhost,
+# Slurm's default KillWait of 30 s; skipped, exit 77, where it cannot start). Four jobs at once:
 #  1. limit:   --time=1, far more steps than fit, the template's early warning moved to the
 #              last second: miniLST reads the job's end time (squeue) and stops before it;
-#  2. cancel:  scancel'led after step 3 (SIGTERM to every process, SIGKILL 5 s later);
+#  2. cancel:  scancel'led after step 3 (SIGTERM to every process, SIGKILL 30 s later): the
+#              RESULT line in the log and the job's exit code 4:0 (mpirun itself answers 1);
 #  3. shorten: --time=10, cut to 1 minute with `scontrol update` after step 3 (the template's
-#              --signal=B:USR1@90 then warns at once).
-# Each must leave its metrics file (the one the RESULT line names, named by the program)
-# with complete = false holding every step its log printed (and the one a dropped log
-# line may hide), an INCOMPLETE RESULT line in the log, and Slurm's record
-# (scontrol show job: no slurmdbd here, so no sacct) TIMEOUT, CANCELLED or exit code 4.
+#              --signal=B:USR1@90 then warns at once);
+#  4. shared:  `sbatch -O -n 4`, more ranks than the node's CPUs: a VALID run, not reportable,
+#              the shared core named.
+# Each of the first three must leave its metrics file (the one the RESULT line names, named by
+# the program) with complete = false holding every step its log printed (and the one a dropped
+# log line may hide), an INCOMPLETE RESULT line in the log, and Slurm's record (scontrol show
+# job: no slurmdbd here, so no sacct) TIMEOUT, CANCELLED or exit code 4.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON.
 source "$(dirname "$0")/../app/common.sh"
 source "$(dirname "$0")/local_slurm.sh"
@@ -48,13 +51,22 @@ wait_for_end() {  # wait_for_end ID: until the job left the queue (at most 240 s
 limit=$(submit limit 1 --signal=B:USR1@1)  # no early warning: miniLST's own reading of the end time stops it
 cancel=$(submit cancel 10)
 shorten=$(submit shorten 10)
+shared=$(RUNS_DIR=$tmp/runs_shared sbatch --parsable -O -n 4 --time=10 --output="$tmp/shared.out" "$template" \
+  "$MINILST_SOURCE/inputs/tiny.yaml" --set run.steps=3 --set parallel.ring=4)
 wait_for_step cancel 3
 scancel "$cancel"
 wait_for_step shorten 3
 scontrol update JobId="$shorten" TimeLimit=1
-for id in "$limit" "$cancel" "$shorten"; do wait_for_end "$id"; done
+for id in "$limit" "$cancel" "$shorten" "$shared"; do wait_for_end "$id"; done
 
 status=0
+state=$(job_field "$shared" JobState) code=$(job_field "$shared" ExitCode)
+log=$(ls "$tmp"/runs_shared/tiny_*/minilst.log 2> /dev/null | head -1 || true)
+echo "== shared: job $shared $state, exit code $code"
+grep -E "^RESULT" "$log" || { echo "FAIL: no RESULT line"; cat "$tmp/shared.out"; status=1; }
+[[ $state:$code == COMPLETED:0:0 ]] || { echo "FAIL: Slurm recorded $state $code"; status=1; }
+grep -Eq "^RESULT: VALID .* ranks=4 .*reportable=no \(.*ranks share a CPU core \(core [0-9]+ on " "$log" \
+  || { echo "FAIL: four ranks on fewer CPUs are reportable, or the shared core is not named"; status=1; }
 for name in limit cancel shorten; do
   id=${!name}
   state=$(job_field "$id" JobState) code=$(job_field "$id" ExitCode)
@@ -63,8 +75,10 @@ for name in limit cancel shorten; do
   printed=$(grep -cE '^step +[0-9]+/' "$log" || true)
   echo "== $name: job $id $state, exit code $code, $printed step(s) printed; $(grep -E '^stopping' "$log" || echo 'no stopping line')"
   grep -E "^RESULT" "$log" || true
-  case $state:$code in
-    TIMEOUT:* | CANCELLED:* | *:4:0) ;;
+  case $name:$state:$code in
+    cancel:CANCELLED:4:0) ;;  # the run's own code: the template outlives mpirun within KillWait
+    cancel:*) echo "FAIL: Slurm recorded $state $code, expected CANCELLED with exit code 4:0"; status=1 ;;
+    *:TIMEOUT:* | *:CANCELLED:* | *:*:4:0) ;;
     *) echo "FAIL: Slurm recorded $state $code"; status=1 ;;
   esac
   grep -q "^RESULT: INCOMPLETE" "$log" || { echo "FAIL: no INCOMPLETE RESULT line in the log"; status=1; }

@@ -39,7 +39,14 @@ grep -qx "SLURM_NTASKS=2" "$run/environment.txt" && grep -qx "SLURM_CPUS_PER_TAS
 metrics=$(metrics_file "$run" "$run/minilst.log" "$MINILST") || fail "no metrics file in $run: $(ls "$run")"
 grep -q "metrics file: $metrics" one.out || { cat one.out; fail "the job's output does not name $metrics"; }
 ! grep -q WARNING one.out || { cat one.out; fail "a warning"; }
-"$PYTHON" -c "import h5py, sys; f = h5py.File('$metrics'); print('$metrics: job', f.attrs['SLURM_JOB_ID'], 'cluster', f.attrs['clustername']); sys.exit(f.attrs['SLURM_JOB_ID'] == '' or f.attrs['clustername'] != 'minilst-test')"
+"$PYTHON" - "$metrics" <<'PY'
+import h5py, re, sys
+a = h5py.File(sys.argv[1]).attrs
+print(sys.argv[1], "job", a["SLURM_JOB_ID"], "cluster", a["SLURM_CLUSTER_NAME"], "Adiak's clustername", a["clustername"])
+adiak = re.sub(r"[0-9]", "", a["hostname"].split(".")[0])  # Adiak's: the host name without digits
+sys.exit(a["SLURM_JOB_ID"] == "" or a["SLURM_CLUSTER_NAME"] != "minilst-test" or a["clustername"] != adiak
+         or a["jobsize"] != "2")
+PY
 
 echo "== 2. an installed tree, --set only"
 prefix=$tmp/prefix
@@ -110,8 +117,8 @@ done
 "$PYTHON" - "$sweep" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(f"{sys.argv[1]}/sweep_runs.csv")))
-print([(r["index"], r["ranks"], r["strategy"], r["job_id"], r["array_task"], r["valid"], r["cluster"]) for r in rows])
-ok = (len(rows) == 3 and all(r["valid"] == "PASSED" and r["job_id"].isdigit() and r["cluster"] == "minilst-test"
+print([(r["index"], r["ranks"], r["strategy"], r["job_id"], r["array_task"], r["verdict"], r["cluster"]) for r in rows])
+ok = (len(rows) == 3 and all(r["verdict"] == "VALID" and r["job_id"].isdigit() and r["cluster"] == "minilst-test"
       for r in rows) and {r["array_task"] for r in rows} == {"0", "1", "2"}
       and {(r["ranks"], r["strategy"]) for r in rows} == {("2", "ring"), ("4", "ring"), ("4", "hybrid")})
 sys.exit(0 if ok else 1)
