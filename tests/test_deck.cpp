@@ -233,6 +233,17 @@ TEST(Deck, KeyReferenceListsEveryKey) {
     EXPECT_NE(ref.find(k), std::string::npos) << k;
 }
 
+TEST(Deck, NumbersAreDecimalAndFinite) {
+  const std::string plain = "run:\n  seq_len: 40\n";
+  EXPECT_NE(error_of(plain, {"parallel.zero=-0"}).find("parallel.zero = '-0': expected an integer"), std::string::npos);
+  EXPECT_NE(error_of(plain, {"run.learning_rate=0x1p-3"}).find("run.learning_rate"), std::string::npos);
+  EXPECT_NE(error_of(plain, {"reference.losses=1 0x2"}).find("reference.losses"), std::string::npos);
+  EXPECT_NE(error_of(plain, {"run.init_std=1e-400"}).find("run.init_std"), std::string::npos) << "rounds to 0";
+  // A subnormal is a finite number: accepted as written.
+  EXPECT_EQ(load_deck(write_deck(plain), {"run.norm_init_noise=4.9e-324"}).run.norm_init_noise, 4.9e-324);
+  EXPECT_EQ(load_deck(write_deck(plain), {"parallel.zero=0"}).parallel.zero, 0);
+}
+
 TEST(Deck, DocumentsAndWindowMakeTheMask) {
   const auto d = load_deck(write_deck("run:\n  seq_len: 40\n  documents: \"7 3\"\nmodel:\n  sliding_window: 5\n"), {});
   EXPECT_EQ(d.options.mask.doc_starts, (std::vector<std::int64_t>{7, 10, 17, 20, 27, 30, 37}));

@@ -39,7 +39,7 @@ blas_sgemm_probe() {  # blas_sgemm_probe [CORETYPE]: "GFLOP/s CORE" of SGEMM 204
   [[ -z $want ]] || cmd=(env OPENBLAS_CORETYPE="$want" OPENBLAS_VERBOSE=2)
   ! command -v timeout > /dev/null || cmd+=(timeout 300)
   err=$(mktemp)
-  out=$("${cmd[@]}" "$bin/minilst_bench_kernels" sgemm 2> "$err") || rc=$?
+  out=$("${cmd[@]}" "$bin/minilst_bench_kernels" --gemm-fp32 blas sgemm 2> "$err") || rc=$?
   core=$(sed -n 's/^Core: *//p' "$err" | tail -n 1)
   if ((rc == 124)); then why="timed out"
   elif ((rc > 128)); then why="killed by SIG$(kill -l $((rc - 128)) 2> /dev/null || echo $((rc - 128)))"

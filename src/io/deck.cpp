@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -343,10 +344,25 @@ std::string yaml_float(double x) {
 
 // A whole decimal integer: digits with an optional leading '-', nothing else
 // (no blanks, no '+', no exponent); false also when it overflows 64 bits.
+// A decimal integer; "-0" is refused (a sign on nothing is a typo, not a value).
 bool parse_integer(const std::string& text, long long& out) {
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return !text.empty() && ec == std::errc() && ptr == end;
+  return !text.empty() && ec == std::errc() && ptr == end && !(out == 0 && text[0] == '-');
+}
+
+// A finite decimal number, subnormals included (strtod reports their underflow, yet they are
+// exact values); hexadecimal floats, blanks, infinities and NaNs are refused, as is a value
+// so small it rounds to zero.
+bool parse_decimal(const std::string& text, double& out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) ||
+      text.find_first_of("xXpP") != std::string::npos)
+    return false;
+  errno = 0;
+  char* end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(out)) return false;
+  return errno != ERANGE || out != 0.0;
 }
 
 std::string integer_text(double x) {
@@ -358,7 +374,6 @@ std::string integer_text(double x) {
 Value convert(const KeySpec& spec, const std::string& text) {
   Value v{text};
   const std::string where = "deck: " + spec.name() + " = '" + text + "': ";
-  std::size_t used = 0;
   switch (spec.kind) {
     case Kind::Int:
       if (!parse_integer(text, v.i)) throw DeckError(where + "expected an integer");
@@ -367,9 +382,8 @@ Value convert(const KeySpec& spec, const std::string& text) {
       break;
     case Kind::Float:
       if (spec.or_auto && text == "auto") break;
-      try { v.f = std::stod(text, &used); } catch (...) { used = 0; }
-      if (used == 0 || used != text.size() || !std::isfinite(v.f) || std::isspace(static_cast<unsigned char>(text[0])))
-        throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : ""));
+      if (!parse_decimal(text, v.f))
+        throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : "") + " in decimals");
       v.f += 0.0;  // -0 is 0 (one text, one problem digest)
       v.text = yaml_float(v.f);
       if (v.f < spec.min || v.f > spec.max) {
@@ -406,8 +420,7 @@ Value convert(const KeySpec& spec, const std::string& text) {
       std::string word;
       while (in >> word) {
         double x = 0;
-        try { x = std::stod(word, &used); } catch (...) { used = 0; }
-        if (used == 0 || used != word.size() || !std::isfinite(x))
+        if (!parse_decimal(word, x))
           throw DeckError(where + "expected finite numbers separated by blanks ('" + word + "' is not one)");
         v.list.push_back(x);
       }

@@ -88,8 +88,9 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKerne
   };
   describe("mlp_chunks", deck.mst.mlp, opts.mlp_chunks, MlpBlock<float>::workspace_per_token(cfg));
   if (opts.policy == MemoryPolicy::offload && opts.offload.alpha > 0)
-    std::printf("mst: in a step with offload alpha > 0 the MLP runs whole over the tensors offload keeps for "
-                "its backward; mlp_chunks applies at alpha 0\n");
+    std::printf("mst: under offload the MLP %s\n",
+                opts.mlp_chunks > 1 ? "keeps nothing and recomputes each chunk in its backward (offload moves the rest)"
+                                    : "runs as one chunk, its tensors among those offload keeps");
   describe("lm_head_chunks", deck.mst.lm_head, opts.lm_head_chunks, LmHeadLoss<float>::workspace_per_token(cfg));
   if (!offload.empty()) std::printf("%s\n", offload.c_str());
   print_model_states(deck, model_states, nranks);
