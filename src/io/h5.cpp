@@ -282,11 +282,14 @@ void expect_one_value(hid_t attr, const std::string& what) {
 // Integers and IEEE reals of the standard sizes, either byte order: what HDF5 converts to
 // double with its hard conversions (a corrupt float layout would take its soft path).
 bool standard_number(hid_t type) {
-  for (hid_t known : {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE, H5T_STD_I8LE, H5T_STD_I8BE,
-                      H5T_STD_I16LE, H5T_STD_I16BE, H5T_STD_I32LE, H5T_STD_I32BE, H5T_STD_I64LE, H5T_STD_I64BE,
-                      H5T_STD_U8LE, H5T_STD_U8BE, H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_U32LE, H5T_STD_U32BE,
-                      H5T_STD_U64LE, H5T_STD_U64BE})
-    if (H5Tequal(type, known) > 0) return true;
+  // A named array, not a braced list in the loop: the H5T_* names are comma expressions that
+  // nvcc's front end does not take there (CUDA builds compile this file too).
+  const hid_t known[] = {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE, H5T_STD_I8LE, H5T_STD_I8BE,
+                         H5T_STD_I16LE, H5T_STD_I16BE, H5T_STD_I32LE, H5T_STD_I32BE, H5T_STD_I64LE, H5T_STD_I64BE,
+                         H5T_STD_U8LE, H5T_STD_U8BE, H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_U32LE, H5T_STD_U32BE,
+                         H5T_STD_U64LE, H5T_STD_U64BE};
+  for (const hid_t k : known)
+    if (H5Tequal(type, k) > 0) return true;
   return false;
 }
 

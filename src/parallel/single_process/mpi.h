@@ -100,6 +100,15 @@ inline void check_peer(int peer) {
 
 inline int MPI_Init(int*, char***) { return MPI_SUCCESS; }
 inline int MPI_Finalize() { return MPI_SUCCESS; }
+inline int MPI_Initialized(int* flag) {  // MPI_Init does nothing here: always "initialised"
+  *flag = 1;
+  return MPI_SUCCESS;
+}
+inline int MPI_Get_version(int* major, int* minor) {  // the standard these stubs stand in for
+  *major = 3;
+  *minor = 1;
+  return MPI_SUCCESS;
+}
 inline int MPI_Abort(MPI_Comm, int code) {
   std::fflush(nullptr);
   std::_Exit(code);
@@ -140,6 +149,13 @@ inline int MPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype t
 }
 inline int MPI_Allgather(const void* send, int count, MPI_Datatype type, void* recv, int, MPI_Datatype, MPI_Comm) {
   if (send != MPI_IN_PLACE) minilst::single_process::copy(recv, send, std::size_t(count) * type);
+  return MPI_SUCCESS;
+}
+inline int MPI_Allgatherv(const void* send, int count, MPI_Datatype type, void* recv, const int*, const int* displs,
+                          MPI_Datatype rtype, MPI_Comm) {
+  if (send != MPI_IN_PLACE)
+    minilst::single_process::copy(static_cast<char*>(recv) + std::size_t(displs[0]) * rtype, send,
+                                  std::size_t(count) * type);
   return MPI_SUCCESS;
 }
 inline int MPI_Iallgather(const void* send, int count, MPI_Datatype type, void* recv, int rcount, MPI_Datatype rtype,
