@@ -17,11 +17,15 @@ strong scaling (the tokens of a step fixed): speed-up = t(n0)/t(n), efficiency =
 (tokens per rank fixed, sweep.sh --scaling weak): efficiency = t(n0)/t(n); t = the median step time of the slowest
 rank. Then MFU, device memory, bytes sent per step, tokens per joule (n/a without an energy meter) and the run
 rules' verdict (reportable; "?" for files older than the rules), and per phase the seconds per measured step on
-the slowest rank. noise? = yes where the spread over repeats of either source is larger than the difference
-between them (? where a side has a single run: no spread to judge by).
+the slowest rank. noise? = yes where the difference between two sources may come from the machine rather than
+the code (noise_verdict): the spread over repeats of either source is larger than the difference; a run's own
+measured steps vary by more than the difference; or a run's placement says it competed for cores (its ranks share
+a core, more ranks on a host than the host's cores, or another run of the comparison ran on the same host and cores
+at the same time: placement, launchdate). ? where a side has a single run and nothing else judges it.
 """
 import argparse
 import csv
+import json
 import math
 import os
 import sys
@@ -68,6 +72,11 @@ class Measured:
     reasons: str = ""
     strategy: str = ""   # a sweep point's strategy (points.tsv)
     source: str = ""     # filled in by assign_sources
+    step_spread: mm.Spread = None               # the measured steps' seconds on the slowest rank
+    cores: frozenset = frozenset()              # (host, physical core) of every rank; (host, None): unknown cores
+    start: float = np.nan                       # launchdate, seconds since the epoch
+    end: float = np.nan                         # start + the steps' seconds (a lower bound of the run's end)
+    contention: list = field(default_factory=list)  # why its placement says it competed for cores ([] none)
 
 
 def split_label(arg: str):
@@ -116,7 +125,68 @@ def measure(run: mm.Run, label, origin) -> Measured:
     e = mm.energy(a)
     if e:
         m.energy_source, m.tokens_per_joule = e[0], e[1]
+    m.step_spread = mm.spread(mm.slowest_rank_steps(run, "step"))
+    read_placement(m, run)
     return m
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Placement: where each run's ranks ran and when, to tell runs that competed for cores.
+
+def read_placement(m: Measured, run: mm.Run):
+    """The run's cores (placement: per rank its host and physical cores), its time span, and the contention its own
+    placement shows: ranks sharing a core (cores_shared), more ranks on a host than its cores (cpu_cores)."""
+    a = run.attrs
+    try:
+        ranks = json.loads(mm.text(a, "placement", "[]") or "[]")
+    except ValueError:
+        ranks = []
+    cores, per_host = set(), defaultdict(int)
+    for r in ranks if isinstance(ranks, list) else []:
+        if not isinstance(r, dict):
+            continue
+        host = str(r.get("host", "?"))
+        per_host[host] += 1
+        listed = [c for c in r.get("cores") or [] if isinstance(c, int)]
+        if listed:
+            cores.update((host, c) for c in listed)
+        else:
+            cores.add((host, None))
+    m.cores = frozenset(cores)
+    try:
+        m.start = float(a.get("launchdate", np.nan))
+    except (TypeError, ValueError):
+        m.start = np.nan
+    steps = run.timings.get("step")
+    m.end = m.start + (float(steps.max(axis=1).sum()) if steps is not None and steps.size else 0.0)
+    if mm.text(a, "cores_shared") == "yes":
+        m.contention.append(f"its ranks share a core ({mm.text(a, 'cores_shared_note', '?')})")
+    try:
+        node_cores = int(float(a.get("cpu_cores", 0)))
+    except (TypeError, ValueError):
+        node_cores = 0
+    crowded = [f"{n} ranks on {h}" for h, n in per_host.items() if node_cores and n > node_cores]
+    if crowded:
+        m.contention.append(f"{', '.join(crowded)} with {node_cores} cores")
+
+
+def mark_concurrent(measured: list):
+    """Adds to each run's contention every other run that ran on one of its cores (or on its host, where a side's
+    cores are unknown) while it ran: runs of two sources, or two points of one sweep, started side by side."""
+    runs = [m for m in measured if m.run is not None and m.cores and np.isfinite(m.start)]
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            if os.path.realpath(a.run.path) == os.path.realpath(b.run.path):  # one file given twice
+                continue
+            if not (a.start < b.end and b.start < a.end):
+                continue
+            hosts_a, hosts_b = {h for h, _ in a.cores}, {h for h, _ in b.cores}
+            common = a.cores & b.cores
+            unknown = {h for h, c in a.cores | b.cores if c is None} & hosts_a & hosts_b
+            if common or unknown:
+                where = sorted({h for h, _ in common} | unknown)
+                for x, y in ((a, b), (b, a)):
+                    x.contention.append(f"ran beside {y.run.name} on {', '.join(where)} at the same time")
 
 
 def failed_point(point: dict, label, origin, siblings) -> Measured:
@@ -298,12 +368,48 @@ def assign_scaling(points: dict, mode: str) -> list:
     return series
 
 
+def noise_verdict(ref: Point, oth: Point):
+    """Whether the gap between two points' tokens/s per rank may be noise, and why: (True, reason) where
+    - a run's placement says it competed for cores (read_placement, mark_concurrent): its time measures the sharing;
+    - the spread over repeats (max - min) of either side exceeds the difference of the medians;
+    - a run's measured steps vary (max - min over the median) by more than the relative difference of the medians:
+      the machine was busy while it ran;
+    (False, '') where each side has repeats and none of these holds, (None, '') where a side has a single run and
+    nothing flags it (no spread over repeats to judge by)."""
+    runs = ref.runs + oth.runs
+    for m in runs:
+        if m.contention:
+            return True, f"placement: {m.run.name}: {m.contention[0]}"
+    if mm.noisy(ref.fom, oth.fom):
+        return True, "spread over repeats exceeds the difference"
+    lo = min(ref.fom.median, oth.fom.median)
+    gap = abs(ref.fom.median - oth.fom.median) / lo if lo > 0 else np.inf
+    for m in runs:
+        s = m.step_spread
+        if s is not None and s.n > 1 and s.median > 0 and s.range / s.median > gap:
+            return True, (f"{m.run.name}: its measured steps vary by {100 * s.range / s.median:.0f}%, more than the "
+                          f"difference ({100 * gap:.0f}%)")
+    return (None, "") if ref.fom.n < 2 or oth.fom.n < 2 else (False, "")
+
+
+def noise_reason(points: dict, sources: list, key: tuple, source: str) -> str:
+    """Why noise? says yes at KEY for a source against the reference (the reference: against any other); ''."""
+    others = sources[1:] if source == sources[0] else [source]
+    for o in others:
+        ref, oth = points.get((sources[0], key)), points.get((o, key))
+        if ref and oth and ref.runs and oth.runs:
+            verdict, reason = noise_verdict(ref, oth)
+            if verdict:
+                return reason
+    return ""
+
+
 def comparison(points: dict, sources: list, key: tuple, other: str):
     """(ratio of the tokens/s per rank other/reference, noise verdict) at one KEY; (nan, None) where one is absent."""
     ref, oth = points.get((sources[0], key)), points.get((other, key))
     if not ref or not oth or not ref.runs or not oth.runs:
         return np.nan, None
-    return oth.fom.median / ref.fom.median, mm.noisy(ref.fom, oth.fom)
+    return oth.fom.median / ref.fom.median, noise_verdict(ref, oth)[0]
 
 
 def noise_text(verdict) -> str:
@@ -333,6 +439,7 @@ def sort_key(key) -> tuple:
 def analyse(paths, scaling="auto") -> Comparison:
     """Read the arguments ([LABEL=]PATH) and compute every point's statistics, scaling and series."""
     measured = [m for a in paths for m in read_argument(a)]
+    mark_concurrent(measured)
     sources = assign_sources(measured)
     points = make_points(measured)
     series = assign_scaling(points, scaling)
@@ -501,10 +608,21 @@ def summary_lines(points, sources, keys, measured) -> list:
                    f"{sp.median:.3f} ({sp.lo:.3f}..{sp.hi:.3f})")
         noise = [n for r, n in cmp if not math.isnan(r)]
         if any(noise):
-            out.append(f"WARNING: noise: at {sum(n is True for n in noise)} of {len(noise)} common point(s) the spread "
-                       f"over repeats of {s} or {sources[0]} exceeds the difference between them (noise? = yes): "
-                       "there the difference is not significant; more repeats (sweep.sh --repeats) or a quieter "
-                       "machine")
+            why = defaultdict(int)  # the first reason of each noisy point, counted
+            for k in keys:
+                ref, oth = points.get((sources[0], k)), points.get((s, k))
+                if ref and oth and ref.runs and oth.runs:
+                    verdict, reason = noise_verdict(ref, oth)
+                    if verdict:
+                        why[reason.split(":")[0] if reason.startswith("placement") else
+                            "spread over repeats" if reason.startswith("spread") else "step-to-step spread"] += 1
+            out.append(f"WARNING: noise: at {sum(n is True for n in noise)} of {len(noise)} common point(s) the "
+                       f"difference between {s} and {sources[0]} is within what the machine alone can make "
+                       f"(noise? = yes; {', '.join(f'{w}: {n}' for w, n in sorted(why.items()))}): there it is not "
+                       "significant; more repeats (sweep.sh --repeats), exclusive nodes or a quieter machine")
+            for m in sorted({m.run.name: m for m in measured if m.contention and m.run is not None}.values(),
+                            key=lambda m: m.run.name)[:5]:
+                out.append(f"  placement: {m.run.name}: {'; '.join(m.contention)}")
         single = sum(n is None for n in noise)
         if single:
             out.append(f"note: {single} common point(s) of {s} and {sources[0]} have a single run on a side "
@@ -557,6 +675,7 @@ def csv_rows(points, sources, keys, wanted) -> list:
                        step_s_max=p.step.hi, scaling=p.scaling, base_ranks=p.base_ranks, speedup=p.speedup,
                        efficiency=p.efficiency, ratio_to_reference=ratio,
                        noise=pooled_noise(verdicts) if s == sources[0] or not math.isnan(ratio) else "-",
+                       noise_reason=noise_reason(points, sources, key, s),
                        mfu_median=p.over("mfu").median, device_total_MiB=p.over("memory_mib").median,
                        comm_MiB_per_step_per_rank=p.comm_mib, energy_source=p.energy_source,
                        tokens_per_joule=p.over("tokens_per_joule").median, reportable=p.reportable,

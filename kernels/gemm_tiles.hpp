@@ -6,8 +6,9 @@
 // BLAS on hosts, cuBLAS on CUDA), then the tile is rounded once into C.
 //   conversion per flop: 1/(2 kNc) + 1/(2 kMc) elements (0.15%);
 //   fp32 buffers: kMc kKc + kKc kNc + kMc kNc floats = 5 MiB, allocated once per
-//   process (released at Kokkos::finalize), outside the memory plan like the
-//   BLAS library's own packing buffers. Tile sizes measured on Zen 5: 0.91-0.94 of
+//   process (released at Kokkos::finalize), or once per thread where the tiles run
+//   one per thread (tiles::per_thread), outside the memory plan like the BLAS
+//   library's own packing buffers. Tile sizes measured on Zen 5: 0.91-0.94 of
 //   SGEMM's rate at the LM head's shapes (256 x 1024 x 256 tiles: 0.85).
 // Operands already in fp32 (a weight gradient C) are copied the same way: one
 // code path, and SGEMM always sees contiguous row-major tiles.
@@ -16,6 +17,7 @@
 #include <KokkosBlas3_gemm.hpp>
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "gemm_onednn.hpp"
 #include "gemm_shape.hpp"
@@ -77,13 +79,82 @@ void from_fp32(const DV& dst, const Mat<float>& src, std::size_t r0, std::size_t
 }
 }  // namespace tiles
 
-// fp32_path: how the fp32 tiles are multiplied (the run's gemm_fp32): the BLAS, or oneDNN on hosts.
+namespace tiles {
+// Host, several threads: the C tiles are shared out among the threads; each converts its own
+// panels into its own buffers and multiplies them with oneDNN's fp32 matmul on that thread
+// alone (oneDNN runs sequentially inside a parallel region), so no thread waits on another
+// inside a tile: a threaded SGEMM per 512 x 1024 x 512 tile synchronises its threads every
+// panel, and the conversions between the calls run apart from it. Buffers per thread as above.
+// Only where there are at least two tiles per thread and they share out evenly enough: tiles /
+// (threads x rounds) >= 0.85 (measured on 2 threads: one tile each ran at one thread's rate, and
+// 3 tiles would leave one idle a third of the time; a threaded SGEMM per tile does better there).
+inline bool per_thread(std::size_t m, std::size_t n) {
+  const std::size_t threads = std::size_t(Kokkos::DefaultHostExecutionSpace().concurrency());
+  const std::size_t tasks = ((m + kMc - 1) / kMc) * ((n + kNc - 1) / kNc);
+  const std::size_t rounds = (tasks + threads - 1) / threads;
+  return kHost && onednn_available() && threads > 1 && tasks >= 2 * threads && 100 * tasks >= 85 * threads * rounds;
+}
+
+// One tile C[i0.., j0..] (mc x nc) = alpha op(A) op(B) + beta C, on the calling thread.
+template <class AV, class BV, class CV>
+void tile_on_this_thread(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C,
+                         std::size_t i0, std::size_t j0, std::size_t mc, std::size_t nc, std::size_t k) {
+  thread_local std::vector<float> a_buf, b_buf, c_buf;  // this thread's fp32 tiles, grown to the largest
+  const auto grown = [](std::vector<float>& v, std::size_t size) {
+    if (v.size() < size) v.resize(size);
+    return v.data();
+  };
+  float* c = grown(c_buf, mc * nc);
+  for (std::size_t r = 0; r < mc; ++r)  // the tile starts as beta C (0 when beta = 0: C may be garbage)
+    for (std::size_t q = 0; q < nc; ++q) c[r * nc + q] = beta == 0.0f ? 0.0f : float(C(i0 + r, j0 + q)) * beta;
+  // dst [rows, cols] = float(src[r0.., c0..])
+  const auto convert = [](float* dst, const auto& src, std::size_t r0, std::size_t c0, std::size_t rows,
+                          std::size_t cols) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const auto* s = &src(r0 + r, c0);
+      float* d = dst + r * cols;
+#ifdef MINILST_HOST_SIMD
+#pragma omp simd
+#endif
+      for (std::size_t q = 0; q < cols; ++q) d[q] = float(s[q]);
+    }
+  };
+  for (std::size_t p0 = 0; p0 < k; p0 += kKc) {
+    const std::size_t kc = std::min(kKc, k - p0);
+    float* a = grown(a_buf, mc * kc);
+    float* b = grown(b_buf, kc * nc);
+    op_a == Op::N ? convert(a, A, i0, p0, mc, kc) : convert(a, A, p0, i0, kc, mc);  // stored as A is
+    op_b == Op::N ? convert(b, B, p0, j0, kc, nc) : convert(b, B, j0, p0, nc, kc);
+    gemm_onednn_f32(op_a == Op::T, op_b == Op::T, mc, nc, kc, alpha, a, op_a == Op::N ? kc : mc, b,
+                    op_b == Op::N ? nc : kc, 1.0f, c, nc);
+  }
+  using D = typename CV::non_const_value_type;
+  for (std::size_t r = 0; r < mc; ++r)
+    for (std::size_t q = 0; q < nc; ++q) C(i0 + r, j0 + q) = D(c[r * nc + q]);
+}
+}  // namespace tiles
+
+// fp32_path: how the fp32 tiles are multiplied (the run's gemm_fp32): the BLAS, or oneDNN on hosts;
+// on hosts with several threads, one tile per thread through oneDNN (tiles::per_thread).
 template <class AV, class BV, class CV>
 void gemm_fp32_tiles(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, float beta, const CV& C,
                      GemmPath fp32_path = GemmPath::blas) {
   using namespace tiles;
   const auto [m, n, k] = gemm_shape("gemm", op_a, op_b, A, B, C);
   if (m == 0 || n == 0) return;
+  if constexpr (kHost) {
+    if (per_thread(m, n)) {
+      const std::size_t n_i = (m + kMc - 1) / kMc, n_j = (n + kNc - 1) / kNc;
+      ExecSpace().fence();
+      using Host = Kokkos::DefaultHostExecutionSpace;
+      Kokkos::parallel_for("gemm_fp32_tiles_per_thread", Kokkos::RangePolicy<Host>(0, n_i * n_j, Kokkos::ChunkSize(1)), [&](const int t) {
+        const std::size_t i0 = (std::size_t(t) / n_j) * kMc, j0 = (std::size_t(t) % n_j) * kNc;
+        tile_on_this_thread(op_a, op_b, alpha, A, B, beta, C, i0, j0, std::min(kMc, m - i0), std::min(kNc, n - j0), k);
+      });
+      Host().fence();
+      return;
+    }
+  }
   auto& buf = Fp32Buffers::get();
   const char* ta = op_a == Op::N ? "N" : "T";
   const char* tb = op_b == Op::N ? "N" : "T";

@@ -31,7 +31,7 @@ FLOORS = [
 FLOOR = {name: level for level, name in enumerate(FLOORS)}
 
 # Headers written into <build>/generated at configure time, never in the tree.
-GENERATED = {"minilst_git.hpp", "minilst_build_info.hpp"}
+GENERATED = {"minilst_git.hpp", "minilst_build_info.hpp", "minilst_shipped_decks.hpp"}
 
 SOURCE_EXTENSIONS = {".h", ".hh", ".hpp", ".hxx", ".inl", ".ipp", ".tpp",
                      ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh"}

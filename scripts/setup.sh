@@ -17,6 +17,7 @@ packages=(
   python3-torch python3-h5py python3-numpy python3-yaml   # reference and metrics checks
   python3-matplotlib python3-pandas                       # analysis/
   slurmctld slurmd slurm-client munge                     # tests: the Slurm workflow on a private localhost Slurm
+  jube                                                    # benchmarks/jube: the JUBE benchmark (and its test on that Slurm)
   patchelf                                                # scripts/gpu/pack.sh: the GPU bundle's relative run paths
 )
 

@@ -62,7 +62,7 @@ TEST(Names, EveryEnumHasCompleteUniqueRoundTrippingNames) {
   check_names<AttentionKernel>(4);
   check_names<GemmPath>(6);
   check_names<MemoryPolicy>(6);
-  check_names<RingLayout>(2);
+  check_names<RingLayout>(3);
   check_names<RingVariant>(2);
   check_names<RsaBackward>(2);
   check_names<PlanSolver>(2);

@@ -259,6 +259,72 @@ TEST(Deck, DocumentsAndWindowMakeTheMask) {
             load_deck(write_deck(base), {}).problem_digest);
 }
 
+// model.sliding_window_layers: all (the default), every:N[:OFFSET] (l % N == OFFSET) or a list;
+// refused with the key named when malformed, outside the model, empty or without a window.
+TEST(Deck, SlidingWindowLayers) {
+  const std::string base = "model:\n  layers: 6\n  sliding_window: 4\nrun:\n  seq_len: 40\n";
+  const auto windowed = [&](const std::string& pattern) {
+    const auto d = load_deck(write_deck(base), {"model.sliding_window_layers=" + pattern});
+    std::vector<int> out;
+    for (int l = 0; l < d.model.layers; ++l)
+      if (d.options.mask.windowed(l)) out.push_back(l);
+    return out;
+  };
+  using Layers = std::vector<int>;
+  EXPECT_EQ(windowed("all"), (Layers{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(windowed("every:2"), (Layers{0, 2, 4})) << "Gemma 2's alternation: layer 0 windowed";
+  EXPECT_EQ(windowed("every:2:1"), (Layers{1, 3, 5}));
+  EXPECT_EQ(windowed("every:4:3"), (Layers{3}));
+  EXPECT_EQ(windowed("every:1"), (Layers{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(windowed("5 0 2"), (Layers{0, 2, 5})) << "any order";
+  EXPECT_EQ(windowed("1,4"), (Layers{1, 4}));
+  EXPECT_EQ(windowed("3"), (Layers{3}));
+  // The default: every layer (and no window at all without model.sliding_window).
+  EXPECT_TRUE(load_deck(write_deck(base), {}).options.mask.window_layers.is_all());
+  EXPECT_FALSE(load_deck(write_deck(base), {"model.sliding_window=0"}).options.mask.windowed(0));
+  const auto error = [&](const std::string& pattern, const std::vector<std::string>& more = {}) {
+    auto sets = more;
+    sets.push_back("model.sliding_window_layers=" + pattern);
+    return error_of(base, sets);
+  };
+  const std::string key = "model.sliding_window_layers = '";
+  for (const char* bad : {"", "every", "every:", "every:0", "every:2:2", "every:2:-1", "every:2:1:0", "every:x",
+                          "every:2:", "some", "0 x", "-1", "1.5", "2 2", "all 1"})
+    EXPECT_NE(error(bad).find(key + bad + "'"), std::string::npos) << "'" << bad << "': " << error(bad);
+  EXPECT_NE(error("0 6").find("layer 6 is out of range (model.layers = 6"), std::string::npos) << error("0 6");
+  EXPECT_NE(error("every:8:7").find("selects none of the model's 6 layers"), std::string::npos);
+  EXPECT_NE(error("every:2", {"model.sliding_window=0"}).find("needs model.sliding_window > 0"), std::string::npos);
+  EXPECT_NE(error("0 1 2 3 4 5", {"model.sliding_window=0"}).find("needs model.sliding_window > 0"),
+            std::string::npos)
+      << "a pattern set without a window";
+  EXPECT_EQ(error("all", {"model.sliding_window=0"}), "") << "the default, written out";
+  // `minilst keys` lists it, its default and its forms.
+  const auto ref = deck_key_reference();
+  EXPECT_NE(ref.find("model.sliding_window_layers"), std::string::npos);
+  EXPECT_NE(ref.find("every:N[:OFFSET]"), std::string::npos);
+}
+
+// The digest names the problem: the set of windowed layers, however written; unchanged unset.
+TEST(Deck, SlidingWindowLayersDigestIsTheLayerSet) {
+  const std::string base = "model:\n  layers: 4\n  sliding_window: 4\nrun:\n  seq_len: 40\n";
+  const auto digest = [&](const std::string& pattern) {
+    return load_deck(write_deck(base), {"model.sliding_window_layers=" + pattern}).problem_digest;
+  };
+  const std::string unset = load_deck(write_deck(base), {}).problem_digest;
+  EXPECT_EQ(digest("all"), unset);
+  EXPECT_EQ(digest("every:1"), unset);
+  EXPECT_EQ(digest("3 2 1 0"), unset) << "every layer listed: the same problem";
+  EXPECT_NE(digest("every:2"), unset);
+  EXPECT_EQ(digest("every:2"), digest("0 2"));
+  EXPECT_EQ(digest("every:2:1"), digest("3, 1"));
+  EXPECT_NE(digest("every:2"), digest("every:2:1"));
+  EXPECT_NE(digest("0"), digest("0 2"));
+  // Without a window the default pattern leaves the digest as before the key existed.
+  const std::string plain = "model:\n  layers: 4\nrun:\n  seq_len: 40\n";
+  EXPECT_EQ(load_deck(write_deck(plain), {"model.sliding_window_layers=all"}).problem_digest,
+            load_deck(write_deck(plain), {}).problem_digest);
+}
+
 TEST(Deck, ProblemDigestCoversTheProblemKeysOnly) {
   const std::string base = "model:\n  hidden: 64\n  heads: 4\n  kv_heads: 2\nrun:\n  seq_len: 40\n  learning_rate: 3e-4\n";
   const auto digest = [&](const std::vector<std::string>& sets) { return load_deck(write_deck(base), sets).problem_digest; };

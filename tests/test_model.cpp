@@ -4,13 +4,18 @@
 //  - chunked MLP / LM head give the unchunked loss and gradients (1e-12);
 //  - gradient accumulation is the mean of the micro-batch gradients;
 //  - activation high-water per policy equals the analytic model;
-//  - data: labels are the next tokens, the last one ignored; all-ignored is 0, not NaN.
+//  - data: labels are the next tokens, the last one ignored; all-ignored is 0, not NaN;
+//  - a sliding window in some layers (SequenceMask::window_layers): each layer attends
+//    with its own mask (in the forward, the backward and the recompute), the gradient
+//    against finite differences, the pattern's limits (all layers, none) equal to the
+//    window everywhere and nowhere, and its second q_lo set in the memory model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "attention/local_attention.hpp"
 #include "io/deck.hpp"
 #include "model/documents.hpp"
 #include "model/memory_model.hpp"
@@ -295,4 +300,196 @@ TEST(Model, KeptMlpChunkIsTheOneChunkRun) {
   const auto b = gradients(cfg, kept, one_batch());
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.grads, b.grads) << "bit for bit";
+}
+
+namespace {
+
+// Packed documents of odd lengths and a one-token one over kSeq = 19 tokens: [0, 5),
+// [5, 6), [6, 13), [13, 19); a window of 3 in the layers of `layers`.
+SequenceMask pattern_mask(std::vector<int> layers, std::int64_t window = 3) {
+  SequenceMask m{{5, 6, 13}, window};
+  m.window_layers.is_list = true;
+  m.window_layers.listed = std::move(layers);
+  return m;
+}
+std::vector<Batch> packed_batch(const SequenceMask& m) { return {synthetic_batch(29, kSeq, 3, 0, 0, m.doc_starts)}; }
+
+std::vector<std::int64_t> ids(const Vec<const std::int64_t>& v) {
+  Kokkos::View<std::int64_t*, Kokkos::HostSpace> h("ids", v.extent(0));
+  Kokkos::deep_copy(h, v);
+  return {h.data(), h.data() + h.extent(0)};
+}
+
+// Local attention that logs the window of its mask at every forward ("F3", "F0") and
+// backward ("B3"), and checks the q_lo it is given against its mask.
+class LoggingAttention final : public AttentionStrategy<double> {
+ public:
+  LoggingAttention(Vec<const std::int64_t> positions, Vec<const std::int64_t> q_lo, const SequenceMask& mask,
+                   int head_dim, std::vector<std::string>* log)
+      : inner_(positions, q_lo, head_dim, KernelChoice{}), tag_(std::to_string(mask.window)), log_(log) {
+    const auto p = ids(positions), given = ids(q_lo);
+    EXPECT_EQ(given, mask.causal_only() ? std::vector<std::int64_t>{} : mask.q_lo(p))
+        << "q_lo of the mask with window " << tag_;
+  }
+  Extent2 stats_shape(std::int64_t rows, std::int64_t heads) const override { return inner_.stats_shape(rows, heads); }
+  void forward(const Mat<double>& o, const Mat<double>& stats, const Mat<const double>& q, const Mat<const double>& k,
+               const Mat<const double>& v, const AttentionKept<double>& kept) override {
+    log_->push_back("F" + tag_);
+    inner_.forward(o, stats, q, k, v, kept);
+  }
+  void backward(const Mat<double>& dq, const Mat<double>& dk, const Mat<double>& dv, const Mat<const double>& d_o,
+                const Mat<const double>& o, const Mat<const double>& saved, const Mat<const double>& q,
+                const Mat<const double>& k, const Mat<const double>& v) override {
+    log_->push_back("B" + tag_);
+    inner_.backward(dq, dk, dv, d_o, o, saved, q, k, v);
+  }
+
+ private:
+  LocalAttention<double> inner_;
+  std::string tag_;
+  std::vector<std::string>* log_;
+};
+
+}  // namespace
+
+// Each layer attends with its own mask: the windowed layers' strategy (window 3) in the
+// layers of the pattern, the documents-only one (window 0) elsewhere, in the forward, the
+// backward and the checkpoint's recompute; at most two strategies, one per mask.
+TEST(WindowPattern, EachLayerAttendsWithItsMask) {
+  const auto cfg = tiny_config(4);
+  for (const auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint}) {
+    ModelOptions o;
+    o.policy = policy;
+    o.mask = pattern_mask({1, 2});
+    std::vector<std::string> log;
+    int made = 0;
+    const AttentionFactory<double> factory = [&](Vec<const std::int64_t> pos, Vec<const std::int64_t> q_lo,
+                                                 const SequenceMask& mask) -> std::unique_ptr<AttentionStrategy<double>> {
+      ++made;
+      return std::make_unique<LoggingAttention>(pos, q_lo, mask, cfg.head_dim(), &log);
+    };
+    Trainer<double> t(cfg, o, train_options(), iota(kSeq), nullptr, factory);
+    EXPECT_EQ(made, 2) << "one strategy per mask";
+    t.compute_gradients(packed_batch(o.mask));
+    const std::vector<std::string> forward = {"F0", "F3", "F3", "F0"};
+    std::vector<std::string> expected = forward;
+    for (int l = 3; l >= 0; --l) {
+      if (policy == MemoryPolicy::checkpoint) expected.push_back(forward[l]);  // the attention block recomputed
+      expected.push_back("B" + forward[l].substr(1));
+    }
+    EXPECT_EQ(log, expected) << name_of(policy);
+  }
+  // The window everywhere, or nowhere: one strategy, as before there were patterns.
+  for (const auto& mask : {SequenceMask{{5}, 3}, pattern_mask({}), SequenceMask{{5}, 0}}) {
+    ModelOptions o;
+    o.mask = mask;
+    int made = 0;
+    std::vector<std::string> log;
+    const AttentionFactory<double> factory = [&](Vec<const std::int64_t> pos, Vec<const std::int64_t> q_lo,
+                                                 const SequenceMask& m) -> std::unique_ptr<AttentionStrategy<double>> {
+      ++made;
+      return std::make_unique<LoggingAttention>(pos, q_lo, m, cfg.head_dim(), &log);
+    };
+    Trainer<double> t(cfg, o, train_options(), iota(kSeq), nullptr, factory);
+    EXPECT_EQ(made, 1);
+  }
+}
+
+// The pattern's limits: every layer listed is the window everywhere (the default pattern),
+// no layer listed is no window; bit for bit. A pattern in between differs from both, and
+// moving the window to another layer changes the result.
+TEST(WindowPattern, AllLayersIsTheWindowEverywhereAndNoneIsNoWindow) {
+  const auto cfg = tiny_config(3);
+  const auto run = [&](const SequenceMask& mask) {
+    ModelOptions o;
+    o.mask = mask;
+    return gradients(cfg, o, packed_batch(mask));
+  };
+  SequenceMask every = pattern_mask({}), alternate = pattern_mask({});
+  every.window_layers = LayerPattern{};  // all
+  alternate.window_layers = LayerPattern{2, 0, {}, false};  // every:2 = layers 0, 2
+  const auto all = run(every), listed = run(pattern_mask({0, 1, 2})), none = run(pattern_mask({}));
+  const auto no_window = run(SequenceMask{{5, 6, 13}, 0});
+  EXPECT_EQ(listed.loss, all.loss);
+  EXPECT_EQ(listed.grads, all.grads);
+  EXPECT_EQ(none.loss, no_window.loss);
+  EXPECT_EQ(none.grads, no_window.grads);
+  const auto some = run(alternate), same = run(pattern_mask({0, 2})), other = run(pattern_mask({1}));
+  EXPECT_EQ(some.grads, same.grads) << "every:2 is layers 0 and 2";
+  EXPECT_GT(rel_err(some.grads, all.grads), 1e-6) << "layer 1's window changes nothing";
+  EXPECT_GT(rel_err(some.grads, none.grads), 1e-6) << "layers 0 and 2's window changes nothing";
+  EXPECT_GT(rel_err(other.grads, all.grads), 1e-6);
+  EXPECT_GT(rel_err(other.grads, none.grads), 1e-6);
+  EXPECT_GT(rel_err(other.grads, some.grads), 1e-6);
+  // A listed layer the model lacks is refused, naming it.
+  ModelOptions bad;
+  bad.mask = pattern_mask({0, 3});
+  try {
+    Trainer<double> t(cfg, bad, train_options(), iota(kSeq), nullptr);
+    ADD_FAILURE() << "layer 3 of 3 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 3 is out of range"), std::string::npos) << e.what();
+  }
+}
+
+// The gradient of a model with the window in layer 1 of 3 only, packed documents,
+// checkpointed, against central finite differences of its loss.
+TEST(WindowPattern, GradientMatchesFiniteDifferences) {
+  const auto cfg = tiny_config(3);
+  ModelOptions o;
+  o.policy = MemoryPolicy::checkpoint;
+  o.mask = pattern_mask({1}, 2);
+  const auto batches = packed_batch(o.mask);
+  Trainer<double> t(cfg, o, train_options(), iota(kSeq), nullptr);
+  t.compute_gradients(batches);
+  const auto grad = host(t.grads().flat());
+  auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.params().flat());
+  const auto set = [&](std::size_t i, double v) {
+    p(i) = v;
+    Kokkos::deep_copy(t.params().flat(), p);
+  };
+  std::vector<double> analytic, numeric;
+  for (const auto& slot : t.params().slots())
+    for (std::size_t k = 0; k < 2; ++k) {
+      const std::size_t i = slot.offset + (k * 7919 + 11) % slot.size();
+      const double p0 = p(i), eps = 1e-5;
+      set(i, p0 + eps);
+      const double up = t.compute_gradients(batches);
+      set(i, p0 - eps);
+      const double down = t.compute_gradients(batches);
+      set(i, p0);
+      analytic.push_back(grad[i]);
+      numeric.push_back((up - down) / (2 * eps));
+    }
+  const double err = rel_err(analytic, numeric);
+  std::printf("window pattern gradient vs finite differences: rel err %.2e over %zu entries\n", err, analytic.size());
+  EXPECT_LT(err, 1e-6);
+}
+
+// The pattern's second q_lo set [S] lives as long as the trainer: the workspace high-water
+// grows by exactly its bytes, and the memory model predicts every category to the byte.
+TEST(WindowPattern, SecondMaskBufferIsInTheMemoryModel) {
+  const auto cfg = tiny_config(3);
+  std::uint64_t workspace[2] = {0, 0};
+  for (const auto policy : {MemoryPolicy::full, MemoryPolicy::checkpoint, MemoryPolicy::offload})
+    for (int split = 0; split < 2; ++split) {
+      ModelOptions o;
+      o.policy = policy;
+      o.offload.alpha = 0.5;
+      o.mask = split ? pattern_mask({0, 2}) : pattern_mask({0, 1, 2});
+      auto& tracker = MemoryTracker::instance();
+      ASSERT_EQ(tracker.device_current(), 0u);
+      tracker.reset_high_water();
+      {
+        Trainer<double> t(cfg, o, train_options(), iota(kSeq), nullptr);
+        t.compute_gradients(packed_batch(o.mask));
+      }
+      const auto model = predict_memory(cfg, o, kSeq, Precision::float64);
+      const std::string where = std::string(name_of(policy)) + (split ? ", layers 0 2" : ", every layer");
+      for (int c = 0; c < kNumMemCategories; ++c)
+        EXPECT_EQ(tracker.high_water(MemCategory(c)), model.at(category_name(MemCategory(c))))
+            << category_name(MemCategory(c)) << ", " << where;
+      workspace[split] = tracker.high_water(MemCategory::workspace);
+      if (split) EXPECT_EQ(workspace[1] - workspace[0], kSeq * sizeof(std::int64_t)) << where;
+    }
 }

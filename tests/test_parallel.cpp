@@ -25,6 +25,7 @@
 #include <map>
 #include <set>
 
+#include "attention/attention_work.hpp"
 #include "attention/local_attention.hpp"
 #include "attention/ring_attention.hpp"
 #include "attention/ring_hop.hpp"
@@ -33,6 +34,8 @@
 #include "io/deck.hpp"  // kBf16LossTolerance
 #include "kernels/bf16.hpp"
 #include "model/comm_model.hpp"
+#include "model/documents.hpp"
+#include "model/flops.hpp"
 #include "model/memory_model.hpp"
 #include "model/step_reduce.hpp"
 #include "parallel/mpi_communicator.hpp"
@@ -117,7 +120,7 @@ std::map<std::string, std::uint64_t> check_case(const Case& c, MPI_Comm comm = M
   const std::string name = c.name + " (" + name_of(P) + ")";
   EXPECT_EQ(check_parallel(cfg, c.par, c.seq_len, world), "") << name;
   if (!check_parallel(cfg, c.par, c.seq_len, world).empty()) return {};
-  ParallelSetup setup(comm, c.par, c.seq_len);
+  ParallelSetup setup(comm, c.par, c.seq_len, c.opts.mask);
   auto& tracker = MemoryTracker::instance();
   EXPECT_EQ(tracker.device_current(), 0u) << name << ": nothing left from earlier cases";
   tracker.reset_high_water();
@@ -954,6 +957,201 @@ TEST(SequenceParallel, DocumentsAndWindowReproduceTheSingleRankStepOnTwoThreeAnd
     for (const auto& c : cs) check_case<double>(c, sub.comm());
     check_case<bf16>(cs.front(), sub.comm());  // the ring with documents and window in bf16
   }
+}
+
+// The balanced layout (cost-dealt chunks) on 2, 3 and 4 ranks with documents that divide
+// nothing, one-token documents, a document longer than a rank's share, and windows
+// smaller and larger than a ring block: the step equals the single-rank one (check_case:
+// double to 1e-10, bf16 within its tolerance, memory and bytes equal to the models).
+TEST(SequenceParallel, BalancedLayoutReproducesTheSingleRankStepOnTwoThreeAndFourRanks) {
+  const int world = world_size();
+  if (world == 1) GTEST_SKIP() << "sequence parallelism needs two ranks";
+  // S = 41: documents [0, 1), [1, 3), [3, 4), [4, 30), [30, 41): 26 tokens > a share of 41 / 2.
+  const SequenceMask docs{{1, 3, 4, 30}, 0}, narrow{{1, 3, 4, 30}, 3}, wide{{}, 25};
+  for (int N = 2; N <= std::min(4, world); ++N) {
+    SubWorld sub(N);
+    if (!sub.member()) continue;
+    const std::string n = std::to_string(N);
+    std::vector<Case> cs;
+    const auto add = [&](std::string name, int U, int R, const SequenceMask& mask) {
+      Case c = make(std::move(name), U, R, RingLayout::balanced);
+      c.seq_len = 41;
+      c.opts.mask = mask;
+      cs.push_back(std::move(c));
+    };
+    add("ring " + n + " balanced, documents", 1, N, docs);
+    add("ring " + n + " balanced, documents + window 3, MQA", 1, N, narrow);
+    cs.back().kv_heads = 1;
+    add("ring " + n + " balanced, window 25, no overlap, checkpoint", 1, N, wide);
+    cs.back().par.overlap = false;
+    cs.back().opts.policy = MemoryPolicy::checkpoint;
+    add("ring " + n + " balanced rsa (seed), documents + window 3", 1, N, narrow);
+    cs.back().par.variant = RingVariant::rsa;
+    add("ulysses " + n + " balanced, documents", N, 1, docs);
+    if (N == 3) {
+      cs.back().heads = 6;
+      cs.back().kv_heads = 3;
+    }
+    if (N == 4) add("hybrid 2x2 balanced, documents + window 3", 2, 2, narrow);
+    for (const auto& c : cs) check_case<double>(c, sub.comm());
+    check_case<bf16>(cs.front(), sub.comm());
+  }
+}
+
+// The work count (attention/attention_work.hpp) against an independent count from the mask:
+// for every (query tile, key block) a brute-force search for a visible pair. Where each
+// tile's and block's positions are consecutive (contiguous layouts) the kernels' range rule
+// is exact, so the counts are equal; elsewhere the range rule may compute a tile with no
+// visible pair (never the reverse): at least the brute-force count. Tiles of 1 x 1 (the
+// reference kernel) count the visible pairs themselves, and causal attention's FLOPs are
+// model/flops.hpp's.
+TEST(AttentionWork, ComputedTilesEqualABruteForceCountFromTheMask) {
+  const auto brute = [](const std::vector<std::int64_t>& q, const SequenceMask& m, const std::vector<std::int64_t>& k,
+                        AttentionTiles t) {
+    std::int64_t pairs = 0;
+    for (std::size_t i0 = 0; i0 < q.size(); i0 += t.rows)
+      for (std::size_t j0 = 0; j0 < k.size(); j0 += t.keys) {
+        const std::size_t i1 = std::min(q.size(), i0 + t.rows), j1 = std::min(k.size(), j0 + t.keys);
+        bool seen = false;
+        for (auto i = i0; i < i1 && !seen; ++i)
+          for (auto j = j0; j < j1 && !seen; ++j) seen = m.q_lo(q[i]) <= k[j] && k[j] <= q[i];
+        if (seen) pairs += std::int64_t((i1 - i0) * (j1 - j0));
+      }
+    return pairs;
+  };
+  const std::int64_t S = 301;
+  for (const SequenceMask& m : {SequenceMask{}, SequenceMask{{1, 2, 70, 71, 200}, 0}, SequenceMask{{}, 40},
+                                SequenceMask{{90, 91, 250}, 17}}) {
+    for (const AttentionTiles t : {AttentionTiles{1, 1}, AttentionTiles{32, 64}, AttentionTiles{22, 64},
+                                   AttentionTiles{256, 256}}) {
+      for (const auto layout : {RingLayout::contiguous, RingLayout::zigzag, RingLayout::balanced}) {
+        const SequenceLayout l(S, 1, 3, layout, true, m);
+        for (int a = 0; a < 3; ++a)
+          for (int b = 0; b < 3; ++b) {
+            const auto q = l.group_positions(a), k = l.group_positions(b);
+            const auto counted = computed_tiles(q, l.group_q_lo(a, m), k, t).pairs;
+            const auto exact = brute(q, m, k, t);
+            const std::string tag = std::string(name_of(layout)) + " " + std::to_string(t.rows) + "x" +
+                                    std::to_string(t.keys) + " queries " + std::to_string(a) + " keys " +
+                                    std::to_string(b) + " window " + std::to_string(m.window);
+            if (layout == RingLayout::contiguous || (t.rows == 1 && t.keys == 1))
+              EXPECT_EQ(counted, exact) << tag;
+            else
+              EXPECT_GE(counted, exact) << tag;
+          }
+      }
+    }
+  }
+  // One rank, causal, element by element: S(S+1)/2 pairs, flops.hpp's forward and backward.
+  ModelConfig cfg;
+  cfg.hidden = 32;
+  cfg.heads = 4;
+  cfg.kv_heads = 2;
+  ParallelConfig par;
+  const SequenceLayout one(S, 1, 1, RingLayout::zigzag);
+  const auto w = attention_work(attention_geometry(cfg, par, one, 0), one, SequenceMask{}, AttentionTiles{1, 1}, 8);
+  EXPECT_DOUBLE_EQ(w.flops_forward, attention_flops_forward(S, cfg.hidden));
+  EXPECT_DOUBLE_EQ(w.flops_backward, attention_flops_backward(S, cfg.hidden));
+}
+
+// Summed over the hops, the bytes the work count says each rank sends are the
+// communication model's ring bytes of a layer (forward and backward), on every layout,
+// flash and RSA; and the hops' FLOPs add up to the totals.
+TEST(AttentionWork, HopBytesAddUpToTheCommunicationModel) {
+  ModelConfig cfg;
+  cfg.hidden = 32;
+  cfg.heads = 4;
+  cfg.kv_heads = 2;
+  const SequenceMask mask{{5, 6, 40, 90}, 11};
+  for (const auto layout : {RingLayout::contiguous, RingLayout::zigzag, RingLayout::balanced})
+    for (const auto variant : {RingVariant::flash, RingVariant::rsa})
+      for (const int U : {1, 2}) {
+        ParallelConfig par;
+        par.ulysses = U;
+        par.ring = 3;
+        par.layout = layout;
+        par.variant = variant;
+        const SequenceLayout l(133, U, 3, layout, true, mask);
+        for (int s = 0; s < U * 3; ++s) {
+          const auto g = attention_geometry(cfg, par, l, s);
+          const auto w = attention_work(g, l, mask, AttentionTiles{32, 64}, 4);
+          const auto model = ring_layer_bytes(g, 4, 4);
+          double bytes = 0, flops = 0;
+          for (int t = 0; t < 3; ++t) {
+            bytes += w.hop_bytes_forward[t] + w.hop_bytes_backward[t];
+            flops += w.hop_flops_forward[t] + w.hop_flops_backward[t];
+          }
+          EXPECT_EQ(bytes, double(model.forward + model.backward)) << name_of(layout) << " " << name_of(variant);
+          EXPECT_DOUBLE_EQ(flops, w.flops_forward + w.flops_backward);
+          EXPECT_GT(w.flops_forward, 0.0);
+        }
+      }
+}
+
+// The acceptance case of the balanced layout, counted (no timing): log-normal documents
+// (median e^6.5 ~ 665 tokens, sigma 1: a long tail of documents longer than a rank's
+// share) in S = 16384 on a 4-member ring. The attention FLOPs each rank computes
+// (the kernels' tiles) have max / mean <= 1.1 under the balanced layout; printed for all.
+TEST(SequenceLayout, BalancedLayoutEvensTheAttentionWorkOfLogNormalDocuments) {
+  ModelConfig cfg;
+  cfg.hidden = 64;
+  cfg.heads = 4;
+  cfg.kv_heads = 2;
+  const std::int64_t S = 16384;
+  const int R = 4;
+  for (const std::int64_t window : {std::int64_t(0), std::int64_t(1024)}) {
+    const SequenceMask mask{document_starts("lognormal:6.5:1", S, 7), window};
+    for (const auto layout : {RingLayout::contiguous, RingLayout::zigzag, RingLayout::balanced}) {
+      ParallelConfig par;
+      par.ring = R;
+      par.layout = layout;
+      const SequenceLayout l(S, 1, R, layout, true, mask);
+      const SequenceLayout counted(S, 1, R, layout, false);
+      std::vector<double> flops;
+      for (int r = 0; r < R; ++r) {
+        EXPECT_EQ(l.tokens(r), counted.tokens(r)) << "the counts without positions (the models') are the layout's";
+        ModelOptions opts;
+        opts.mask = mask;
+        EXPECT_EQ(predict_comm_bytes(cfg, opts, par, l, r, R, 1, Precision::float32),
+                  predict_comm_bytes(cfg, opts, par, counted, r, R, 1, Precision::float32))
+            << "minilst plan's communication (no mask, no positions) is the run's";
+        EXPECT_EQ(predict_rank_memory(cfg, opts, par, l, r, 1, Precision::float32, 1.0).bytes,
+                  predict_rank_memory(cfg, opts, par, counted, r, 1, Precision::float32, 1.0).bytes)
+            << "minilst plan's memory is the run's";
+        const auto w = attention_work(attention_geometry(cfg, par, l, r), l, mask, AttentionTiles{32, 64}, 4);
+        flops.push_back(w.flops_forward + w.flops_backward);
+      }
+      const double mean = std::accumulate(flops.begin(), flops.end(), 0.0) / R;
+      const double imbalance = *std::max_element(flops.begin(), flops.end()) / mean;
+      std::printf("  lognormal:6.5:1, S=%lld, window %lld, %s: attention imbalance %.3f\n", (long long)S,
+                  (long long)window, name_of(layout).c_str(), imbalance);
+      if (layout == RingLayout::balanced) EXPECT_LE(imbalance, 1.1) << "window " << window;
+    }
+  }
+}
+
+TEST(SequenceLayout, BalancedEveryTokenOnceWithTheContiguousCounts) {
+  LayerPattern every_other;  // a window in layers 0, 2, ...: the balanced costs mix both masks
+  every_other.every = 2;
+  for (const SequenceMask& m :
+       {SequenceMask{}, SequenceMask{{3, 4, 50}, 0}, SequenceMask{{}, 6}, SequenceMask{{3, 4, 50}, 6, every_other}})
+    for (int U : {1, 2, 3})
+      for (int R : {1, 2, 3, 4})
+        for (std::int64_t S : {12, 37, 101, 1000}) {
+          const SequenceLayout l(S, U, R, RingLayout::balanced, true, m);
+          const SequenceLayout contiguous(S, U, R, RingLayout::contiguous, false);
+          std::vector<int> seen(S, 0);
+          for (int s = 0; s < U * R; ++s) {
+            for (auto p : l.positions(s)) seen.at(p)++;
+            EXPECT_EQ(l.tokens(s), contiguous.tokens(s)) << "S=" << S << " U=" << U << " R=" << R;
+            EXPECT_EQ(std::int64_t(l.positions(s).size()), l.tokens(s));
+          }
+          EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << "every token once";
+          for (int r = 0; r < R; ++r) {
+            const auto g = l.group_positions(r);
+            EXPECT_TRUE(std::is_sorted(g.begin(), g.end())) << "a member's chunks in position order";
+          }
+        }
 }
 
 TEST(SequenceLayout, EveryTokenOnceBalancedAndZigzag) {

@@ -3,16 +3,18 @@
 # threads and T ranks x 1 thread (T = the cores; MINILST_BIN_DIR: a build with a
 # threaded Kokkos, e.g. build-omp), alternating, and the speed-ups of the step
 # time over 1 x 1. Writes runs/bench/threads_<UTC time>/ (metrics files, threads.h5).
-#   MINILST_BIN_DIR=build-omp scripts/bench/threads.sh [DECK ...] [--threads T] [--rounds R]
+#   MINILST_BIN_DIR=build-omp scripts/bench/threads.sh [DECK ...] [--threads T] [--rounds R] [--set K=V ...]
+# --set goes to every run (e.g. --set run.precision=bf16 for the bf16 step).
 # Default decks: inputs/default.yaml and inputs/step_cpu.yaml (the step benchmark's
 # 1-layer d=1024 shape). The same tokens in every configuration: the 1-rank runs set
 # parallel.ring=1 (and ulysses=1), the T-rank runs split the sequence over a ring of T.
 source "$(dirname "$0")/common.sh"
-threads=$(getconf _NPROCESSORS_ONLN) rounds=2 decks=()  # not nproc: it obeys OMP_NUM_THREADS
+threads=$(getconf _NPROCESSORS_ONLN) rounds=2 decks=() sets=()  # not nproc: it obeys OMP_NUM_THREADS
 while (($#)); do
   case $1 in
     --threads) threads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
     *) decks+=("$(realpath "$1")"); shift ;;
   esac
 done
@@ -28,7 +30,7 @@ for deck in "${decks[@]}"; do
       layout=(--set parallel.ring=1 --set parallel.ulysses=1)
       if [[ $ranks -gt 1 ]]; then layout=(--set parallel.ring="$ranks" --set parallel.ulysses=1); fi
       MINILST_THREADS=$t OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t mpiexec --oversubscribe --bind-to none -n "$ranks" \
-        "$minilst" run "$deck" "${layout[@]}" --set output.metrics="$f" > "${f%.h5}.log" 2>&1 \
+        "$minilst" run "$deck" "${layout[@]}" "${sets[@]}" --set output.metrics="$f" > "${f%.h5}.log" 2>&1 \
         || { tail -20 "${f%.h5}.log"; exit 1; }
       echo "$name $cfg round $r: $(sed -n 's/^RESULT: \(.*\) metrics=.*/\1/p' "${f%.h5}.log")"
     done

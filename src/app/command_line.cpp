@@ -56,6 +56,13 @@ Command parse_command_line(int argc, const char* const* argv) {
   run->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
   run->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
   run->allow_extras();
+  auto* verify = app.add_subcommand("verify", "certify the deck's layout: its first step against the single-rank "
+                                               "float64 reference, tensor by tensor (docs/verify.md)");
+  verify->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
+  verify->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
+  verify->add_option("--out", c.verify_out, "the table's HDF5 file (default: beside output.metrics, <stem>.verify.h5)");
+  verify->add_option("--export", c.verify_export, "write the reference step's tensors to this HDF5 file");
+  verify->allow_extras();
   auto* keys = app.add_subcommand("keys", "list every deck key with its default and rule");
   auto* result = app.add_subcommand("result", "print the RESULT line of a metrics file (exit code as its run's)");
   result->add_option("metrics", c.deck_path, "a metrics file written by minilst run")->required();
@@ -83,13 +90,30 @@ Command parse_command_line(int argc, const char* const* argv) {
                    "device budget per rank, MiB, for all but weights, gradients and optimizer moments")
       ->check(mib);
   plan->add_flag("--max-seq-len", c.plan.max_seq_len,
-                 "print the longest run.seq_len whose planned run (its step arena included) fits the budgets");
+                 "print the longest run.seq_len whose planned run (its step arena included) fits the budgets; with "
+                 "--machine: rank the layouts that fit at run.seq_len by predicted tokens/s");
+  plan->add_option("--machine", c.plan.machine, "a machine file (machines/*.yaml, `minilst probe`): predict the step "
+                   "time per phase on it (docs/time_model.md)");
+  plan->add_option("--top", c.plan.top, "--max-seq-len --machine: the layouts printed")->check(CLI::Range(1, 1000));
+  auto* probe = app.add_subcommand("probe", "measure this machine (GEMM, attention, bandwidths, links of the job's "
+                                            "ranks) into a machine file for plan --machine (docs/time_model.md)");
+  probe->add_option("--out", c.probe.out, "the machine file to write (YAML)")->required();
+  probe->add_option("--name", c.probe.name, "the machine's name in the file (default: the host name)");
+  probe->add_option("--size", c.probe.size, "GEMM size n (classes n^3, 8n x n x n, 8n x 2.69n x n, 4n x 16n x n), attention S = 4n")
+      ->check(CLI::Range(16, 16384));
+  probe->add_option("--repeats", c.probe.repeats, "timed calls per figure (the best is kept)")->check(CLI::Range(1, 1000));
+  probe->add_option("--head-dim", c.probe.head_dim, "the attention probe's head dim")->check(CLI::Range(1, 256));
+  probe->add_option("--comm-mib", c.probe.comm_mib, "the collectives' message per rank, MiB")->check(mib);
+  probe->add_option("--link-floor-gbs", c.probe.link_floor_gbs, "a link slower than this is implausible (default 0.1)")
+      ->check(CLI::PositiveNumber);
+  probe->add_flag("--allow-implausible", c.probe.allow_implausible,
+                  "write implausible figures (flagged under `implausible:`) instead of refusing");
 
   std::ostringstream out, err;
   try {
     app.parse(argc, argv);
-    for (const auto& extra : run->remaining()) {
-      if (extra.rfind("--kokkos-", 0) != 0) throw CLI::ExtrasError("run", {extra});
+    for (const auto& extra : (verify->parsed() ? verify : run)->remaining()) {
+      if (extra.rfind("--kokkos-", 0) != 0) throw CLI::ExtrasError(verify->parsed() ? "verify" : "run", {extra});
       if (const auto problem = kokkos_flag_problem(extra); !problem.empty()) throw CLI::ValidationError(extra, problem);
     }
     if (plan->parsed()) {
@@ -106,9 +130,12 @@ Command parse_command_line(int argc, const char* const* argv) {
     c.err = err.str();
     return c;
   }
+  for (int i = 0; i < argc; ++i) c.probe.command_line += std::string(i ? " " : "") + argv[i];
   c.kind = keys->parsed()     ? Command::Kind::keys
            : result->parsed() ? Command::Kind::result
            : plan->parsed()   ? Command::Kind::plan
+           : verify->parsed() ? Command::Kind::verify
+           : probe->parsed()  ? Command::Kind::probe
                               : Command::Kind::run;
   return c;
 }

@@ -1,23 +1,27 @@
 // The command line of `minilst`, parsed (CLI11) before MPI collectives, Kokkos or
 // the deck: `run DECK [--set k=v]... [--kokkos-*=...]`, `plan DECK [...]` (its device, reserve and
 // budgets resolved and checked here), `plan --device list`, `keys`, `result METRICS.h5`, `--help`,
-// `--version`. Never throws: a bad command line is a message and exit 2.
+// `--version`, `verify DECK [--set k=v]... [--out FILE.h5] [--export FILE.h5]`,
+// `probe --out FILE.yaml [...]`. Never throws: a bad command line is a message and exit 2.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "app/plan.hpp"
+#include "app/probe.hpp"
 
 namespace minilst {
 
 struct Command {
-  enum class Kind { run, plan, keys, result, finished } kind = Kind::finished;
+  enum class Kind { run, plan, keys, result, verify, probe, finished } kind = Kind::finished;
   int exit_code = 0;    // finished: 0 for --help and --version, 2 for a bad command line
   std::string out, err;  // finished: what rank 0 prints (help text; the error and its hint)
   std::string deck_path;                // run, plan: the deck; result: the metrics file
   std::vector<std::string> overrides;  // --set section.key=value
+  std::string verify_out, verify_export;  // verify: --out (the table), --export (the reference step)
   PlanArgs plan;
+  ProbeArgs probe;  // probe: --out FILE.yaml and its sizes (app/probe.hpp)
 };
 
 Command parse_command_line(int argc, const char* const* argv);

@@ -5,8 +5,11 @@
 //           [--host-mib Y] [--activation-mib Z] [--max-seq-len]  the longest S a real run fits
 //   minilst keys                                    list every deck key, default and rule
 //   minilst result METRICS.h5                       the RESULT line of a metrics file
+//   minilst probe --out M.yaml [--size n] [...]     measure this machine into a machine file (plan --machine)
+//   minilst verify DECK [--set ...] [--out T.h5]    the deck's first step against the single-rank
+//           [--export E.h5]                         float64 reference, tensor by tensor (docs/verify.md)
 //   minilst --help | --version                      (--kokkos-* flags go to Kokkos)
-// Exit codes: 0 valid run, 1 runtime error, 2 bad command line or deck, 3 INVALID run,
+// Exit codes: 0 valid run (verify: PASSED), 1 runtime error, 2 bad command line or deck, 3 INVALID run (FAILED),
 // 4 INCOMPLETE run (stopped early by a signal or the time budget; the metrics of the steps done are written).
 // Every rank checks that all run the same command line and deck before any work, so
 // a bad one ends every rank cleanly with code 2. A runtime error on one rank: that
@@ -29,12 +32,15 @@
 #include "job/agreement.hpp"
 #include "app/driver.hpp"
 #include "app/plan.hpp"
+#include "app/probe.hpp"
 #include "app/command_line.hpp"
 #include "job/stop.hpp"
 #include "job/watchdog.hpp"
 #include "results/metrics.hpp"
 #include "results/provenance.hpp"
 #include "parallel/node.hpp"
+#include "parallel/fault_injection.hpp"
+#include "app/verify.hpp"
 
 namespace {
 
@@ -100,6 +106,19 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     return 0;
   }
   if (command.kind == Kind::result) return ctx.rank == 0 ? answer_result(command.deck_path) : 0;  // options first
+  if (command.kind == Kind::probe) {  // every rank measures (no deck); rank 0 writes the machine file
+    ctx.watchdog->arm(0, "");
+    initialize_kokkos(argc, argv);
+    int code = 1;
+    try {
+      code = minilst::run_probe(command.probe, ctx.comm);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error (rank %d): probe: %s\n", ctx.rank, e.what());
+      if (ctx.nranks > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    Kokkos::finalize();
+    return code;
+  }
   minilst::Deck deck;
   std::string deck_error;
   try {
@@ -113,12 +132,15 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     if (!deck_error.empty() && ctx.rank == 0) std::fprintf(stderr, "error: %s\n", deck_error.c_str());
     return !deck_error.empty() ? 2 : ctx.rank == 0 ? minilst::run_plan(deck, command.plan) : 0;
   }
+  if (deck_error.empty()) deck_error = minilst::fault::active().problem;  // a test-only variable's bad value
   if (const int code = minilst::agree_on_deck(deck.resolved_yaml, deck_error, ctx.comm)) return code;
 
   initialize_kokkos(argc, argv);
   int code = 1;
   try {
-    code = minilst::run_deck(deck, ctx);
+    code = command.kind == Kind::verify
+               ? minilst::run_verify(deck, ctx, {command.verify_out, command.verify_export})
+               : minilst::run_deck(deck, ctx);
   } catch (const std::exception& e) {  // the finished steps are written (run_deck); the peers may be waiting
     std::fprintf(stderr, "error (rank %d): %s\n", ctx.rank, e.what());
     std::fflush(stderr);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "app/machine_file.hpp"
 #include "core/range.hpp"
 #include "memory/activation_store.hpp"
 #include "model/comm_model.hpp"
@@ -151,7 +152,9 @@ std::string layout_of(const Deck& deck, const Plan& p) {
   return s;
 }
 
-void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note) {
+// extra_json: more keys for the JSON object (", \"k\": v..."); extra_text: lines after the text.
+void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note, const std::string& extra_json = "",
+           const std::string& extra_text = "") {
   const std::string policy = name_of(p.options.policy), precision = name_of(deck.run.precision);
   const int mlp = effective_chunks(p.local_tokens, p.options.mlp_chunks);
   const int head = effective_chunks(p.local_tokens, p.options.lm_head_chunks);
@@ -187,7 +190,7 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
       }
       std::printf("}");
     }
-    std::printf("%s}\n", note[0] ? (std::string(", \"note\": \"") + note + "\"").c_str() : "");
+    std::printf("%s%s}\n", extra_json.c_str(), note[0] ? (std::string(", \"note\": \"") + note + "\"").c_str() : "");
     return;
   }
   std::printf("plan: %s, S = %lld tokens, %s, %s, memory.policy %s", deck.path.c_str(),
@@ -223,6 +226,7 @@ void print(const Deck& deck, const Plan& p, const PlanArgs& a, const char* note)
   std::printf("  communication per step, MiB sent per rank (max):");
   for (const auto& [k, v] : p.comm) std::printf("  %s %.2f", k.c_str(), double(v) / kMiB);
   std::printf("\n  model FLOPs per step: %.4e (%.4e per rank)\n", p.flops_per_step, p.flops_per_step / p.ranks);
+  std::printf("%s", extra_text.c_str());
 }
 }  // namespace
 
@@ -335,6 +339,208 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   return p;
 }
 
+StepTime predict_plan_time(const Deck& deck, const Plan& p, const MachineRates& machine) {
+  StepShape sh;
+  sh.model = deck.model;
+  sh.options = p.options;
+  if (deck.options.offload.bandwidth_gbs > 0) sh.options.offload.bandwidth_gbs = deck.options.offload.bandwidth_gbs;
+  sh.parallel = deck.parallel;
+  sh.precision = deck.run.precision;
+  sh.grad_accum = deck.run.grad_accum;
+  sh.world = p.ranks;
+  sh.sp_rank = p.busiest;
+  sh.seq_len = p.seq_len;
+  sh.layout = SequenceLayout(p.seq_len, deck.parallel.ulysses, deck.parallel.ring, deck.parallel.layout, false);
+  sh.comm = p.comm;
+  sh.offload_bytes = p.memory.count("host_offload") ? p.memory.at("host_offload") : 0;
+  // AdamW's elements on this rank: its shard of every unit (ZeRO >= 1), else every parameter
+  const auto sl = shard_layout(deck.model, p.ranks, deck.parallel.zero > 0);
+  sh.optimizer_elements = deck.parallel.zero > 0 ? sl.shard_total : sl.padded_total;
+  sh.optimizer_on_host = deck.memory.optimizer_offload;
+  sh.model_flops = p.flops_per_step;
+  return predict_step_time(sh, machine);
+}
+
+StepTime predict_deck_time(const Deck& deck, int ranks, const MachineRates& machine, std::string& error) {
+  PlanArgs args;
+  args.ranks = ranks;
+  args.arena = false;  // the time needs the layout, chunks and bytes, not the arena
+  const Plan p = plan_deck(deck, deck.run.seq_len, args, error);
+  if (!error.empty()) return {};
+  try {
+    return predict_plan_time(deck, p, machine);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return {};
+  }
+}
+
+namespace {
+std::string time_json(const StepTime& t, const MachineFile& m) {
+  std::string s = ", \"machine\": {\"name\": \"" + m.rates.name + "\", \"kind\": \"" + m.kind + "\"}";
+  char b[128];
+  std::snprintf(b, sizeof b, ", \"predicted_step_s\": %.6e, \"predicted_phases\": {", t.step_s);
+  s += b;
+  const char* sep = "";
+  for (const auto& [k, v] : t.phases) {
+    std::snprintf(b, sizeof b, "%s\"%s\": %.6e", sep, k.c_str(), v);
+    s += b;
+    sep = ", ";
+  }
+  std::snprintf(b, sizeof b, "}, \"predicted_tokens_per_s\": %.6e, \"predicted_mfu\": %.6g", t.tokens_per_s, t.mfu);
+  return s + b;
+}
+
+std::string time_text(const StepTime& t, const MachineFile& m, int ranks) {
+  char b[256];
+  std::snprintf(b, sizeof b, "  predicted on %s (%s machine file): step %.4g s, %.4g tokens/s (%.4g per rank), MFU %.3f\n",
+                m.rates.name.c_str(), m.kind.c_str(), t.step_s, t.tokens_per_s, t.tokens_per_s / ranks, t.mfu);
+  std::string s = b;
+  s += "    phase (s per step):";
+  for (const char* k : {"forward", "backward", "attention", "alltoall", "ring_wait", "mlp", "lm_head", "recompute",
+                        "offload_wait", "grad_reduce", "param_gather", "comm", "optimizer"}) {
+    const double v = t.phases.count(k) ? t.phases.at(k) : 0;
+    if (v <= 0) continue;
+    std::snprintf(b, sizeof b, "  %s %.4g", k, v);
+    s += b;
+  }
+  return s + "\n";
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+// --max-seq-len --machine: every layout of the ranks (U x R, D = N / (U R)), ZeRO stage,
+// chunk setting and (offload) alpha at the deck's run.seq_len, those within the budgets
+// ranked by predicted tokens/s. The sweep plans without the step arena (fast, and never
+// more memory than a planned run holds); the best are planned again with it, and one that
+// no longer fits is dropped.
+int run_layout_search(const Deck& deck, const PlanArgs& a, const MachineFile& machine) {
+  struct Candidate {
+    Deck deck;
+    Plan plan;
+    StepTime time;
+  };
+  const std::int64_t S = deck.run.seq_len;
+  PlanArgs quick = a;
+  quick.arena = false;
+  std::vector<Candidate> fit;
+  int tried = 0, refused = 0, over = 0;
+  std::vector<double> alphas{deck.memory.alpha_auto ? 1.0 : deck.options.offload.alpha};
+  if (deck.options.policy == MemoryPolicy::offload)
+    for (const double x : {0.0, 0.5, 1.0})
+      if (std::find(alphas.begin(), alphas.end(), x) == alphas.end()) alphas.push_back(x);
+  std::vector<std::pair<ChunkSetting, ChunkSetting>> chunks{{deck.mst.mlp, deck.mst.lm_head}};
+  if (!deck.mst.mlp.automatic || !deck.mst.lm_head.automatic) chunks.push_back({ChunkSetting{}, ChunkSetting{}});
+  std::string missing;
+  for (const int U : divisors(a.ranks))
+    for (const int R : divisors(a.ranks / U))
+      for (int zero = 0; zero <= 3; ++zero)
+        for (const double alpha : alphas)
+          for (const auto& [mlp, head] : chunks) {
+            Deck d = deck;
+            d.parallel.ulysses = U;
+            d.parallel.ring = R;
+            d.parallel.zero = zero;
+            d.options.offload.alpha = alpha;
+            d.memory.alpha_auto = false;
+            d.mst.mlp = mlp;
+            d.mst.lm_head = head;
+            ++tried;
+            std::string why;
+            Plan p = plan_deck(d, S, quick, why);
+            if (!why.empty()) {
+              ++refused;
+              continue;
+            }
+            if (!fits(p, a)) {
+              ++over;
+              continue;
+            }
+            try {
+              const StepTime t = predict_plan_time(d, p, machine.rates);
+              fit.push_back({std::move(d), std::move(p), t});
+            } catch (const std::exception& e) {
+              missing = e.what();
+            }
+          }
+  if (fit.empty()) {
+    std::fprintf(stderr, "error: plan: no layout of %d ranks fits the budget at run.seq_len = %lld (%d tried: %d refused "
+                 "by a layout rule, %d over the budget)%s%s\n",
+                 a.ranks, static_cast<long long>(S), tried, refused, over, missing.empty() ? "" : "; ", missing.c_str());
+    return 2;
+  }
+  // by tokens/s in steps of 0.5% (closer is a tie the model cannot resolve), then the one
+  // holding less device memory first
+  const auto bucket = [](const Candidate& c) { return std::llround(std::log(c.time.tokens_per_s) / std::log(1.005)); };
+  std::stable_sort(fit.begin(), fit.end(), [&](const Candidate& x, const Candidate& y) {
+    const auto bx = bucket(x), by = bucket(y);
+    return bx != by ? bx > by : x.plan.device_planned < y.plan.device_planned;
+  });
+  std::vector<const Candidate*> best;
+  for (auto& c : fit) {
+    if (int(best.size()) >= a.top) break;
+    if (a.arena && c.deck.memory.plan) {  // as a run holds it: the step arena too
+      std::string why;
+      c.plan = plan_deck(c.deck, S, a, why);
+      if (!why.empty() || !fits(c.plan, a)) continue;
+    }
+    best.push_back(&c);
+  }
+  const auto layout = [](const Candidate& c) {
+    const auto& p = c.deck.parallel;
+    std::string s = "D" + std::to_string(c.plan.data_parallel) + " U" + std::to_string(p.ulysses) + " R" + std::to_string(p.ring) +
+                    " Z" + std::to_string(p.zero);
+    if (c.plan.options.policy == MemoryPolicy::offload) {
+      char b[32];
+      std::snprintf(b, sizeof b, " a%.2g", c.plan.options.offload.alpha);
+      s += b;
+    }
+    s += " mlp" + std::to_string(effective_chunks(c.plan.local_tokens, c.plan.options.mlp_chunks)) + " head" +
+         std::to_string(effective_chunks(c.plan.local_tokens, c.plan.options.lm_head_chunks));
+    return s;
+  };
+  if (a.format == "json") {
+    std::printf("{\"seq_len\": %lld, \"ranks\": %d, \"machine\": {\"name\": \"%s\", \"kind\": \"%s\"}, \"tried\": %d, "
+                "\"refused\": %d, \"over_budget\": %d, \"fit\": %zu, \"layouts\": [",
+                static_cast<long long>(S), a.ranks, machine.rates.name.c_str(), machine.kind.c_str(), tried, refused, over,
+                fit.size());
+    const char* sep = "";
+    for (const auto* c : best) {
+      const auto& p = c->deck.parallel;
+      std::printf("%s{\"layout\": \"%s\", \"data_parallel\": %d, \"ulysses\": %d, \"ring\": %d, \"zero_stage\": %d, "
+                  "\"offload_alpha\": %.6g, \"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"device_planned_bytes\": %llu%s}",
+                  sep, layout(*c).c_str(), c->plan.data_parallel, p.ulysses, p.ring, p.zero, c->plan.options.offload.alpha,
+                  effective_chunks(c->plan.local_tokens, c->plan.options.mlp_chunks),
+                  effective_chunks(c->plan.local_tokens, c->plan.options.lm_head_chunks),
+                  static_cast<unsigned long long>(c->plan.device_planned), time_json(c->time, machine).c_str());
+      sep = ", ";
+    }
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("plan: %s on %d ranks of %s (%s machine file), S = %lld tokens, %s, memory.policy %s: %zu of %d layouts fit "
+              "(%d refused by a layout rule, %d over the budget); the best %zu by predicted tokens/s:\n",
+              deck.path.c_str(), a.ranks, machine.rates.name.c_str(), machine.kind.c_str(), static_cast<long long>(S),
+              name_of(deck.run.precision).c_str(), name_of(deck.options.policy).c_str(), fit.size(), tried, refused, over,
+              best.size());
+  if (a.device_mib > 0) std::printf("  device: %s\n", device_text(a).c_str());
+  std::printf("  %-4s %-30s %12s %12s %10s %12s %12s %7s\n", "rank", "layout", "seq_len", "device MiB", "step s", "tokens/s",
+              "tok/s/rank", "MFU");
+  int i = 0;
+  for (const auto* c : best)
+    std::printf("  %-4d %-30s %12lld %12.0f %10.4g %12.4g %12.4g %7.3f\n", ++i, layout(*c).c_str(), static_cast<long long>(S),
+                double(c->plan.device_planned) / kMiB, c->time.step_s, c->time.tokens_per_s, c->time.tokens_per_s / a.ranks,
+                c->time.mfu);
+  if (!best.empty()) std::printf("%s", time_text(best.front()->time, machine, a.ranks).c_str());
+  return 0;
+}
+}  // namespace
+
 int run_plan(const Deck& deck, const PlanArgs& args) {
   if (args.format != "text" && args.format != "json") {
     std::fprintf(stderr, "error: plan: --format must be text or json\n");
@@ -346,13 +552,35 @@ int run_plan(const Deck& deck, const PlanArgs& args) {
     return 2;
   }
   std::string error;
+  MachineFile machine;
+  if (!a.machine.empty()) {
+    try {
+      machine = load_machine_file(a.machine);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: plan: --machine: %s\n", e.what());
+      return 2;
+    }
+    for (const auto& b : machine.implausible)
+      std::fprintf(stderr, "warning: plan: %s flags an implausible figure: %s\n", a.machine.c_str(), b.c_str());
+  }
   if (!a.max_seq_len) {
     const Plan p = plan_deck(deck, deck.run.seq_len, a, error);
     if (!error.empty()) {
       std::fprintf(stderr, "error: plan: %s\n", error.c_str());
       return 2;
     }
-    print(deck, p, a, "");
+    if (a.machine.empty()) {
+      print(deck, p, a, "");
+      return 0;
+    }
+    StepTime t;
+    try {
+      t = predict_plan_time(deck, p, machine.rates);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: plan: --machine %s: %s\n", a.machine.c_str(), e.what());
+      return 2;
+    }
+    print(deck, p, a, "", time_json(t, machine), time_text(t, machine, p.ranks));
     return 0;
   }
   if (a.device_mib <= 0 && a.host_mib <= 0 && a.activation_mib <= 0) {
@@ -360,6 +588,7 @@ int run_plan(const Deck& deck, const PlanArgs& args) {
                  "--host-mib MIB, --activation-mib MIB)\n");
     return 2;
   }
+  if (!a.machine.empty()) return run_layout_search(deck, a, machine);
   // Longest S that fits: double until it does not (or 2^40), then bisect. Every length is
   // planned as a run plans it (its step arena included), so the answer is one a run fits.
   const std::int64_t lowest = std::max<std::int64_t>(2, 2LL * deck.parallel.sequence_parallel());

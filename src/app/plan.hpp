@@ -19,6 +19,7 @@
 #include "job/machine.hpp"
 #include "io/deck.hpp"
 #include "memory/planner.hpp"
+#include "model/time_model.hpp"
 
 namespace minilst {
 
@@ -55,6 +56,8 @@ struct PlanArgs {
   double activation_mib = 0;    // > 0: a device budget per rank for all but weights, gradients, optimizer
   bool max_seq_len = false;     // bisect for the longest run.seq_len within the budgets
   bool arena = true;            // plan the step arena of every rank shape too
+  std::string machine;          // --machine FILE.yaml: predict the step time on it (docs/time_model.md)
+  int top = 5;                  // --max-seq-len with --machine: the layouts printed
   // The device budget per rank: the device less the reserve (0: none).
   double device_budget_mib() const { return device_mib > 0 ? device_mib - std::max(0.0, reserve_mib) : 0; }
 };
@@ -81,6 +84,12 @@ struct Plan {
 
 // Empty error when the deck can run on args.ranks ranks at this S; else why not.
 Plan plan_deck(const Deck& deck, std::int64_t seq_len, const PlanArgs& args, std::string& error);
+// The step time of the plan on a machine (model/time_model.hpp), for the plan's busiest rank.
+StepTime predict_plan_time(const Deck& deck, const Plan& plan, const MachineRates& machine);
+// One call for a run that records its prediction: the deck on `ranks` ranks of `machine`
+// (error: why the deck cannot run there; the times are then empty).
+StepTime predict_deck_time(const Deck& deck, int ranks, const MachineRates& machine, std::string& error);
+
 // Prints the plan (or the longest sequence); returns the exit code (2: bad request).
 int run_plan(const Deck& deck, const PlanArgs& args);
 

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "app/run_context.hpp"
@@ -56,7 +57,8 @@ double dump_first_step(const Deck& deck, Trainer<T>& trainer, int replicas, doub
   std::vector<Batch> all;
   for (int d = 0; d < replicas; ++d)
     for (auto& b : batches_of(deck, 0, d)) all.push_back(std::move(b));
-  const std::string written = write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml, all,
+  const std::string written = write_tensor_dump(deck.output.dump, deck.model, deck.run.seq_len, deck.resolved_yaml,
+                                                deck.options.mask, all,
                                                 loss, std::move(weights), std::move(grads));
   std::printf("tensor dump: %s\n", written.c_str());
   return timer.seconds();
@@ -72,8 +74,11 @@ struct Training {
   OffloadController<T> offload;
   Trainer<T> trainer;
 
-  Training(const Deck& deck, MPI_Comm comm, const KernelChoice& kernels, double host_states, PhaseTimers& timers)
-      : par(comm, deck.parallel, deck.run.seq_len),
+  // observe: wraps the run's attention strategies (`minilst verify`'s capture; none in a run).
+  using Observer = std::function<AttentionFactory<T>(AttentionFactory<T>)>;
+  Training(const Deck& deck, MPI_Comm comm, const KernelChoice& kernels, double host_states, PhaseTimers& timers,
+           const Observer& observe = {})
+      : par(comm, deck.parallel, deck.run.seq_len, deck.options.mask),
         geometry(attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank())),
         opts(options(deck, geometry, kernels)),
         // Optimizer offload's states come out of the host budget first (check_fits saw that they fit).
@@ -83,7 +88,9 @@ struct Training {
                  deck.memory.alpha_values},
                 comm),
         trainer(deck.model, opts, train_options(deck.run), par.local_positions(), &timers,
-                make_attention_factory<T>(geometry, par, opts.kernels, &timers), zero_options(deck, par.world().size()),
+                observe ? observe(make_attention_factory<T>(geometry, par, opts.kernels, &timers))
+                        : make_attention_factory<T>(geometry, par, opts.kernels, &timers),
+                zero_options(deck, par.world().size()),
                 &par.world()) {}
 
   static ModelOptions options(const Deck& deck, const AttentionGeometry& g, const KernelChoice& kernels) {

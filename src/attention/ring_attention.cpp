@@ -8,6 +8,7 @@
 #include "kernels/attention_rsa.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/select.hpp"
+#include "parallel/fault_injection.hpp"
 
 namespace minilst {
 
@@ -181,7 +182,8 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
   const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()};
   // Every block travels on (the members after this one may see it); only its compute is skipped.
   ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), kTagKV,
-            [&](int, int blk, const Vec<T>& kvb, RingHop& hop) {
+            [&](int t, int blk, const Vec<T>& kv_hop, RingHop& hop) {
+              const Vec<T>& kvb = fault::stale_kv_hop(t, ring_.size()) ? kv[(t + 1) % 2] : kv_hop;  // tests only
               if (!visible(blk)) return;
               in_slices(Sq, [&](std::int64_t i0, std::int64_t i1) {
                 kernels::attention_forward<T>(kernels_, rows(b.o_block.view(), i0, i1),

@@ -8,6 +8,12 @@
 //              --kernel selects (run.attention_kernel's choices); useful FLOPs counted
 //              as forward 2 S^2 d and backward 5 S^2 d (model/flops.hpp), against the
 //              dense GEMM rate of the same type (and SGEMM's)
+//              --documents SPEC (run.documents' syntax), --window W: the same S tokens
+//              under that mask, timed in the same process beside plain causal attention:
+//              time_ratio = masked / causal time (forward + backward), against
+//              visible_ratio (the visible query-key pairs' ratio, the ideal: 1/N for N
+//              equal documents, about w/S for a window w << S) and tile_ratio (the
+//              ratio of the pairs the kernel computes, attention/attention_work.hpp)
 // Times are the median of --repeats runs after a warm-up.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
@@ -20,10 +26,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "attention/attention_work.hpp"
+#include "core/batch.hpp"
 #include "core/config.hpp"
 #include "core/kernel_choice.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/select.hpp"
+#include "model/documents.hpp"
 #include "model/flops.hpp"
 
 using namespace minilst;
@@ -77,6 +86,8 @@ struct AttentionBench {
   int seq, heads, kv_heads, head_dim, repeats;
   int gemm_size;  // the dense GEMM the rate is compared with: gemm_size^3 in the attention's type
   double sgemm;   // GFLOP/s, measured in this process
+  SequenceMask mask;  // causal_only(): plain causal attention only
+  std::string documents;
 };
 
 // Causal attention forward + backward in T by the kernel the process's setting
@@ -104,6 +115,32 @@ int attention_bench(const AttentionBench& b) {
   const double bwd = median_seconds(b.repeats, [&] {
     kernels::attention_backward<T>(variant, dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, causal, pos, h);
   });
+  std::string masked_json;  // the masked run beside the causal one
+  if (!b.mask.causal_only()) {
+    std::vector<std::int64_t> all(S), lo;
+    for (int i = 0; i < S; ++i) all[i] = i;
+    lo = b.mask.q_lo(all);
+    Vec<std::int64_t> q_lo("q_lo", S);
+    Kokkos::deep_copy(q_lo, Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(lo.data(), S));
+    const Vec<const std::int64_t> ql = q_lo;
+    const double m_fwd = median_seconds(b.repeats, [&] {
+      kernels::attention_forward<T>(variant, o, lse, q, kk, v, pos, ql, pos, h);
+    });
+    const double m_bwd = median_seconds(b.repeats, [&] {
+      kernels::attention_backward<T>(variant, dq, dk, dv, delta, d_o, o, lse, q, kk, v, pos, ql, pos, h);
+    });
+    const Precision p = std::is_same<T, bf16>::value ? Precision::bf16 : Precision::float32;
+    const auto tiles = attention_tiles(variant, p, b.heads / b.kv_heads);
+    const double visible = double(computed_tiles(all, lo, all, {1, 1}).pairs), causal = 0.5 * S * (S + 1.0);
+    const double tile_m = double(computed_tiles(all, lo, all, tiles).pairs), tile_c = double(computed_tiles(all, {}, all, tiles).pairs);
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  ", \"documents\": \"%s\", \"n_documents\": %zu, \"window\": %lld, \"masked_forward_s\": %.6f, "
+                  "\"masked_backward_s\": %.6f, \"time_ratio\": %.4f, \"visible_ratio\": %.4f, \"tile_ratio\": %.4f",
+                  b.documents.c_str(), b.mask.doc_starts.size() + 1, (long long)b.mask.window, m_fwd, m_bwd,
+                  (m_fwd + m_bwd) / (fwd + bwd), visible / causal, tile_m / tile_c);
+    masked_json = text;
+  }
   const double f_fwd = attention_flops_forward(double(S), Hh), f_bwd = attention_flops_backward(double(S), Hh);
   const double rate = (f_fwd + f_bwd) / (fwd + bwd) / 1e9;
   const int g = b.gemm_size;
@@ -111,11 +148,11 @@ int attention_bench(const AttentionBench& b) {
   std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"attention_kernel\": \"%s\", \"seq_len\": %d, "
               "\"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"forward_s\": %.6f, \"backward_s\": %.6f, "
               "\"forward_gflops\": %.2f, \"backward_gflops\": %.2f, \"gflops\": %.2f, \"gemm_gflops\": %.2f, "
-              "\"gemm_size\": %d, \"fraction_of_gemm\": %.4f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f}\n",
+              "\"gemm_size\": %d, \"fraction_of_gemm\": %.4f, \"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.4f%s}\n",
               std::is_same<T, bf16>::value ? "bf16" : "float",
               attention_kernel_name(g_choice, std::is_same<T, bf16>::value ? Precision::bf16 : Precision::float32).c_str(), S,
               b.heads, b.kv_heads, h, fwd, bwd, f_fwd / fwd / 1e9, f_bwd / bwd / 1e9, rate, gemm, g, rate / gemm,
-              b.sgemm, rate / b.sgemm);
+              b.sgemm, rate / b.sgemm, masked_json.c_str());
   return 0;
 }
 }  // namespace
@@ -150,6 +187,12 @@ int main(int argc, char** argv) {
   at->add_option("--repeats", repeats);
   at->add_option("--gemm-size", gemm_size, "the GEMM rate compared with: n^3 in the attention's type (a GPU needs n >= 8192)")
       ->check(CLI::Range(64, 32768));
+  std::string documents;
+  std::int64_t window = 0;
+  at->add_option("--documents", documents, "packed documents, run.documents' syntax (\"fixed:1024\", \"lognormal:6.5:1\"): "
+                                           "timed beside plain causal attention");
+  at->add_option("--window", window, "a sliding window of W keys (model.sliding_window), timed beside causal")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   std::string precision = "float", kernel = "auto";
   at->add_option("--precision", precision, "float | bf16")->check(CLI::IsMember({"float", "bf16"}));
   at->add_option("--kernel", kernel, "auto | portable | tensor_core (run.attention_kernel)")
@@ -192,7 +235,16 @@ int main(int argc, char** argv) {
                   "\"path\": \"%s\"}\n",
                   m, n, k, int(ta), int(tb), rate, gemm_path_record(g_choice.gemm_fp32, false).c_str());
     } else {
-      const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, gemm_size, sgemm};
+      SequenceMask mask;
+      try {
+        mask = {document_starts(documents, seq, 1), window};
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "error: --documents %s\n", e.what());
+        Kokkos::finalize();
+        MPI_Finalize();
+        return 2;
+      }
+      const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, gemm_size, sgemm, mask, documents};
       rc = precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);
     }
   }

@@ -16,6 +16,40 @@ struct Batch {
   std::int64_t n_valid = 0;          // labels != kIgnoreLabel (kernels/types.hpp) in the *global* sequence
 };
 
+// Which decoder layers the sliding window applies to (model.sliding_window_layers): the
+// layers l with l % every == offset (the default, every 1 offset 0: all of them), or,
+// when `is_list`, exactly those of `listed` (sorted, distinct).
+struct LayerPattern {
+  int every = 1, offset = 0;
+  std::vector<int> listed;
+  bool is_list = false;
+
+  bool has(int layer) const {
+    return is_list ? std::binary_search(listed.begin(), listed.end(), layer) : layer % every == offset;
+  }
+  bool is_all() const { return !is_list && every == 1; }  // the default, written any way
+  // The selected layers of 0..layers-1, in order.
+  std::vector<int> of(int layers) const {
+    std::vector<int> out;
+    for (int l = 0; l < layers; ++l)
+      if (has(l)) out.push_back(l);
+    return out;
+  }
+  // "" or what is wrong with the pattern for a model of `layers` layers: an offset not
+  // below the step, a listed layer out of range or not in increasing order.
+  std::string problem(int layers) const {
+    if (!is_list && (every < 1 || offset < 0 || offset >= every))
+      return "every:" + std::to_string(every) + ":" + std::to_string(offset) + " needs N >= 1 and 0 <= OFFSET < N";
+    for (std::size_t i = 0; i < listed.size(); ++i) {
+      if (listed[i] < 0 || listed[i] >= layers)
+        return "layer " + std::to_string(listed[i]) + " is out of range (model.layers = " + std::to_string(layers) +
+               ": layers 0.." + std::to_string(layers - 1) + ")";
+      if (i > 0 && listed[i] <= listed[i - 1]) return "the listed layers must be increasing and distinct";
+    }
+    return "";
+  }
+};
+
 // The attention mask of a sequence, over global positions p = 0..S-1: packed documents
 // and a sliding window. Documents start at 0 and at every position of doc_starts
 // (strictly increasing, >= 0; a listed 0 is the first document's start); the window w
@@ -25,9 +59,18 @@ struct Batch {
 //                 doc_start(p) (w = 0); key j is visible to query i iff q_lo(i) <= j <= i
 //   rope(p)       p - doc_start(p): the rotary position restarts with each document
 // The default (one document, no window) is plain causal attention: q_lo = 0, rope(p) = p.
+// The window holds in the layers of window_layers (default: all); the others see their
+// whole document. q_lo below is the windowed layers' (at_layer(l): the mask of layer l).
 struct SequenceMask {
   std::vector<std::int64_t> doc_starts;  // the documents' first positions (0 implied)
   std::int64_t window = 0;               // keys a query sees at most, itself included (0: no window)
+  LayerPattern window_layers;            // the layers the window applies to
+
+  // Layer `layer` attends within a window.
+  bool windowed(int layer) const { return window > 0 && window_layers.has(layer); }
+  // The mask of the layers with the window (windowed) or of the others (the documents only).
+  SequenceMask of_layers(bool windowed) const { return {doc_starts, windowed ? window : 0, {}}; }
+  SequenceMask at_layer(int layer) const { return of_layers(windowed(layer)); }
 
   // More than one document: rotary positions differ from the global ones.
   bool has_documents() const { return !doc_starts.empty() && doc_starts.back() > 0; }
@@ -55,7 +98,8 @@ struct SequenceMask {
     for (const auto p : positions) out.push_back(rope_position(p));
     return out;
   }
-  // "" or what is wrong with the mask (starts negative or not increasing, a negative window).
+  // "" or what is wrong with the mask (starts negative or not increasing, a negative window;
+  // whether the window's layers are the model's is window_layers.problem's to say).
   std::string problem() const {
     if (window < 0) return "the sliding window (" + std::to_string(window) + ") must be >= 0";
     for (std::size_t d = 0; d < doc_starts.size(); ++d)

@@ -20,6 +20,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   std::int64_t sliding_window = 0;  // keys a query sees at most, itself included (0: none)
+  LayerPattern sliding_window_layers;  // the layers that window applies to (default: all)
   int head_dim() const { return hidden / heads; }  // h
 };
 

@@ -12,11 +12,14 @@
 
 namespace minilst {
 
-enum class RingLayout { contiguous, zigzag };
+// How the ring members' tokens are chosen (parallel/sequence_layout.hpp): contiguous
+// pieces, zigzag chunk pairs, or balanced (chunks assigned by their attention cost
+// under the run's mask: packed documents, a sliding window).
+enum class RingLayout { contiguous, zigzag, balanced };
 template <>
 struct EnumNames<RingLayout> {  // the deck's default first
-  static constexpr std::array<std::pair<RingLayout, const char*>, 2> table{
-      {{RingLayout::zigzag, "zigzag"}, {RingLayout::contiguous, "contiguous"}}};
+  static constexpr std::array<std::pair<RingLayout, const char*>, 3> table{
+      {{RingLayout::zigzag, "zigzag"}, {RingLayout::contiguous, "contiguous"}, {RingLayout::balanced, "balanced"}}};
 };
 enum class RingVariant { flash, rsa };
 template <>

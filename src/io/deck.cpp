@@ -112,6 +112,17 @@ std::vector<KeySpec> model_keys() {
             "sliding-window attention: a query sees at most this many keys, itself included, within its document "
             "(0 = none)",
             [](Deck& d) -> auto& { return d.model.sliding_window; }),
+    row("model.sliding_window_layers", "all", Kind::Text, 0, 0, {},
+        "the layers model.sliding_window applies to (the others see their whole document): all, every:N[:OFFSET] "
+        "(the layers l with l % N = OFFSET: every:2 = 0, 2, 4, ..., Gemma 2's alternation) or layer numbers "
+        "(\"0 2 5\"); needs model.sliding_window > 0 unless all",
+        [](Deck& d, const Value& x) {
+          try {
+            d.model.sliding_window_layers = window_layers(x.text);
+          } catch (const std::invalid_argument& e) {
+            throw DeckError(std::string("deck: model.sliding_window_layers = ") + e.what());
+          }
+        }),
     number("model.rope_theta", "10000", 1e-300, HUGE_VAL, "RoPE base theta (> 0)",
            [](Deck& d) -> auto& { return d.model.rope_theta; }),
     number("model.norm_eps", "1e-5", 0, 0.1,
@@ -177,6 +188,10 @@ std::vector<KeySpec> run_keys() {
         "(a stopped or dead peer); auto = max(60, the first step's FLOPs at 0.5 GFLOP/s), then max(60, 10 x the "
         "slowest step); none on one rank; the set-up and the final write wait max(600, 10 x this)",
         [](Deck& d, const Value& x) { d.run.watchdog_s = x.text == "auto" ? 0.0 : x.f; }, true),
+    row("run.tier", "baseline", Kind::Choice, 0, 0, {"baseline", "ported", "optimized"},
+        "the procurement tier the run claims (RUN_RULES.md): baseline (shipped deck and build), ported (build and "
+        "launcher changed), optimized (documented source changes); the RESULT line's tier= says whether it holds",
+        [](Deck& d, const Value& x) { d.run.tier = x.text; }),
   };
 }
 
@@ -186,7 +201,9 @@ std::vector<KeySpec> parallel_keys() {
             [](Deck& d) -> auto& { return d.parallel.ulysses; }),
     integer("parallel.ring", 1, 1, 1 << 20, "ring degree R; world = D x U x R (D data parallel)",
             [](Deck& d) -> auto& { return d.parallel.ring; }),
-    choice("parallel.ring_layout", RingLayout::zigzag, "tokens of ring members",
+    choice("parallel.ring_layout", RingLayout::zigzag,
+           "tokens of ring members: zigzag (chunks r and 2R-1-r: causal balance), contiguous, or balanced "
+           "(chunks dealt by their attention cost under run.documents and model.sliding_window)",
            [](Deck& d) -> auto& { return d.parallel.layout; }),
     choice("parallel.ring_variant", RingVariant::flash, "ring attention algorithm",
            [](Deck& d) -> auto& { return d.parallel.variant; }),
@@ -581,7 +598,19 @@ bool defines_problem(const KeySpec& spec) {
 
 // Keys added after decks carried reference digests: mixed in only when set, so that a deck
 // without them keeps its digest.
-bool mixed_only_when_set(const std::string& name) { return name == "model.sliding_window" || name == "run.documents"; }
+bool mixed_only_when_set(const std::string& name) {
+  return name == "model.sliding_window" || name == "model.sliding_window_layers" || name == "run.documents";
+}
+
+// The window's layers as the problem sees them: the layers selected ("0 2"), "" when the
+// window holds in every layer (or there is none): one problem, one digest, however written.
+std::string windowed_layers_text(const ModelConfig& m) {
+  const auto layers = m.sliding_window_layers.of(m.layers);
+  if (m.sliding_window == 0 || int(layers.size()) == m.layers) return "";
+  std::string text;
+  for (const int l : layers) text += (text.empty() ? "" : " ") + std::to_string(l);
+  return text;
+}
 
 // 64-bit FNV-1a of "key=value;" over the problem's keys in schema order, in hex: the
 // resolved values (integers as numbers, floats in their shortest exact text).
@@ -647,12 +676,23 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());
   check(parallel_error.empty(), parallel_error);
 
+  // The window's layers: layers of the model, at least one, and only with a window.
+  if (!m.sliding_window_layers.is_all()) {
+    const std::string key = "model.sliding_window_layers = '" + v.at("model.sliding_window_layers").text + "': ";
+    check(m.sliding_window > 0, key + "a pattern of windowed layers needs model.sliding_window > 0");
+    const auto why = m.sliding_window_layers.problem(m.layers);
+    check(why.empty(), key + why);
+    check(!m.sliding_window_layers.of(m.layers).empty(),
+          key + "selects none of the model's " + n(m.layers) + " layers (model.sliding_window = 0: no window)");
+  }
   try {  // packed documents and the sliding window: the attention mask of every sequence
-    d.options.mask = {document_starts(r.documents, r.seq_len, r.seed), m.sliding_window};
+    d.options.mask = {document_starts(r.documents, r.seq_len, r.seed), m.sliding_window, m.sliding_window_layers};
   } catch (const std::invalid_argument& e) {
     throw DeckError(std::string("run.documents = ") + e.what());
   }
-  d.problem_digest = problem_digest(v);
+  auto problem = v;
+  problem["model.sliding_window_layers"].text = windowed_layers_text(m);
+  d.problem_digest = problem_digest(problem);
 
   YAML::Emitter out;
   out << YAML::BeginMap;

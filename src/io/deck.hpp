@@ -31,6 +31,7 @@ struct RunConfig {
   double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
   double time_limit_s = 0;  // stop cleanly before this budget (0: none)
   double watchdog_s = 0;    // end the rank when no step finishes for this long (0: auto)
+  std::string tier = "baseline";  // run.tier: the procurement tier the run claims (RUN_RULES.md)
 };
 
 struct ChunkSetting {

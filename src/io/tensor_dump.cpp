@@ -13,7 +13,8 @@ namespace {
 
 // The dump at `path`, atomically (io/atomic_write.hpp: throws OutputTaken where the name is not this run's).
 void write_dump_file(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
-                     const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
+                     const std::string& config_yaml, const SequenceMask& mask,
+                     const std::vector<Batch>& micro_batches, double loss,
                      const std::vector<double>& params, const std::vector<double>& grads) {
   h5::AtomicFile file(path, unique_partial_suffix());
   {
@@ -42,6 +43,13 @@ void write_dump_file(const std::string& path, const ModelConfig& cfg, std::int64
     h5::write(f, "micro_tokens", tokens, {A, S}, "token id");
     h5::write(f, "micro_labels", labels, {A, S}, "token id");
     h5::write(f, "loss", std::vector<double>{loss}, {}, "1");
+    std::vector<std::int64_t> starts{0}, windows;
+    for (const auto d : mask.doc_starts)
+      if (d > 0) starts.push_back(d);
+    for (int l = 0; l < cfg.layers; ++l) windows.push_back(mask.windowed(l) ? mask.window : 0);
+    h5::attr(f, "window", mask.window);
+    h5::write(f, "doc_starts", starts, {hsize_t(starts.size())}, "position");
+    h5::write(f, "layer_windows", windows, {hsize_t(windows.size())}, "tokens");
     for (const auto& slot : parameter_layout(cfg)) {
       std::vector<hsize_t> shape(slot.shape.begin(), slot.shape.end());
       const auto begin = std::ptrdiff_t(slot.offset), end = begin + std::ptrdiff_t(slot.size());
@@ -57,7 +65,8 @@ void write_dump_file(const std::string& path, const ModelConfig& cfg, std::int64
 // The name asked for, or, where it holds a file that is not this run's to replace (put there
 // during the run), a sibling (output_names.hpp), said on stderr.
 std::string write_tensor_dump(const std::string& path, const ModelConfig& cfg, std::int64_t seq_len,
-                       const std::string& config_yaml, const std::vector<Batch>& micro_batches, double loss,
+                       const std::string& config_yaml, const SequenceMask& mask,
+                       const std::vector<Batch>& micro_batches, double loss,
                        const std::vector<double>& params, const std::vector<double>& grads) {
   constexpr int kSiblings = 4;  // each sibling name taken in turn: someone is creating them on purpose
   for (int sibling = 0; sibling <= kSiblings; ++sibling) {
@@ -65,7 +74,7 @@ std::string write_tensor_dump(const std::string& path, const ModelConfig& cfg, s
     std::string taken = "'" + target + "' is not this run's to replace: a file was put there by someone else during the run";
     if (may_write(target)) {
       try {
-        write_dump_file(target, cfg, seq_len, config_yaml, micro_batches, loss, params, grads);
+        write_dump_file(target, cfg, seq_len, config_yaml, mask, micro_batches, loss, params, grads);
         if (sibling > 0) std::fprintf(stderr, "output.dump: the dump is written to '%s'\n", target.c_str());
         return target;
       } catch (const OutputTaken& e) {  // taken between the check and the rename

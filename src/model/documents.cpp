@@ -75,4 +75,39 @@ std::vector<std::int64_t> document_starts(const std::string& spec, std::int64_t 
                               "or lognormal:MEAN:SIGMA (SIGMA >= 0, MEAN < 40)");
 }
 
+LayerPattern window_layers(const std::string& spec) {
+  std::string text = spec;
+  std::replace(text.begin(), text.end(), ',', ' ');
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  const auto whole = [&spec](const std::string& word, const char* what) {
+    const double x = number_in(word, spec);
+    if (x < 0 || x != std::floor(x) || x > 1 << 30)
+      throw std::invalid_argument("'" + spec + "': " + what + " must be a whole number >= 0, not " + word);
+    return int(x);
+  };
+  LayerPattern p;
+  if (words.size() == 1 && words[0] == "all") return p;
+  if (words.size() == 1 && words[0].rfind("every:", 0) == 0) {
+    const auto args = split(words[0].substr(6), ':');
+    if (args.empty() || args.size() > 2 || words[0].back() == ':')
+      throw std::invalid_argument("'" + spec + "': expected every:N or every:N:OFFSET");
+    p.every = whole(args[0], "N");
+    p.offset = args.size() == 2 ? whole(args[1], "OFFSET") : 0;
+    if (p.every < 1 || p.offset >= p.every)
+      throw std::invalid_argument("'" + spec + "': every:N:OFFSET needs N >= 1 and OFFSET < N");
+    return p;
+  }
+  if (words.empty())
+    throw std::invalid_argument("'" + spec + "': expected all, every:N[:OFFSET] or layer numbers (\"0 2 5\")");
+  p.is_list = true;
+  for (const auto& w : words) p.listed.push_back(whole(w, "a layer"));
+  std::sort(p.listed.begin(), p.listed.end());
+  const auto twice = std::adjacent_find(p.listed.begin(), p.listed.end());
+  if (twice != p.listed.end())
+    throw std::invalid_argument("'" + spec + "': layer " + std::to_string(*twice) + " is listed twice");
+  return p;
+}
+
 }  // namespace minilst

@@ -13,23 +13,24 @@ LogitsKeeping logits_keeping(const StorePlan& plan) {
                       : plan.whole_sequence ? LogitsKeeping::separate : LogitsKeeping::in_place;
 }
 
-// What the activation store may ask the layers to redo, with this step's weights.
+// What the activation store may ask the layers to redo, with this step's weights (each
+// layer with its own mask).
 template <class T>
 class Recompute final : public LayerRecompute<T> {
  public:
-  Recompute(const DecoderLayer<T>& layer, const ParamViews<T>& params) : layer_(layer), params_(params) {}
+  Recompute(const Model<T>& model, const ParamViews<T>& params) : model_(model), params_(params) {}
   void attention_block(int l, const LayerActivations<T>& a) const override {
-    layer_.forward_attention(a, params_.layers[l]);
+    model_.layer(l).forward_attention(a, params_.layers[l]);
   }
   void token_rows(int l, const LayerActivations<T>& a, Range rows) const override {
-    layer_.recompute_rows(a, params_.layers[l], rows);
+    model_.layer(l).recompute_rows(a, params_.layers[l], rows);
   }
   void kept_layout(int l, const LayerActivations<T>& a) const override {
-    layer_.recompute_kept(a, params_.layers[l]);
+    model_.layer(l).recompute_kept(a, params_.layers[l]);
   }
 
  private:
-  const DecoderLayer<T>& layer_;
+  const Model<T>& model_;
   const ParamViews<T>& params_;
 };
 
@@ -37,25 +38,55 @@ class Recompute final : public LayerRecompute<T> {
 template <class T>
 class ReplayRecompute final : public LayerRecompute<T> {
  public:
-  explicit ReplayRecompute(const DecoderLayer<T>& layer) : layer_(layer) {}
-  void attention_block(int, const LayerActivations<T>& a) const override { layer_.replay_forward_attention(a); }
-  void token_rows(int, const LayerActivations<T>& a, Range rows) const override {
-    layer_.replay_recompute_rows(a, rows);
+  explicit ReplayRecompute(const Model<T>& model) : model_(model) {}
+  void attention_block(int l, const LayerActivations<T>& a) const override {
+    model_.layer(l).replay_forward_attention(a);
   }
-  void kept_layout(int, const LayerActivations<T>& a) const override { layer_.replay_recompute_kept(a); }
+  void token_rows(int l, const LayerActivations<T>& a, Range rows) const override {
+    model_.layer(l).replay_recompute_rows(a, rows);
+  }
+  void kept_layout(int l, const LayerActivations<T>& a) const override { model_.layer(l).replay_recompute_kept(a); }
 
  private:
-  const DecoderLayer<T>& layer_;
+  const Model<T>& model_;
 };
+
+// [L] 1 where layer l attends within the sliding window; checks that each mask has its strategy.
+template <class T>
+std::vector<int> windowed_layers(const ModelConfig& cfg, const SequenceMask& mask,
+                                 const typename Model<T>::LayerAttention& attention) {
+  std::vector<int> w(cfg.layers);
+  for (int l = 0; l < cfg.layers; ++l) {
+    w[l] = mask.windowed(l) ? 1 : 0;
+    if (!attention[w[l]])
+      throw std::logic_error("model: layer " + std::to_string(l) + " has no attention strategy for its mask");
+  }
+  return w;
+}
 }  // namespace
 
 template <class T>
-Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
+Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, const LayerAttention& attention,
                 Vec<const std::int64_t> rope_positions, PhaseTimers* timers)
     : cfg_(cfg), kernels_(opts.kernels), tokens_(std::int64_t(rope_positions.extent(0))),
-      layer_(cfg, opts, attention, rope_positions, timers),
+      windowed_(windowed_layers<T>(cfg, opts.mask, attention)),
+      layers_([&] {
+        std::array<std::optional<DecoderLayer<T>>, 2> layers;
+        for (int w = 0; w < 2; ++w)
+          if (attention[w]) layers[w].emplace(cfg, opts, *attention[w], rope_positions, timers);
+        const auto same = [](Extent2 a, Extent2 b) { return a.rows == b.rows && a.cols == b.cols; };
+        if (layers[0] && layers[1] &&
+            (!same(layers[0]->stats_shape(), layers[1]->stats_shape()) ||
+             !same(layers[0]->saved_layout().q, layers[1]->saved_layout().q) ||
+             !same(layers[0]->saved_layout().kv, layers[1]->saved_layout().kv) ||
+             layers[0]->saved_layout().local != layers[1]->saved_layout().local))
+          throw std::logic_error("model: the windowed and the other layers' strategies keep different shapes");
+        return layers;
+      }()),
       head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_plan(opts.policy, cfg.layers))),
-      store_(opts, cfg.layers, activation_shapes(cfg, tokens_, layer_.stats_shape(), layer_.saved_layout()), timers), timers_(timers) {}
+      store_(opts, cfg.layers, activation_shapes(cfg, tokens_, any_layer().stats_shape(), any_layer().saved_layout()),
+             timers),
+      timers_(timers) {}
 
 template <class T>
 double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::int64_t>& tokens,
@@ -73,9 +104,9 @@ double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::i
       const int unit = ShardLayout::layer_unit(l);
       const auto& w = states.acquire(unit).layers[l];
       const auto a = store_.forward_begin(l);
-      layer_.forward_attention(a, w);
+      layer(l).forward_attention(a, w);
       states.progress();  // posted gathers and reductions move between the blocks
-      layer_.forward_mlp(store_.input(l + 1), a, w);
+      layer(l).forward_mlp(store_.input(l + 1), a, w);
       store_.forward_end(l);
       states.release(unit);
     }
@@ -95,10 +126,10 @@ double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::i
       const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
       const int unit = ShardLayout::layer_unit(l);
       const auto& w = states.acquire(unit);
-      const Recompute<T> redo(layer_, w);
+      const Recompute<T> redo(*this, w);
       const auto a = store_.backward_begin(l, redo);
       states.progress();
-      layer_.backward(dx_in.view(), states.gradients(unit).layers[l], dx.view(), a, w.layers[l]);
+      layer(l).backward(dx_in.view(), states.gradients(unit).layers[l], dx.view(), a, w.layers[l]);
       states.gradients_done(unit);
       store_.backward_end(l);
       states.release(unit);
@@ -118,9 +149,9 @@ void Model<T>::replay_micro_step() {
   for (int l = 0; l < L; ++l) {
     const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
     const auto a = store_.forward_begin(l);
-    layer_.replay_forward_attention(a);
+    layer(l).replay_forward_attention(a);
     store_.input(l + 1);
-    layer_.replay_forward_mlp(a);
+    layer(l).replay_forward_mlp(a);
     store_.forward_end(l);
   }
   {
@@ -130,11 +161,11 @@ void Model<T>::replay_micro_step() {
   }
   store_.head_end();
   auto dx_in = gradient_buffer("x_grad_in");
-  const ReplayRecompute<T> redo(layer_);
+  const ReplayRecompute<T> redo(*this);
   for (int l = L - 1; l >= 0; --l) {
     const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
     const auto a = store_.backward_begin(l, redo);
-    layer_.replay_backward(a);
+    layer(l).replay_backward(a);
     store_.backward_end(l);
     std::swap(dx, dx_in);
   }

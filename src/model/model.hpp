@@ -6,6 +6,8 @@
 // (memory/activation_store.hpp), whose policy is memory.policy.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <vector>
 
 #include "memory/activation_store.hpp"
@@ -18,10 +20,15 @@ namespace minilst {
 template <class T>
 class Model {
  public:
+  // The attention strategies of the layers, by mask: [1] the layers with the sliding
+  // window (opts.mask.windowed(l)), [0] the others (the documents only); null where no
+  // layer has that mask. Both attend in the same layout (one geometry), so the store's
+  // shapes are the same for every layer.
+  using LayerAttention = std::array<AttentionStrategy<T>*, 2>;
   // rope_positions: [S] rotary positions of the local tokens: their global positions, or
   // with packed documents their positions within their documents (SequenceMask); the
-  // attention strategy masks with the global ones.
-  Model(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
+  // attention strategies mask with the global ones.
+  Model(const ModelConfig& cfg, const ModelOptions& opts, const LayerAttention& attention,
         Vec<const std::int64_t> rope_positions, PhaseTimers* timers);
 
   // tokens, labels: [S]. Gradients accumulate (+=) into the states' gradients, scaled
@@ -36,6 +43,8 @@ class Model {
 
   ActivationStore<T>& activations() { return store_; }
   const ActivationStore<T>& activations() const { return store_; }
+  // Layer l's computation: the decoder layer with its mask's strategy.
+  const DecoderLayer<T>& layer(int l) const { return *layers_[windowed_.at(l)]; }
 
  private:
   // dx and dx_in: the gradient with respect to a layer's output and input, [S, d].
@@ -46,7 +55,9 @@ class Model {
   ModelConfig cfg_;
   KernelChoice kernels_;
   std::int64_t tokens_;
-  DecoderLayer<T> layer_;
+  std::vector<int> windowed_;                       // [L] 1: layer l attends within the window
+  std::array<std::optional<DecoderLayer<T>>, 2> layers_;  // by mask, as the strategies
+  const DecoderLayer<T>& any_layer() const { return layers_[1] ? *layers_[1] : *layers_[0]; }
   LmHeadLoss<T> head_;
   ActivationStore<T> store_;
   PhaseTimers* timers_;

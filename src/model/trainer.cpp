@@ -22,27 +22,39 @@ Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, cons
   return dev;
 }
 
+// Whether some layer of `layers` attends with the window (windowed) or without it.
+bool some_layer(const SequenceMask& mask, int layers, bool windowed) {
+  for (int l = 0; l < layers; ++l)
+    if (mask.windowed(l) == windowed) return true;
+  return false;
+}
+
 // What the mask adds beside the positions [n] (none for plain causal attention, so a
 // run without documents or window allocates what it always did):
-//   first visible positions  [n]  unless causal
+//   first visible positions  [n]  per layer mask some layer has, unless causal: q_lo[1] the
+//                                 windowed layers', q_lo[0] the others' (the documents only)
 //   rotary positions         [n]  with documents (the position within the document)
 struct MaskBuffers {
-  Tracked<Vec<std::int64_t>> q_lo, rope;
+  Tracked<Vec<std::int64_t>> q_lo[2], rope;
 };
-MaskBuffers mask_buffers(const SequenceMask& mask, std::int64_t n) {
+MaskBuffers mask_buffers(const SequenceMask& mask, int layers, std::int64_t n) {
   MaskBuffers b;
-  if (!mask.causal_only()) b.q_lo = index_buffer("positions_q_lo", n);
+  for (const int w : {1, 0})
+    if (some_layer(mask, layers, w) && !mask.of_layers(w).causal_only()) b.q_lo[w] = index_buffer("positions_q_lo", n);
   if (mask.has_documents()) b.rope = index_buffer("rope_positions", n);
   return b;
 }
-MaskBuffers mask_buffers(const SequenceMask& mask, const std::vector<std::int64_t>& positions) {
+MaskBuffers mask_buffers(const SequenceMask& mask, int layers, const std::vector<std::int64_t>& positions) {
   if (const auto why = mask.problem(); !why.empty()) throw std::invalid_argument("attention mask: " + why);
-  MaskBuffers b = mask_buffers(mask, std::int64_t(positions.size()));
+  if (const auto why = mask.window_layers.problem(layers); !why.empty())
+    throw std::invalid_argument("attention mask: the sliding window's layers: " + why);
+  MaskBuffers b = mask_buffers(mask, layers, std::int64_t(positions.size()));
   using HostIds = Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
-  if (b.q_lo.bytes() > 0) {
-    const auto q_lo = mask.q_lo(positions);
-    Kokkos::deep_copy(b.q_lo.view(), HostIds(q_lo.data(), q_lo.size()));
-  }
+  for (const int w : {1, 0})
+    if (b.q_lo[w].bytes() > 0) {
+      const auto q_lo = mask.of_layers(w).q_lo(positions);
+      Kokkos::deep_copy(b.q_lo[w].view(), HostIds(q_lo.data(), q_lo.size()));
+    }
   if (b.rope.bytes() > 0) {
     const auto rope = mask.rope_positions(positions);
     Kokkos::deep_copy(b.rope.view(), HostIds(rope.data(), rope.size()));
@@ -57,13 +69,18 @@ Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const Trai
                     const AttentionFactory<T>& make_attention, const ZeroOptions& zero, Communicator* world)
     : cfg_(cfg), train_(train), timers_(timers), states_(cfg, zero, train, world, timers),
       positions_(to_device(positions, "positions")) {
-  auto masks = mask_buffers(opts.mask, positions);
-  q_lo_ = std::move(masks.q_lo);
+  auto masks = mask_buffers(opts.mask, cfg.layers, positions);
+  for (const int w : {1, 0}) q_lo_[w] = std::move(masks.q_lo[w]);
   rope_positions_ = std::move(masks.rope);
-  attention_ = make_attention ? make_attention(positions_.view(), q_lo_.view(), opts.mask)
-                             : std::make_unique<LocalAttention<T>>(positions_.view(), q_lo_.view(), cfg.head_dim(),
-                                                                   opts.kernels);
-  model_ = std::make_unique<Model<T>>(cfg, opts, *attention_, rope_view(), timers);
+  typename Model<T>::LayerAttention layer_attention{};
+  for (const int w : {1, 0}) {  // a strategy per mask some layer has
+    if (!some_layer(opts.mask, cfg.layers, w)) continue;
+    attention_[w] = make_attention ? make_attention(positions_.view(), q_lo_[w].view(), opts.mask.of_layers(w))
+                                   : std::make_unique<LocalAttention<T>>(positions_.view(), q_lo_[w].view(),
+                                                                         cfg.head_dim(), opts.kernels);
+    layer_attention[w] = attention_[w].get();
+  }
+  model_ = std::make_unique<Model<T>>(cfg, opts, layer_attention, rope_view(), timers);
 }
 
 template <class T>
@@ -88,11 +105,17 @@ void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, c
                              const AttentionFactory<T>& replay_attention) {
   const ModelStates<T> states(cfg, zero, TrainOptions{}, nullptr, nullptr);
   const auto positions = index_buffer("positions", local_tokens);
-  const auto masks = mask_buffers(opts.mask, local_tokens);
-  const auto attention = replay_attention(positions.view(), masks.q_lo.view(), opts.mask);
+  const auto masks = mask_buffers(opts.mask, cfg.layers, local_tokens);
+  std::unique_ptr<AttentionStrategy<T>> attention[2];  // as the constructor's
+  typename Model<T>::LayerAttention layer_attention{};
+  for (const int w : {1, 0}) {
+    if (!some_layer(opts.mask, cfg.layers, w)) continue;
+    attention[w] = replay_attention(positions.view(), masks.q_lo[w].view(), opts.mask.of_layers(w));
+    layer_attention[w] = attention[w].get();
+  }
   ModelOptions first = opts;
   first.offload.alpha = first_alpha;
-  Model<T> model(cfg, first, *attention, masks.rope.bytes() > 0 ? masks.rope.view() : positions.view(), nullptr);
+  Model<T> model(cfg, first, layer_attention, masks.rope.bytes() > 0 ? masks.rope.view() : positions.view(), nullptr);
   const auto micro_step = [&] {
     const auto tokens = index_buffer("tokens", local_tokens), labels = index_buffer("labels", local_tokens);
     model.replay_micro_step();

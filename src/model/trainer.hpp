@@ -25,9 +25,10 @@ template <class T>
 class Trainer {
  public:
   // positions: [S_local] global positions of the tokens this rank holds; opts.mask: the
-  // sequence's documents and window, from which the attention's first visible positions
-  // (q_lo) and the rotary positions (within each document) follow;
-  // make_attention: its strategy (default: LocalAttention, all tokens on this rank);
+  // sequence's documents and window (and the layers it holds in), from which the attention's
+  // first visible positions (q_lo) and the rotary positions (within each document) follow;
+  // make_attention: its strategy (default: LocalAttention, all tokens on this rank), made
+  // once per layer mask: for the windowed layers and for the others (at most two);
   // zero, world: where the model states live and the ranks they are sharded over.
   Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
           const std::vector<std::int64_t>& positions, PhaseTimers* timers,
@@ -51,7 +52,7 @@ class Trainer {
 
   // `minilst plan`: one step's allocations in the run's order, without compute (call
   // it in a CountingMemory, memory/memory_context.hpp): the model states, the
-  // positions (and the mask's q_lo and rotary positions), the strategy's, then
+  // positions (and the masks' q_lo and rotary positions), the strategies', then
   // grad_accum micro-steps, whose trace is recorded
   // for the arena's plan. With offload, a micro-step at `first_alpha` goes first and
   // sizes the host buffers, as the warm-up step does.
@@ -65,12 +66,13 @@ class Trainer {
   PhaseTimers* timers_;
   ModelStates<T> states_;
   Tracked<Vec<std::int64_t>> positions_;       // [S_local] global positions
-  Tracked<Vec<std::int64_t>> q_lo_;            // [S_local] first visible positions (none: causal)
+  Tracked<Vec<std::int64_t>> q_lo_[2];         // [S_local] first visible positions, of the windowed layers [1]
+                                               // and the others [0] (none: causal, or no layer has that mask)
   Tracked<Vec<std::int64_t>> rope_positions_;  // [S_local] positions within the documents (none: one document)
   Vec<const std::int64_t> rope_view() const {
     return rope_positions_.bytes() > 0 ? rope_positions_.view() : positions_.view();
   }
-  std::unique_ptr<AttentionStrategy<T>> attention_;
+  std::unique_ptr<AttentionStrategy<T>> attention_[2];  // the strategies of those layers (null: no such layer)
   std::unique_ptr<Model<T>> model_;
   long optimizer_steps_ = 0;
 };

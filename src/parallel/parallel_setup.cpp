@@ -22,9 +22,10 @@ std::unique_ptr<Communicator> make_communicator(MPI_Comm comm) {
 }
 }  // namespace
 
-ParallelSetup::ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::int64_t seq_len)
+ParallelSetup::ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::int64_t seq_len,
+                             const SequenceMask& mask)
     : config_(config), world_comm_(world), world_(make_communicator(world)),
-      layout_(seq_len, config.ulysses, config.ring, config.layout) {
+      layout_(seq_len, config.ulysses, config.ring, config.layout, true, mask) {
   const int P = config.sequence_parallel(), w = world_->rank();
   dp_size_ = world_->size() / P;
   dp_index_ = w / P;

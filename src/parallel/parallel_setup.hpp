@@ -22,7 +22,9 @@ namespace minilst {
 
 class ParallelSetup {
  public:
-  ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::int64_t seq_len);
+  // mask: the sequence's attention mask (the balanced ring layout deals tokens by its costs).
+  ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::int64_t seq_len,
+                const SequenceMask& mask = SequenceMask{});
 
   Communicator& world() { return *world_; }
   Communicator& ulysses() { return *ulysses_; }

@@ -5,6 +5,21 @@
 //   contiguous  the sequence cut in R pieces; member r owns piece r
 //   zigzag      the sequence cut in 2R chunks; member r owns chunks r and 2R-1-r
 //               (causal load balance: every ring member gets early and late tokens)
+//   balanced    the sequence cut in R k chunks (k per member: S / (256 R), at least 2,
+//               at most 16 and at most S / R); each chunk priced by its attention cost
+//               under the mask, the keys its queries see: the sum over its positions p
+//               of p - q_lo(p) + 1 (causal: p + 1; packed documents: the position
+//               within the document + 1; a window w: at most w; a window in some layers
+//               only: the mean of both masks'); the chunks dealt costliest first to the
+//               member with the least cost so far that still has room (longest
+//               processing time first). Room: member r takes exactly as many tokens as
+//               under contiguous (chunk sizes differ by one token; each member's quota
+//               of the larger ones makes its count the contiguous count), so the token
+//               counts, and every model of memory and communication built on them, do
+//               not depend on the mask. A document longer than a member's share spans
+//               several chunks, dealt to different members like zigzag's chunks; short
+//               documents are dealt whole or cut at chunk edges. A member's chunks stay
+//               in position order.
 // and each member's token list is cut contiguously U ways. Cuts are balanced
 // (sizes differ by at most one token), so S needs no divisibility: the kernels
 // take explicit positions and every layout is exact. The attention mask follows the
@@ -21,10 +36,15 @@
 
 namespace minilst {
 
+// The balanced layout's ring members' positions (in position order), R lists.
+std::vector<std::vector<std::int64_t>> balanced_ring_positions(std::int64_t seq_len, int ring, const SequenceMask& mask);
+
 class SequenceLayout {
  public:
   // with_positions false: token counts only (memory and communication models at any S).
-  SequenceLayout(std::int64_t seq_len, int ulysses, int ring, RingLayout layout, bool with_positions = true);
+  // mask: the sequence's (the balanced layout's costs; the others ignore it).
+  SequenceLayout(std::int64_t seq_len, int ulysses, int ring, RingLayout layout, bool with_positions = true,
+                 const SequenceMask& mask = SequenceMask{});
 
   int ulysses() const { return U_; }
   int ring() const { return R_; }

@@ -166,6 +166,8 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
   j["memory_bytes"] = memory;
   j["memory_model_bytes"] = model;
   j["comm_bytes_per_step"] = comm;
+  j["attention_flops_per_step"] = s.attention_flops.empty() ? Json() : Json(s.attention_flops);  // [ranks]
+  j["attention_imbalance"] = number_or_null(s.attention_imbalance > 0, s.attention_imbalance);
   const auto slurm = a.reals.find("slurm_energy_joules");
   j["energy"] = {{"source", s.energy_source},
                  {"note", s.energy_note},

@@ -40,6 +40,11 @@ std::vector<std::string> memory_keys() {
   return keys;
 }
 
+const std::vector<std::string>& attention_keys() {
+  static const std::vector<std::string> keys = {"flops_forward", "flops_backward", "bytes_forward", "bytes_backward"};
+  return keys;
+}
+
 const std::vector<std::string>& plan_keys() {
   static const std::vector<std::string> keys = {"arena_bytes", "lower_bound_bytes", "unplanned_peak_bytes",
                                                 "model_arena_bytes"};
@@ -126,6 +131,19 @@ void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& g) {
   });
   g.plan = allgather_by_key<std::uint64_t>(comm, plan_keys(), 1,
                                            [&](int, const std::string& k) { return get_or_zero(local.plan, k); });
+  g.attention = allgather_by_key<double>(comm, attention_keys(), 1,
+                                         [&](int, const std::string& k) { return get_or_zero(local.attention, k); });
+  // [R] each, the same R on every rank: gathered as [R x ranks], kept as [ranks x R]
+  const int R = int(local.attention_hop_flops.size());
+  const auto hops = allgather_by_key<double>(comm, {"hop_flops", "hop_bytes"}, R, [&](int t, const std::string& k) {
+    return (k == "hop_flops" ? local.attention_hop_flops : local.attention_hop_bytes).at(t);
+  });
+  for (const auto& [k, v] : hops) {
+    auto& out = g.attention[k];
+    out.assign(v.size(), 0.0);
+    for (int t = 0; t < R; ++t)
+      for (int r = 0; r < g.nranks; ++r) out[std::size_t(r) * R + t] = v[std::size_t(t) * g.nranks + r];
+  }
 }
 
 namespace {
@@ -215,6 +233,12 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     summary.allocations_after_first.push_back(most);
   }
   summarise_energy(summary, g, local, first);
+  if (g.attention.count("flops_forward")) {  // max / mean over ranks of a step's attention FLOPs
+    for (int r = 0; r < nranks; ++r)
+      summary.attention_flops.push_back(g.attention.at("flops_forward")[r] + g.attention.at("flops_backward")[r]);
+    const double mean = std::accumulate(summary.attention_flops.begin(), summary.attention_flops.end(), 0.0) / nranks;
+    if (mean > 0) summary.attention_imbalance = *std::max_element(summary.attention_flops.begin(), summary.attention_flops.end()) / mean;
+  }
   summary.measured_steps = measured;
   RunRuleFacts rules = local.rules;
   rules.valid = summary.valid;
@@ -229,12 +253,13 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
 }
 
 std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks,
-                        double mfu, const std::string& reportable, const std::string& path) {
+                        double mfu, const std::string& tier, const std::string& reportable, const std::string& path) {
   char numbers[200], utilisation[40] = "";
   if (mfu >= 0) std::snprintf(utilisation, sizeof utilisation, " MFU=%.3f", mfu);
   std::snprintf(numbers, sizeof numbers, " FOM=%.1f tokens/s/rank steps=%zu final_loss=%.6f ranks=%d%s", fom, steps,
                 final_loss, nranks, utilisation);
-  return "RESULT: " + verdict + numbers + (reportable.empty() ? "" : " reportable=" + reportable) + " metrics=" + path;
+  return "RESULT: " + verdict + numbers + (tier.empty() ? "" : " tier=" + tier) +
+         (reportable.empty() ? "" : " reportable=" + reportable) + " metrics=" + path;
 }
 
 namespace {
@@ -300,8 +325,9 @@ std::pair<std::string, int> verdict_of(hid_t f, const std::string& path) {
     reportable = choice_attr(f, "reportable", {"yes", "no"});
     if (reportable != "yes") reportable += " (" + h5::printable(h5::read_string_attr(f, "reportable_reasons")) + ")";
   }
+  const std::string tier = h5::has_attr(f, "tier") ? h5::printable(h5::read_string_attr(f, "tier")) : "";  // older files: none
   return {result_line(verdict, h5::read_number_attr(f, "fom"), loss.size(), loss.empty() ? 0.0 : loss.back(),
-                      int(ranks), mfu, reportable, path),
+                      int(ranks), mfu, tier, reportable, path),
           verdict_exit_code(complete, valid)};
 }
 
@@ -421,6 +447,18 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
     h5::write(f, "energy/joules", g.energy, {steps, ranks}, "J (read by each rank's meters: its node's CPU packages, its GPU)");
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
+  if (summary.attention_imbalance > 0) {  // every step does the run's attention work (its mask is fixed)
+    h5::attr(f, "attention_imbalance", summary.attention_imbalance);
+    for (const auto& k : attention_keys()) {
+      std::vector<double> per_step;
+      for (int s = 0; s < g.nsteps; ++s) per_step.insert(per_step.end(), g.attention.at(k).begin(), g.attention.at(k).end());
+      const bool flops = k.rfind("flops", 0) == 0;
+      h5::write(f, "attention/" + k, per_step, {steps, ranks}, flops ? "FLOP" : "B");
+    }
+    const hsize_t R = ranks > 0 ? hsize_t(g.attention.at("hop_flops").size()) / ranks : 0;
+    h5::write(f, "attention/hop_flops", g.attention.at("hop_flops"), {ranks, R}, "FLOP per step (forward + backward)");
+    h5::write(f, "attention/hop_bytes", g.attention.at("hop_bytes"), {ranks, R}, "B sent per step");
+  }
   file.commit();
 }
 

@@ -8,6 +8,8 @@
 //   /offload/bytes_to_host, /offload/bytes_to_device [steps, ranks] B moved by the copy engine
 //   /memory/plan/{arena_bytes, lower_bound_bytes, unplanned_peak_bytes} [ranks] B (memory.planner: plan)
 //   /memory/plan/allocations_per_step [steps, ranks]
+//   /attention/{flops,bytes}_{forward,backward} [steps, ranks] the attention work the kernels do
+//   (attention/attention_work.hpp: computed tiles only); /attention/hop_{flops,bytes} [ranks, R] per ring hop
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom,
 //   complete, stop_reason, steps_done.
 #pragma once
@@ -48,6 +50,10 @@ struct RunMetrics {
   std::map<std::string, std::uint64_t> memory_model;  // category -> analytic prediction (this rank)
   std::map<std::string, std::uint64_t> plan;          // arena_bytes, lower_bound_bytes, unplanned_peak_bytes
   std::map<std::string, std::uint64_t> comm_model;    // operation -> analytic bytes per step (this rank)
+  // The attention work of every step (this rank; the mask is the run's, so every step's):
+  // flops_forward, flops_backward, bytes_forward, bytes_backward; and per ring hop [R].
+  std::map<std::string, double> attention;
+  std::vector<double> attention_hop_flops, attention_hop_bytes;
   RunAttributes attributes;                        // root attributes (provenance, run keys, measurements)
   std::string config_yaml;
   std::vector<double> expected_loss;  // the deck's reference answer per step (empty: no check)
@@ -77,6 +83,10 @@ struct RunSummary {  // what rank 0 prints
   std::map<std::string, std::vector<std::uint64_t>> plan;         // arena_bytes, ... -> [ranks]
   std::vector<std::uint64_t> allocations_after_first;             // [ranks] most allocations in a step after the first
   std::vector<double> slowest_step_seconds;                       // [steps] the slowest rank's step time
+  // The attention FLOPs of a step (forward + backward) per rank, and their max / mean over
+  // ranks (1: balanced; 0: not counted).
+  std::vector<double> attention_flops;
+  double attention_imbalance = 0;
   // Model FLOPs utilisation against the measured GEMM rate (0: no rate): the step's (model
   // FLOPs of the measured steps / their time / ranks / rate) and per phase (this rank's
   // FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
@@ -106,6 +116,7 @@ struct GatheredMetrics {
   std::vector<std::uint64_t> allocations;                            // [steps x ranks]
   std::vector<double> energy;                                         // [steps x ranks] J
   std::map<std::string, std::vector<std::uint64_t>> memory, memory_model, plan;  // key -> [ranks]
+  std::map<std::string, std::vector<double>> attention;  // flops_forward, ... -> [ranks]; hop_flops, hop_bytes -> [ranks x R]
 };
 
 // Collective over comm: one step's per-rank records, on every rank (an all-gather).
@@ -117,10 +128,11 @@ void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& gath
 // Validity, figure of merit, per-rank means over the measured steps.
 RunSummary summarise_metrics(const GatheredMetrics& gathered, const RunMetrics& local);
 // The line a batch log is grepped for:
-//   "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... MFU=... reportable=yes|no (rules) metrics=...".
-// mfu < 0: not known (no MFU= field); reportable "": not known (files written before the run rules).
+//   "RESULT: <verdict> FOM=... steps=... final_loss=... ranks=... MFU=... tier=... reportable=yes|no (rules) metrics=...".
+// mfu < 0: not known (no MFU= field); tier "": not known (files written before the tiers; no tier= field);
+// reportable "": not known (files written before the run rules).
 std::string result_line(const std::string& verdict, double fom, std::size_t steps, double final_loss, int nranks, double mfu,
-                        const std::string& reportable, const std::string& path);
+                        const std::string& tier, const std::string& reportable, const std::string& path);
 // The RESULT line of a metrics file, and the exit code its run gave (0 VALID, 3 INVALID, 4 INCOMPLETE).
 // Throws runtime_error, one line naming the file and what is wrong, for a file that is missing, empty,
 // a directory, not HDF5, of another schema or unreadable (truncated, corrupt, a value the writer never

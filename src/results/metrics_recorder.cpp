@@ -43,6 +43,7 @@ void MetricsRecorder::record(const std::function<void(RunMetrics&)>& fill) {
   gathered_.memory = std::move(totals.memory);
   gathered_.memory_model = std::move(totals.memory_model);
   gathered_.plan = std::move(totals.plan);
+  gathered_.attention = std::move(totals.attention);
 }
 
 RunSummary MetricsRecorder::write(bool complete, const std::string& stop_reason, bool final) {
@@ -128,7 +129,7 @@ bool MetricsRecorder::rescue(const std::string& why) noexcept {
                  gathered_.nsteps, target_.c_str());
     std::printf("%s\n", result_line(std::string(run_verdict(false, summary.valid)) + " (" + m.stop_reason + ")", summary.fom, m.steps.size(),
                                      m.steps.back().loss, gathered_.nranks, summary.mfu_known ? summary.mfu : -1.0,
-                                     summary.reportable.verdict(), target_).c_str());
+                                     (m.attributes.text.count("tier") ? m.attributes.text.at("tier") : std::string()), summary.reportable.verdict(), target_).c_str());
     mllog("run_stop", nullptr, {{"status", "aborted"}, {"verdict", run_verdict(false, summary.valid)}, {"reason", m.stop_reason}},
           MllogEvent::interval_end);
     std::fflush(stdout);

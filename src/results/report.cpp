@@ -134,6 +134,9 @@ void print_summary(const RunSummary& s, const std::string& path) {
   }
   std::printf("  communication, MiB sent per step (max over ranks):");
   for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
+  if (s.attention_imbalance > 0)  // the kernels' computed tiles (attention/attention_work.hpp)
+    std::printf("\n  attention work: %.4g GFLOP per step (max over ranks), imbalance max/mean %.3f",
+                *std::max_element(s.attention_flops.begin(), s.attention_flops.end()) / 1e9, s.attention_imbalance);
   std::printf("\n  figure of merit: %.1f tokens/s per rank\n", s.fom);
   if (s.energy_known)
     std::printf("  energy: %.1f J over the measured steps (%s: %s), %.2f tokens/J; whole run %.1f J\n", s.energy_joules,
@@ -167,7 +170,7 @@ int print_result(const RunSummary& s, const RunMetrics& m, const Deck& deck, int
   const std::string verdict =
       std::string(run_verdict(m.complete, s.valid)) + (m.complete ? "" : " (" + m.stop_reason + ")");
   std::printf("%s\n", result_line(verdict, s.fom, m.steps.size(), m.steps.back().loss, nranks,
-                                  s.mfu_known ? s.mfu : -1.0, s.reportable.verdict(), path).c_str());
+                                  s.mfu_known ? s.mfu : -1.0, (m.attributes.text.count("tier") ? m.attributes.text.at("tier") : std::string()), s.reportable.verdict(), path).c_str());
   std::fflush(stdout);
   return verdict_exit_code(m.complete, s.valid);
 }

@@ -13,9 +13,13 @@
 #include "job/slurm_ids.hpp"
 #include "kernels/gemm_onednn.hpp"
 #include "results/provenance.hpp"
+#include "results/tier.hpp"
+#include "minilst_git.hpp"  // generated at build time: MINILST_GIT_DIRTY
 #include "minilst_build_info.hpp"  // generated: MINILST_BUILD_TYPE
 #include "kernels/tile_ops.hpp"
 #include "memory/step_arena.hpp"
+#include "attention/attention_work.hpp"
+#include "memory/activation_store.hpp"
 #include "model/comm_model.hpp"
 #include "model/flops.hpp"
 #include "model/memory_model.hpp"
@@ -54,6 +58,10 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
   m.rules.warmup_steps = deck.run.warmup_steps;
   m.attributes.text["deck"] = deck.path;
   m.attributes.text["problem_digest"] = deck.problem_digest;
+  const TierCheck tier = check_tier(deck.run.tier, deck.problem_digest, MINILST_GIT_DIRTY != 0);  // RUN_RULES.md, Tiers
+  m.attributes.text["tier"] = tier.text();
+  m.attributes.text["tier_claimed"] = tier.claimed;
+  m.attributes.text["shipped_deck"] = tier.shipped_deck;
   m.attributes.text["run_name"] = run_name(deck, D * P);
   return m;
 }
@@ -115,6 +123,19 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   const int world = par.world().size();
   m.comm_model = predict_comm_bytes(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(), world,
                                     deck.run.grad_accum, deck.run.precision, zero_options(deck, world));
+  {  // the attention work the kernels do in a step (the computed tiles only)
+    const AttentionGeometry& g = facts.geometry;
+    const bool recompute = store_plan(facts.options.policy, deck.model.layers, facts.options.offload.alpha)
+                               .recompute_attention();
+    const auto w = step_attention_work(deck.model, g, par.layout(), deck.options.mask,
+                                       attention_tiles(facts.kernels.choice, deck.run.precision,
+                                                       g.q_heads_here() / g.kv_heads_here()),
+                                       scalar_bytes(deck.run.precision), deck.run.grad_accum, recompute);
+    m.attention = {{"flops_forward", w.flops_forward}, {"flops_backward", w.flops_backward},
+                   {"bytes_forward", w.bytes_forward}, {"bytes_backward", w.bytes_backward}};
+    m.attention_hop_flops = w.hop_flops;
+    m.attention_hop_bytes = w.hop_bytes;
+  }
   auto& text = m.attributes.text;
   for (auto& [k, v] : collect_provenance(par.world_comm(), facts.argc, facts.argv)) text[k] = v;
   text["precision"] = name_of(deck.run.precision);

@@ -5,3 +5,13 @@
 minilst_add_script_test(NAME analysis_compare LABELS "app"
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/compare_two_machines.sh)
 set_tests_properties(analysis_compare PROPERTIES PROCESSORS 2 TIMEOUT 180)
+# compare.py's noise test against the placement and the step spread each run recorded: synthesized
+# metrics files (a 2x gap from two points run at once on a 2-core node is noise; a real 2x gap is not).
+minilst_add_script_test(NAME analysis_compare_noise LABELS "app"
+  COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/compare_noise.py)
+set_tests_properties(analysis_compare_noise PROPERTIES TIMEOUT 60)
+# analysis/procurement_report.py: projected (plan JSON) beside demonstrated (metrics files, RESULT lines) per
+# system, on synthesized files; the numbers of its CSV against them.
+minilst_add_script_test(NAME analysis_procurement_report LABELS "app"
+  COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/procurement_report_check.py)
+set_tests_properties(analysis_procurement_report PROPERTIES TIMEOUT 60)

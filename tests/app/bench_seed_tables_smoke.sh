@@ -37,7 +37,7 @@ EXPECT = {
     "mst_table14": (["MsT Table 14"], 28, ["cpu/seconds", "cpu/over_standard"]),
     "mst_table15": (["MsT Table 15"], 28, ["cpu/block_peak_bytes", "gpu/block_peak_bytes"]),
     "memo_table4": (["MEMO Table 4"], 32, ["cpu/step_s", "cpu/mfu", "cpu/host_bytes"]),
-    "memo_table7": (["MEMO Table 7", "MEMO Table 2"], 248, ["cpu/seq_len", "cpu/layer_forward_s",
+    "memo_table7": (["MEMO Table 7", "MEMO Table 2"], 260, ["cpu/seq_len", "cpu/layer_forward_s",
                                                             "gpu/alpha_host_bound"]),
     "rsa_table1": (["RSA Table 1"], 2, ["cpu/act", "cpu/states", "gpu/act"]),
     "rsa_table2": (["RSA Table 2", "RSA Section 3.2.2"], 8, ["cpu/comm", "cpu/act", "gpu/comm"]),
@@ -59,6 +59,7 @@ SAMPLES = {
     ("memo_table4", "MEMO Table 4", "swap", "384K"): "×oohm",
     ("memo_table7", "MEMO Table 7", "8/7B/alpha", "256K"): "1.0",
     ("memo_table7", "MEMO Table 7", "32/30B/alpha", "640K"): "0.25",
+    ("memo_table7", "MEMO Table 7", "64/65B/alpha", "384K"): "0.25",
 }
 strs = lambda d: [x.decode() if isinstance(x, bytes) else str(x) for x in np.asarray(d[()]).ravel()]
 bad = []

@@ -9,7 +9,7 @@ common=(--set model.layers=4 --set run.steps=3 --set run.warmup_steps=1)
 for policy in full checkpoint; do
   "$MINILST" run "$MINILST_SOURCE/inputs/tiny.yaml" "${common[@]}" --set memory.policy=$policy \
     --set output.metrics="$tmp/$policy.h5" > "$policy.log"
-  grep -q "^RESULT: VALID FOM=.* MFU=[0-9.]* reportable=.* metrics=" "$policy.log" || { cat "$policy.log"; exit 1; }
+  grep -q "^RESULT: VALID FOM=.* MFU=[0-9.]* tier=.* reportable=.* metrics=" "$policy.log" || { cat "$policy.log"; exit 1; }
   # `minilst result` rebuilds the same line from the file
   [[ "$("$MINILST" result "$tmp/$policy.h5")" == "$(grep '^RESULT:' "$policy.log")" ]] ||
     { echo "FAIL: minilst result differs from the run's RESULT line"; "$MINILST" result "$tmp/$policy.h5"; exit 1; }

@@ -166,9 +166,9 @@ Verdict exercise_command(const std::vector<std::string>& args, std::string& why)
       why = c.err;
       return c.exit_code == 0 ? Verdict::accepted : Verdict::refused;
     }
-    if (c.kind == Kind::keys || c.kind == Kind::result) return Verdict::accepted;
+    if (c.kind == Kind::keys || c.kind == Kind::result || c.kind == Kind::probe) return Verdict::accepted;  // no deck
     const auto deck = minilst::load_deck(c.deck_path, c.overrides);
-    if (c.kind == Kind::run) return plan_verdict(deck, 1, why);
+    if (c.kind == Kind::run || c.kind == Kind::verify) return plan_verdict(deck, 1, why);
     const Silenced quiet;
     return minilst::run_plan(deck, c.plan) == 0 ? Verdict::accepted : Verdict::refused;
   });

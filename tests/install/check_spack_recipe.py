@@ -13,11 +13,13 @@ layout it expects and a tiny run of the installed program. Exit 0 when all hold.
 import argparse
 import ast
 import contextlib
+import hashlib
 import importlib.util
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -289,6 +291,65 @@ def directives(calls, name):
     return [(a, k) for d, a, k in calls if d == name]
 
 
+def check_releases(cls, calls, source, recipe):
+    """A versioned release: url (a tag's release asset under the homepage), and a version whose sha256 is 64 hex
+    digits, the project's version among them; scripts/release.sh, run on a tagged scratch clone of this tree,
+    writes the checksum of the tarball it makes, and makes the same bytes twice."""
+    releases = {a[0]: k for a, k in directives(calls, "version") if "sha256" in k}
+    home, url = getattr(cls, "homepage", ""), getattr(cls, "url", "")
+    check(re.fullmatch(r"https://\S+", home or "") is not None, "homepage: an https address")
+    m = re.fullmatch(re.escape(home) + r"/releases/download/v([0-9.]+)/minilst-([0-9.]+)\.tar\.gz", url or "")
+    check(m is not None and m.group(1) == m.group(2), "url: <homepage>/releases/download/vX.Y.Z/minilst-X.Y.Z.tar.gz")
+    check(bool(releases) and all(re.fullmatch(r"[0-9a-f]{64}", k["sha256"]) for k in releases.values()),
+          "versioned releases, each with a sha256 (64 hex digits)")
+    project = re.search(r"^project\(miniLST VERSION ([0-9.]+)", (source / "CMakeLists.txt").read_text(), re.M)
+    check(project is not None and project.group(1) in releases,
+          f"the project's version {project.group(1) if project else '?'} is a release of the recipe")
+    if m:
+        check(m.group(1) in releases, f"url's version {m.group(1)} is a release of the recipe")
+    script = source / "scripts" / "release.sh"
+    if not (source / ".git").exists() or not script.is_file():
+        check(script.is_file(), "scripts/release.sh")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp) / "clone"
+        run = lambda *cmd, cwd=clone: subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        made = run("git", "clone", "-q", "--no-hardlinks", str(source), str(clone), cwd=tmp)
+        if made.returncode != 0:
+            check(False, f"a scratch clone for release.sh: {made.stderr.strip()}")
+            return
+        # this tree's recipe and script on a commit tagged as version 9.8.7
+        for rel in ("scripts/release.sh", "spack/packages/minilst/package.py"):
+            (clone / rel).write_bytes((source / rel).read_bytes())
+        cm = clone / "CMakeLists.txt"
+        cm.write_text(re.sub(r"^(project\(miniLST VERSION )[0-9.]+", r"\g<1>9.8.7", cm.read_text(), flags=re.M))
+        ident = ["-c", "user.name=check", "-c", "user.email=check@localhost"]
+        steps = [run("git", "add", "-A"), run("git", *ident, "commit", "-qm", "release check"),
+                 run("git", *ident, "tag", "-a", "v9.8.7", "-m", "check")]
+        if any(p.returncode for p in steps):
+            check(False, "commit and tag the scratch clone: " + " ".join(p.stderr.strip() for p in steps))
+            return
+        first = run("bash", "scripts/release.sh", "9.8.7")
+        tarball = clone / "build-release" / "minilst-9.8.7.tar.gz"
+        made = first.returncode == 0 and tarball.is_file()
+        check(made, f"release.sh 9.8.7 makes {tarball.name}" + ("" if made else f": {first.stderr.strip()[-300:]}"))
+        if first.returncode != 0:
+            return
+        sha = hashlib.sha256(tarball.read_bytes()).hexdigest()
+        new = (clone / "spack/packages/minilst/package.py").read_text()
+        check(f'version("9.8.7", sha256="{sha}")' in new, "release.sh writes the tarball's sha256 into the recipe")
+        check("/releases/download/v9.8.7/minilst-9.8.7.tar.gz" in new, "release.sh points url at the new tarball")
+        names = subprocess.run(["tar", "tzf", str(tarball)], capture_output=True, text=True).stdout.split()
+        check(bool(names) and all(n.startswith("minilst-9.8.7/") for n in names) and "minilst-9.8.7/CMakeLists.txt"
+              in names, "the tarball holds the tree under minilst-9.8.7/")
+        again = run("bash", "scripts/release.sh", "9.8.7")
+        check(again.returncode == 0 and hashlib.sha256(tarball.read_bytes()).hexdigest() == sha
+              and (clone / "spack/packages/minilst/package.py").read_text() == new,
+              "release.sh again: the same bytes, the recipe unchanged")
+        wrong = run("bash", "scripts/release.sh", "9.8.8", "v9.8.7")
+        check(wrong.returncode != 0 and "not 9.8.8" in wrong.stderr, "release.sh refuses a version CMake does not declare")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = Path(__file__).resolve().parent
@@ -309,7 +370,8 @@ def main():
     check(cls2.__mro__[1:3] == (CMakePackage, CudaPackage), "imports as Spack >= 1.0 (spack_repo build systems)")
 
     check(bool(getattr(cls, "git", "")) and directives(calls, "version"), "a git source and a version")
-    check(not re.search(r"https?://", getattr(cls, "git", "")), "no invented URL: git is a local clone")
+    check(not re.search(r"https?://", getattr(cls, "git", "")), "git is the local clone (the branch main)")
+    check_releases(cls, calls, args.source, recipe)
 
     variants = {a[0]: k for a, k in directives(calls, "variant")}
     backend = variants.get("backend", {})

@@ -242,13 +242,15 @@ std::vector<KernelChoice> fp32_paths() {
 
 // Shapes past each block edge of the host paths (dot: 756 rows, 1024 columns, 384
 // deep; tiles: 512, 1024, 512), an odd last panel after full ones, tiny and empty
-// (k = 0) products, on every path this machine has.
+// (k = 0) products, on every path this machine has. 1030 x 2060 has 9 tiles: with 2
+// threads (the OpenMP test stage) the tiles run one per thread (tiles::per_thread),
+// edge tiles included.
 TEST(Gemm, Bf16MatchesDoublePrecisionAcrossPathsTilesOpsAndOutputTypes) {
   using K::Op;
   struct Shape { std::size_t m, n, k; };
   for (const KernelChoice& choice : bf16_paths())
-  for (const Shape sh : {Shape{780, 1060, 520}, Shape{1513, 40, 385}, Shape{7, 5, 3}, Shape{257, 33, 1},
-                         Shape{9, 17, 0}})
+  for (const Shape sh : {Shape{780, 1060, 520}, Shape{1513, 40, 385}, Shape{1030, 2060, 16}, Shape{7, 5, 3},
+                         Shape{257, 33, 1}, Shape{9, 17, 0}, Shape{1030, 2060, 0}})
     for (Op oa : {Op::N, Op::T})
       for (Op ob : {Op::N, Op::T}) {
         const std::size_t m = sh.m, n = sh.n, k = sh.k;

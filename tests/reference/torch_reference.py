@@ -2,11 +2,19 @@
 """Independent PyTorch float64 reference for miniLST tensor dumps.
 
 Reads the HDF5 dump written by the C++ program (root attributes for the model
-shape, /micro_tokens, /micro_labels, /loss, /params/<name>, /grads/<name>),
+shape, /micro_tokens, /micro_labels, /loss, /params/<name>, /grads/<name>, and
+the attention mask: /doc_starts [n] the packed documents' first positions (0
+first), /layer_windows [L] each layer's sliding window w (0: none)),
 recomputes the first-step loss (mean over the A micro-steps) and every
 parameter gradient with torch autograd in float64, using a plain explicit
-S x S causal attention (a different algorithm from the C++ flash kernel), and
+S x S masked attention (a different algorithm from the C++ flash kernel), and
 compares: loss by |ref-dumped|/|ref|, gradients by ||ref-dumped||_2/||ref||_2.
+
+The mask, computed here from those two alone: token i of document D (the last
+start <= i) has rotary position i - start(D); query i sees key j iff
+max(start(D), i - w + 1) <= j <= i (w = 0: start(D) <= j <= i). Labels:
+label[i] = token[i+1], -100 (ignored) at i = S-1 and at every document's last
+token (i = start - 1); the dumped labels are checked against that first.
 
 Exit 0 if every rel_err <= --tol, 1 otherwise, 2 if the file, a dataset or an
 expected gradient is missing. A reference gradient that is exactly zero is
@@ -28,21 +36,43 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def rope(x, theta):  # x: [S, heads, h]; rotate-half, position i for row i
-    S, h = x.shape[0], x.shape[-1]
+def rope(x, theta, pos):  # x: [S, heads, h]; rotate-half, rotary position pos[i] for row i
+    h = x.shape[-1]
     inv = theta ** (-2.0 * torch.arange(h // 2, dtype=torch.float64) / h)
-    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]  # [S, h/2]
+    ang = pos.to(torch.float64)[:, None] * inv[None, :]  # [S, h/2]
     c, s = ang.cos()[:, None, :], ang.sin()[:, None, :]
     x1, x2 = x[..., : h // 2], x[..., h // 2:]
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
 
-def causal_attention(q, k, v):  # q [S,H,h], k/v [S,G,h] -> [S,H,h]
+def doc_start_of(S, starts):  # [S]: the first position of each token's document
+    pos = torch.arange(S)
+    return starts[torch.searchsorted(starts, pos, right=True) - 1]
+
+
+def hidden_keys(S, starts, window):  # [S, S] True where key j is hidden from query i
+    i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]
+    lo = doc_start_of(S, starts)[:, None]
+    if window > 0:
+        lo = torch.maximum(lo, i - window + 1)
+    return (j > i) | (j < lo)
+
+
+def expected_labels(tokens, starts):
+    S = tokens.shape[0]
+    labels = torch.full((S,), -100, dtype=torch.long)
+    labels[:-1] = tokens[1:]
+    for d in starts.tolist():
+        if d > 0:
+            labels[d - 1] = -100
+    return labels
+
+
+def masked_attention(q, k, v, mask):  # q [S,H,h], k/v [S,G,h], mask [S,S] hidden -> [S,H,h]
     S, H, h = q.shape
     rep = H // k.shape[1]
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # head n -> kv n//rep
     scores = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(h)
-    mask = torch.ones(S, S, dtype=torch.bool).triu(1)  # j > i is hidden
     p = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
     return torch.einsum("hij,jhd->ihd", p, v)
 
@@ -50,14 +80,17 @@ def causal_attention(q, k, v):  # q [S,H,h], k/v [S,G,h] -> [S,H,h]
 def micro_loss(P, cfg, tokens, labels):
     S, H, G, eps = tokens.shape[0], cfg["heads"], cfg["kv_heads"], cfg["norm_eps"]
     h = cfg["hidden"] // H
+    starts = cfg["doc_starts"]
+    pos = torch.arange(S) - doc_start_of(S, starts)  # rotary positions restart per document
     x = P["embed"][tokens]
     for l in range(cfg["layers"]):
         W = lambda n: P[f"layers.{l}.{n}"]
         a = rmsnorm(x, W("attn_norm"), eps)
-        q = rope((a @ W("wq")).view(S, H, h), cfg["rope_theta"])
-        k = rope((a @ W("wk")).view(S, G, h), cfg["rope_theta"])
+        q = rope((a @ W("wq")).view(S, H, h), cfg["rope_theta"], pos)
+        k = rope((a @ W("wk")).view(S, G, h), cfg["rope_theta"], pos)
         v = (a @ W("wv")).view(S, G, h)
-        y = x + causal_attention(q, k, v).reshape(S, H * h) @ W("wo")
+        mask = hidden_keys(S, starts, cfg["layer_windows"][l])
+        y = x + masked_attention(q, k, v, mask).reshape(S, H * h) @ W("wo")
         b = rmsnorm(y, W("mlp_norm"), eps)
         x = y + (torch.nn.functional.silu(b @ W("w_gate")) * (b @ W("w_up"))) @ W("w_down")
     logits = rmsnorm(x, P["final_norm"], eps) @ P["lm_head"]
@@ -99,7 +132,8 @@ def main():
         except KeyError as e:
             die(f"missing root attribute {e}")
         names = param_names(cfg["layers"])
-        need = ["micro_tokens", "micro_labels", "loss"] + [f"{g}/{n}" for g in ("params", "grads") for n in names]
+        need = ["micro_tokens", "micro_labels", "loss", "doc_starts", "layer_windows"] + [
+            f"{g}/{n}" for g in ("params", "grads") for n in names]
         for d in need:
             if d not in f or not isinstance(f[d], h5py.Dataset):
                 die(f"dataset /{d} is missing from {args.dump}")
@@ -109,6 +143,19 @@ def main():
         dumped_loss = float(f["loss"][()])
         toks = torch.from_numpy(f["micro_tokens"][()]).long()
         labs = torch.from_numpy(f["micro_labels"][()]).long()
+        cfg["doc_starts"] = torch.from_numpy(f["doc_starts"][()]).long()
+        cfg["layer_windows"] = [int(w) for w in f["layer_windows"][()]]
+    starts = cfg["doc_starts"]
+    if starts.numel() == 0 or starts[0] != 0 or bool((starts[1:] <= starts[:-1]).any()) or starts[-1] >= cfg["seq_len"]:
+        die(f"/doc_starts must start at 0 and increase below seq_len: {starts.tolist()}")
+    if len(cfg["layer_windows"]) != cfg["layers"] or min(cfg["layer_windows"]) < 0:
+        die(f"/layer_windows must hold one window >= 0 per layer: {cfg['layer_windows']}")
+    for a in range(toks.shape[0]):
+        if not torch.equal(labs[a], expected_labels(toks[a], starts)):
+            print(f"reference: micro-step {a}'s dumped labels are not the tokens shifted with document ends "
+                  "ignored: FAILED")
+            sys.exit(1)
+    print(f"reference: {starts.numel()} document(s), layer windows {cfg['layer_windows']}")
     loss = step_loss(P, cfg, toks, labs)
     loss.backward()
 

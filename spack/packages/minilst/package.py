@@ -23,11 +23,15 @@ class Minilst(CMakePackage, CudaPackage):
     parallelism, activation offload, mini-sequences, ZeRO) on Kokkos, Kokkos Kernels and
     MPI, writing its measurements to HDF5."""
 
-    # miniLST has no release tarballs or public address: the recipe builds the branch
-    # `main` of the clone it sits in (committed work; for a working tree use
-    # `spack develop --path <clone> minilst@main`). To build another clone, change `git`.
+    # Releases: tarballs made by scripts/release.sh (git archive of the tag vX.Y.Z) and
+    # published as assets of that tag; each version line carries its tarball's sha256.
+    # The branch `main` of the clone this recipe sits in builds unreleased work (committed;
+    # for a working tree use `spack develop --path <clone> minilst@main`).
+    homepage = "https://github.com/minilst/minilst"
+    url = "https://github.com/minilst/minilst/releases/download/v0.1.0/minilst-0.1.0.tar.gz"
     git = "file://" + _CLONE
     version("main", branch="main")
+    version("0.1.0", sha256="5380837c7264d728711fcd3707949b2603b46e1a128e4b6b8bffd87f57776500")
 
     # The execution space miniLST runs in: one of Kokkos' backends. CUDA also needs
     # +cuda (CudaPackage's variant, which brings the toolkit and cuda_arch); Kokkos makes

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Predicted (minilst plan --machine, JSON) against measured (minilst run, metrics HDF5) step time.
+
+  analysis/predicted_vs_measured.py [--png FILE] [--tolerance 0.15] NAME=PLAN.json,METRICS.h5 ...
+
+For each run: the measured seconds per phase are the busiest rank's mean over the measured
+steps (the `Max time/rank` attribute of /timings/<phase>, docs/metrics.md), the predicted
+ones the plan's `predicted_phases`; the error is predicted / measured - 1. Prints one row
+per run (the step and each phase that either side puts above 2% of the step), the share
+of runs whose step is within the tolerance, and writes a scatter plot (predicted against
+measured step time, log-log, the +-tolerance band) when --png is given. Exit 0 (a report,
+not a check).
+"""
+import argparse
+import json
+import sys
+
+import h5py
+
+PHASES = ["forward", "backward", "attention", "alltoall", "ring_wait", "mlp", "lm_head", "recompute",
+          "offload_wait", "grad_reduce", "param_gather", "comm", "optimizer"]
+
+
+def measured_phases(path):
+    with h5py.File(path, "r") as f:
+        t = f["timings"]
+        return {k: float(t[k].attrs["Max time/rank"]) for k in t.keys() if "Max time/rank" in t[k].attrs}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="NAME=PLAN.json,METRICS.h5")
+    ap.add_argument("--png", help="write the scatter plot here")
+    ap.add_argument("--tolerance", type=float, default=0.15)
+    a = ap.parse_args()
+    rows = []
+    for spec in a.runs:
+        name, _, files = spec.partition("=")
+        plan_path, _, h5_path = files.partition(",")
+        if not h5_path:
+            sys.exit(f"error: {spec}: expected NAME=PLAN.json,METRICS.h5")
+        plan = json.load(open(plan_path))
+        if "predicted_phases" not in plan:
+            sys.exit(f"error: {plan_path}: no predicted_phases (run plan with --machine)")
+        pred, meas = plan["predicted_phases"], measured_phases(h5_path)
+        rows.append((name, pred, meas))
+    within = 0
+    print(f"{'run':28s} {'step pred':>10s} {'meas':>9s} {'err':>7s}  phases (pred/meas - 1, those above 2% of the step)")
+    for name, pred, meas in rows:
+        step_p, step_m = pred["step"], meas["step"]
+        err = step_p / step_m - 1
+        within += abs(err) <= a.tolerance
+        parts = []
+        for k in PHASES:
+            p, m = pred.get(k, 0.0), meas.get(k, 0.0)
+            if max(p, m) < 0.02 * step_m:
+                continue
+            parts.append(f"{k} {p / m - 1:+.0%}" if m > 0 else f"{k} pred {p:.3g}s/meas 0")
+        print(f"{name:28s} {step_p:10.4g} {step_m:9.4g} {err:+7.1%}  " + ", ".join(parts))
+    n = len(rows)
+    print(f"within {a.tolerance:.0%}: {within} of {n} runs ({within / n:.0%})")
+    if a.png:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        xs = [m["step"] for _, _, m in rows]
+        ys = [p["step"] for _, p, _ in rows]
+        ax.scatter(xs, ys)
+        for (name, _, _), x, y in zip(rows, xs, ys):
+            ax.annotate(name, (x, y), fontsize=6)
+        lo, hi = min(xs + ys) / 1.5, max(xs + ys) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [lo * (1 - a.tolerance), hi * (1 - a.tolerance)],
+                        [lo * (1 + a.tolerance), hi * (1 + a.tolerance)], color="g", alpha=0.15,
+                        label=f"within {a.tolerance:.0%}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured step time, s (busiest rank)")
+        ax.set_ylabel("predicted step time, s (plan --machine)")
+        ax.set_title(f"predicted vs measured: {within} of {n} within {a.tolerance:.0%}")
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+        fig.savefig(a.png, dpi=120)
+        print(f"wrote {a.png}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,366 @@
+#include "app/probe.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include <unistd.h>
+
+#include "app/machine_file.hpp"
+#include "core/kernel_choice.hpp"
+#include "kernels/adamw.hpp"
+#include "kernels/bf16.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/select.hpp"
+#include "model/flops.hpp"
+#include "parallel/mpi_communicator.hpp"
+#include "results/provenance.hpp"
+
+namespace minilst {
+
+namespace {
+
+// The median of `repeats` timed calls after one warm-up, fenced: what the kernel sustains
+// under the machine's present load (a run's phases are means over steps, not best cases).
+template <class F>
+double median_seconds(int repeats, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    ExecSpace().fence();
+    Kokkos::Timer timer;
+    f();
+    ExecSpace().fence();
+    t.push_back(timer.seconds());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// C [m, n] = op_a(A) op_b(B) through the run's GEMM path (kernels::gemm_optimized): seconds, median.
+template <class T>
+double gemm_seconds(const KernelChoice& choice, int m, int n, int k, int repeats, kernels::Op op_a, kernels::Op op_b) {
+  using kernels::Op;
+  Mat<T> a("probe_a", op_a == Op::N ? m : k, op_a == Op::N ? k : m);
+  Mat<T> b("probe_b", op_b == Op::N ? k : n, op_b == Op::N ? n : k), c("probe_c", m, n);
+  Kokkos::deep_copy(a, T(0.01f));  // normal values (no denormal slow paths)
+  Kokkos::deep_copy(b, T(0.02f));
+  return median_seconds(repeats, [&] { kernels::gemm_optimized(choice, op_a, op_b, T(1), a, b, T(0), c); });
+}
+
+double mean_over(MPI_Comm comm, double v) {
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, comm);
+  return v / n;
+}
+
+Precision precision_of(const std::string& prec) {
+  Precision p = Precision::float32;
+  parse_name(prec, p);
+  return p;
+}
+
+// The kernels a deck's `auto` gets for this precision (resolved here, per rank).
+KernelChoice choice_for(Precision p, int head_dim) {
+  KernelChoice request;
+  request.attention = AttentionKernel::automatic;
+  request.gemm_bf16 = GemmPath::automatic;
+  request.gemm_fp32 = GemmPath::automatic;
+  if (!kernel_choice_refusal(request, p, head_dim).empty()) return KernelChoice{};
+  return resolve_kernel_choice(request, p, head_dim).choice;
+}
+
+struct GemmShape {  // C [m, n] = A [m, k] B [k, n]
+  int m = 0, n = 0, k = 0;
+  std::string text() const { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }
+};
+struct Shapes {  // the GEMM shape classes, around n (tokens x out x in)
+  GemmShape square, projection, mlp, lm_head;
+};
+// mlp: the intermediate 2.6875 n (688 at n = 256: Llama's 8/3 d rounded to a multiple of 16)
+Shapes shapes_of(int n) { return {{n, n, n}, {8 * n, n, n}, {8 * n, (43 * n / 16 + 15) / 16 * 16, n}, {4 * n, 16 * n, n}}; }
+
+template <class T>
+void probe_gemm(MachineFile& m, const std::string& prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+  const int n = sizeof(T) == 8 ? std::max(32, a.size / 2) : a.size;  // double: half the size (its rate is half)
+  const Shapes s = shapes_of(n);
+  const std::pair<const char*, GemmShape> classes[] = {
+      {"square", s.square}, {"projection", s.projection}, {"mlp", s.mlp}, {"lm_head", s.lm_head}};
+  std::string shapes;
+  using kernels::Op;
+  for (const auto& [cls, g] : classes) {
+    // as a training step runs each product: Y = X W (N N), dX = dY W^T (N T), dW = X^T dY (T N);
+    // their FLOPs over their summed median times
+    const double flops = 2.0 * g.m * double(g.n) * g.k;
+    const double seconds = gemm_seconds<T>(choice, g.m, g.n, g.k, a.repeats, Op::N, Op::N) +
+                           gemm_seconds<T>(choice, g.m, g.k, g.n, a.repeats, Op::N, Op::T) +
+                           gemm_seconds<T>(choice, g.k, g.n, g.m, a.repeats, Op::T, Op::N);
+    m.rates.gemm_gflops[prec][cls] = mean_over(comm, 3 * flops / seconds / 1e9);
+    shapes += std::string(shapes.empty() ? "" : ", ") + cls + " " + g.text();
+  }
+  m.provenance["gemm_gflops." + prec] = "measured: through " + describe(choice) + ", each class (tokens x out x in: " +
+                                        shapes + ") as a step runs it: Y = X W, dX = dY W^T, dW = X^T dY, their FLOPs " +
+                                        "over their summed medians of " + std::to_string(a.repeats) +
+                                        " timed calls after a warm-up; mean over ranks";
+}
+
+template <class T>
+void probe_attention(MachineFile& m, const std::string& prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+  using Acc = accum_t<T>;
+  const int S = sizeof(T) == 8 ? std::max(16, 2 * a.size) : 4 * a.size, heads = 4, kv_heads = 2, h = a.head_dim;
+  const int Hh = heads * h, Gh = kv_heads * h;
+  Mat<T> q("probe_q", S, Hh), k("probe_k", S, Gh), v("probe_v", S, Gh), o("probe_o", S, Hh), d_o("probe_do", S, Hh);
+  Mat<T> dq("probe_dq", S, Hh), dk("probe_dk", S, Gh), dv("probe_dv", S, Gh);
+  Mat<Acc> lse("probe_lse", S, heads), delta("probe_delta", S, heads);
+  Vec<std::int64_t> pos("probe_pos", S);
+  const Vec<const std::int64_t> causal;  // every query sees from position 0
+  Kokkos::parallel_for("probe_iota", Kokkos::RangePolicy<ExecSpace>(0, S), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
+  for (const auto* t : {&q, &k, &v, &d_o}) Kokkos::deep_copy(*t, T(0.01f));
+  const double fwd = median_seconds(a.repeats, [&] { kernels::attention_forward<T>(choice, o, lse, q, k, v, pos, causal, pos, h); });
+  const double bwd = median_seconds(a.repeats, [&] {
+    kernels::attention_backward<T>(choice, dq, dk, dv, delta, d_o, o, lse, q, k, v, pos, causal, pos, h);
+  });
+  m.rates.attention_gflops[prec]["forward"] = mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9);
+  m.rates.attention_gflops[prec]["backward"] = mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9);
+  m.provenance["attention_gflops." + prec] =
+      "measured: causal attention forward and backward, " + attention_kernel_name(choice, precision_of(prec)) +
+      ", S = " + std::to_string(S) + ", " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) +
+      " kv), head dim " + std::to_string(h) + ", useful FLOPs (4 and 10 per causal pair and head dim), median of " +
+      std::to_string(a.repeats) + "; mean over ranks";
+}
+
+// The elementwise bandwidth (rmsnorm forward: reads x, writes y) and the per-call overhead
+// (the same kernel on one 16-wide row, fenced, median of 50).
+void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+  const int rows = 8 * a.size, d = 1024;
+  Mat<float> x("probe_x", rows, d), y("probe_y", rows, d);
+  Vec<float> w("probe_w", d);
+  Kokkos::deep_copy(x, 0.5f);
+  Kokkos::deep_copy(w, 1.0f);
+  const double s = median_seconds(std::max(5, a.repeats), [&] { kernels::rmsnorm_forward<float>(choice, y, x, w, 1e-5); });
+  const double bytes = 2.0 * rows * d * sizeof(float);
+  m.rates.elementwise_gbs = mean_over(comm, bytes / s / 1e9);
+  Mat<float> x1("probe_x1", 1, 16), y1("probe_y1", 1, 16);
+  const auto w1 = Kokkos::subview(w, Kokkos::make_pair(0, 16));
+  const double t1 = median_seconds(50, [&] { kernels::rmsnorm_forward<float>(choice, y1, x1, w1, 1e-5); });
+  m.rates.op_overhead_us = mean_over(comm, t1 * 1e6);
+  m.provenance["elementwise_gbs"] = "measured: rmsnorm forward (fp32) on [" + std::to_string(rows) + ", " +
+                                    std::to_string(d) + "], bytes read + written, median of " + std::to_string(std::max(5, a.repeats)) +
+                                    "; mean over ranks";
+  // AdamW over fp32 states (kernels/adamw.hpp): reads p, g, m, v, writes p, m, v: 28 bytes an element
+  const std::int64_t n = std::int64_t(16) * 1024 * a.size;  // 4M elements at --size 256
+  Vec<float> p("probe_p", n), g("probe_g", n), mo("probe_m", n), v("probe_v", n);
+  Kokkos::deep_copy(p, 0.5f);
+  Kokkos::deep_copy(g, 0.01f);
+  const kernels::AdamWHyper hp{};
+  long step = 0;
+  const double t_adam = median_seconds(std::max(3, a.repeats), [&] {
+    kernels::adamw_update_on(ExecSpace(), p, Vec<const float>(g), mo, v, ++step, hp, Vec<float>());
+  });
+  m.rates.optimizer_gbs = mean_over(comm, 28.0 * double(n) / t_adam / 1e9);
+  m.provenance["optimizer_gbs"] = "measured: AdamW (kernels/adamw.hpp) over " + std::to_string(n) +
+                                  " fp32 elements, 28 bytes an element, median of " + std::to_string(std::max(3, a.repeats)) +
+                                  "; mean over ranks";
+  m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, median of 50; mean over ranks";
+}
+
+// The copy engine's link: device <-> host (a host build: one memory, memcpy between two allocations).
+void probe_host_link(MachineFile& m, const ProbeArgs& a, MPI_Comm comm) {
+  const std::size_t n = std::size_t(16) * a.size * 1024;  // floats: 16 MiB at --size 256
+  Kokkos::View<float*, ExecSpace::memory_space> dev("probe_dev", n);
+  Kokkos::View<float*, Kokkos::HostSpace> host("probe_host", n);
+  Kokkos::deep_copy(dev, 1.0f);
+  const double down = median_seconds(a.repeats, [&] { Kokkos::deep_copy(host, dev); });
+  const double up = median_seconds(a.repeats, [&] { Kokkos::deep_copy(dev, host); });
+  const double bytes = double(n) * sizeof(float);
+  m.rates.host_link_gbs = mean_over(comm, bytes / std::max(down, up) / 1e9);
+#ifdef KOKKOS_ENABLE_CUDA
+  m.rates.host_same_memory = false;
+  m.provenance["host_link"] = "measured: Kokkos::deep_copy device <-> pageable host memory of " +
+                              std::to_string(bytes / 1048576.0) + " MiB, the slower direction, median of " +
+                              std::to_string(a.repeats) + "; mean over ranks";
+#else
+  m.rates.host_same_memory = true;
+  m.provenance["host_link"] = "host: same memory; measured: memcpy (Kokkos::deep_copy) between two host allocations of " +
+                              std::to_string(long(bytes / 1048576.0)) + " MiB, median of " + std::to_string(a.repeats) +
+                              "; mean over ranks";
+#endif
+}
+
+// The five collectives over `comm` (all its ranks): latency from a message of one element
+// per block, bandwidth from --comm-mib per rank: bytes as comm_model counts them over the
+// large call's time less the small call's. Timed as the slowest rank's, the median of --repeats.
+void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const ProbeArgs& a) {
+  MpiCommunicator comm(mpi);
+  const int P = comm.size(), me = comm.rank();
+  const std::size_t big = std::max<std::size_t>(P, std::size_t(a.comm_mib * 1048576.0 / 4) / P * P);  // floats
+  std::vector<float> send(big, 1.0f), recv(big, 0.0f);
+  const auto timed = [&](auto&& call) {  // the median of the slowest rank's times, after a warm-up
+    std::vector<double> times;
+    for (int r = 0; r <= a.repeats; ++r) {
+      MPI_Barrier(mpi);
+      const double t0 = MPI_Wtime();
+      call();
+      double t = MPI_Wtime() - t0;
+      MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, mpi);
+      if (r > 0) times.push_back(t);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  // op(n): one call moving n floats per rank in total (n a multiple of P); counted(n): its bytes
+  const auto record = [&](const char* op, auto&& call, auto&& counted) {
+    const double small = timed([&] { call(std::size_t(P)); });
+    const double large = timed([&] { call(big); });
+    LinkRate l;
+    l.latency_us = small * 1e6;
+    l.gbs = counted(big) / std::max(large - small, large * 1e-3) / 1e9;
+    m.rates.links[scope][op] = l;
+  };
+  const int peer = me ^ 1;  // pairs exchange both ways at once, as ring hops do (an odd last rank idles)
+  record("p2p", [&](std::size_t n) {
+    if (peer >= P) return;
+    auto rq = comm.irecv(recv.data(), n, DType::f32, peer, 7);
+    auto sq = comm.isend(send.data(), n, DType::f32, peer, 7, "probe");
+    comm.launch(7);
+    comm.wait(sq);
+    comm.wait(rq);
+  }, [&](std::size_t n) { return double(n) * 4; });
+  record("alltoall", [&](std::size_t n) {
+    const std::int64_t c = std::int64_t(n / P);
+    std::vector<std::int64_t> counts(P, c), displs(P);
+    for (int p = 0; p < P; ++p) displs[p] = p * c;
+    comm.alltoallv(send.data(), counts, displs, recv.data(), counts, displs, DType::f32, "probe");
+  }, [&](std::size_t n) { return double(n / P) * (P - 1) * 4; });
+  record("allreduce", [&](std::size_t n) { comm.allreduce_sum(recv.data(), n, DType::f32, "probe"); },
+         [&](std::size_t n) { return double(n) * 4; });
+  record("allgather", [&](std::size_t n) {
+    auto rq = comm.iallgather(send.data(), recv.data(), n / P, DType::f32, "probe");
+    comm.wait(rq);
+  }, [&](std::size_t n) { return double(n / P) * (P - 1) * 4; });
+  record("reduce_scatter", [&](std::size_t n) {
+    auto rq = comm.ireduce_scatter_sum(send.data(), recv.data(), n / P, DType::f32, "probe");
+    comm.wait(rq);
+  }, [&](std::size_t n) { return double(n / P) * (P - 1) * 4; });
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "measured: %d ranks through the MPI communicator (host buffers), latency: one float per block; "
+                "bandwidth: %.3g MiB per rank, bytes as comm_model counts them over (large - small) time; slowest "
+                "rank, median of %d", P, a.comm_mib, a.repeats);
+  m.provenance["links." + scope] = text;
+}
+
+}  // namespace
+
+int run_probe(const ProbeArgs& a, MPI_Comm world) {
+  int rank = 0, P = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &P);
+  if (a.size < 16 || a.size > 16384 || a.repeats < 1 || a.comm_mib <= 0 || a.head_dim < 1 || a.head_dim > 256) {
+    if (rank == 0) std::fprintf(stderr, "error: probe: --size must be in [16, 16384], --repeats >= 1, --comm-mib > 0, --head-dim in [1, 256]\n");
+    return 2;
+  }
+  const auto prov = collect_provenance(world, 0, nullptr);
+  MachineFile m;
+  m.kind = "measured";
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  m.rates.name = a.name.empty() ? std::string(host) : a.name;
+  const auto get = [&](const char* k) { const auto it = prov.find(k); return it == prov.end() ? std::string("unknown") : it->second; };
+  m.description = get("cpu_model") + ", " + std::to_string(P) + " rank(s) on " + get("numhosts") + " host(s), " +
+                  version_string() + ", Kokkos " + get("kokkos_devices");
+  m.source = "measured by `" + a.command_line + "` on " + get("hostlist") + " at " + utc_time(false);
+  // ranks per node: the largest node's
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int node_size = 1;
+  MPI_Comm_size(node, &node_size);
+  MPI_Allreduce(MPI_IN_PLACE, &node_size, 1, MPI_INT, MPI_MAX, world);
+  m.rates.ranks_per_node = node_size;
+
+  if (P > 1) {
+    int hosts = 1;
+    try {
+      hosts = std::stoi(get("numhosts"));
+    } catch (...) {
+    }
+    if (hosts > 1) {
+      probe_links(m, "inter_node", world, a);
+      int nsize = 1;
+      MPI_Comm_size(node, &nsize);
+      // every node's ranks at once (the smallest node decides whether there is a pair)
+      int smallest = nsize;
+      MPI_Allreduce(MPI_IN_PLACE, &smallest, 1, MPI_INT, MPI_MIN, world);
+      if (smallest > 1) probe_links(m, "intra_node", node, a);
+    } else {
+      probe_links(m, "intra_node", world, a);
+    }
+  }
+  // A link below the floor ends the probe before the (longer) compute measurements.
+  m.link_floor_gbs = a.link_floor_gbs > 0 ? a.link_floor_gbs : kDefaultLinkFloorGBs;
+  if (!a.allow_implausible) {
+    const auto slow = implausible_figures(m, {}, m.link_floor_gbs);
+    if (!slow.empty()) {
+      if (rank == 0) {
+        for (const auto& b : slow) std::fprintf(stderr, "error: probe: implausible: %s\n", b.c_str());
+        std::fprintf(stderr, "error: probe: %zu implausible figure(s); nothing written (--allow-implausible writes them, "
+                     "flagged under `implausible:`)\n", slow.size());
+      }
+      MPI_Comm_free(&node);
+      return 3;
+    }
+  }
+  const KernelChoice f32 = choice_for(Precision::float32, a.head_dim), b16 = choice_for(Precision::bf16, a.head_dim),
+                     f64 = choice_for(Precision::float64, a.head_dim);
+  probe_gemm<float>(m, "float", f32, a, world);
+  probe_gemm<bf16>(m, "bf16", b16, a, world);
+  probe_gemm<double>(m, "double", f64, a, world);
+  probe_attention<float>(m, "float", f32, a, world);
+  probe_attention<bf16>(m, "bf16", b16, a, world);
+  probe_attention<double>(m, "double", f64, a, world);
+  probe_elementwise(m, f32, a, world);
+  probe_host_link(m, a, world);
+  MPI_Comm_free(&node);
+
+  // Plausibility: the ISA's nominal per core x the rank's threads (or a GPU's floor).
+  std::map<std::string, double> nominal;
+  std::string isa;
+  const ThreadCounts threads = thread_counts();
+  for (const char* prec : {"float", "bf16", "double"})
+    nominal[prec] = isa_nominal_gflops(prec, isa) *
+#ifdef KOKKOS_ENABLE_CUDA
+                    1;
+#else
+                    std::max(1, std::max(threads.kokkos, threads.blas));
+#endif
+  for (const auto& [prec, v] : nominal) m.nominal_gemm[prec] = v;
+  m.provenance["nominal"] = "the ISA floor (" + isa + ", app/machine_file.hpp) x the rank's threads; links: the floor " +
+                            "given by --link-floor-gbs (default 0.1 GB/s)";
+  const auto bad = implausible_figures(m, nominal, m.link_floor_gbs);
+  if (rank != 0) return bad.empty() || a.allow_implausible ? 0 : 3;
+  if (!bad.empty()) {
+    for (const auto& b : bad) std::fprintf(stderr, "%s: probe: implausible: %s\n", a.allow_implausible ? "warning" : "error", b.c_str());
+    if (!a.allow_implausible) {
+      std::fprintf(stderr, "error: probe: %zu implausible figure(s); nothing written (--allow-implausible writes them, "
+                   "flagged under `implausible:`)\n", bad.size());
+      return 3;
+    }
+    m.implausible = bad;
+  }
+  try {
+    write_machine_file(a.out, m);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: probe: %s\n", e.what());
+    return 1;
+  }
+  std::printf("probe: wrote %s (%s)\n", a.out.c_str(), m.description.c_str());
+  std::printf("%s", machine_yaml(m).c_str());
+  return 0;
+}
+
+}  // namespace minilst

@@ -1,0 +1,273 @@
+#include "app/verify.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+
+#include "app/plan.hpp"
+#include "app/training.hpp"
+#include "attention/local_attention.hpp"
+#include "core/kernel_choice.hpp"
+#include "io/h5.hpp"
+#include "job/agreement.hpp"
+#include "job/watchdog.hpp"
+#include "model/memory_model.hpp"
+#include "model/step_reduce.hpp"
+#include "parallel/broadcast.hpp"
+#include "results/run_record.hpp"
+#include "parallel/fault_injection.hpp"
+#include "app/verify_gather.hpp"
+#include "app/verify_tolerance.hpp"
+#include "app/verify_export.hpp"
+
+namespace minilst {
+
+namespace {
+using verify::CheckRow;
+using verify::StepCapture;
+
+// ||a - b|| / ||b|| over the pairs (sums of squares); 0 when both are zero, inf when only b is.
+struct RelL2 {
+  double diff = 0, ref = 0;
+  void add(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) {  // a shape mismatch is a failure, not a crash
+      diff = std::numeric_limits<double>::infinity();
+      return;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      diff += (a[i] - b[i]) * (a[i] - b[i]);
+      ref += b[i] * b[i];
+    }
+  }
+  double value() const {
+    if (ref == 0) return diff == 0 ? 0 : std::numeric_limits<double>::infinity();
+    return std::sqrt(diff / ref);
+  }
+};
+
+template <class V>
+std::vector<double> host_flat(const V& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<double>(h.data(), h.data() + h.size());
+}
+
+// Wraps a factory's strategies in CapturingAttention (and, under the mask_drop fault, builds
+// the struck rank's strategy with plain causal masking).
+template <class T>
+AttentionFactory<T> capturing(AttentionFactory<T> inner, StepCapture& out, bool lse) {
+  return [inner, &out, lse](Vec<const std::int64_t> positions, Vec<const std::int64_t> q_lo, const SequenceMask& mask) {
+    const bool drop = fault::mask_dropped_here();
+    auto strategy = inner(positions, drop ? Vec<const std::int64_t>() : q_lo, drop ? SequenceMask{} : mask);
+    return std::unique_ptr<AttentionStrategy<T>>(
+        std::make_unique<verify::CapturingAttention<T>>(std::move(strategy), out, lse));
+  };
+}
+
+// The reference step on this rank alone: float64, every token local, the default policy
+// and kernels, the deck's weights' seed and mask; all replicas' micro-steps in order.
+verify::ReferenceStep reference_step(const Deck& deck, int replicas) {
+  verify::ReferenceStep ref;
+  for (int d = 0; d < replicas; ++d)
+    for (auto& b : batches_of(deck, 0, d)) ref.batches.push_back(std::move(b));
+  ref.mask = deck.options.mask;
+  ModelOptions plain;
+  plain.mask = deck.options.mask;
+  ref.tensors.layers = deck.model.layers;
+  std::vector<std::int64_t> positions(std::size_t(deck.run.seq_len));
+  std::iota(positions.begin(), positions.end(), 0);
+  const int head_dim = deck.model.head_dim();
+  const KernelChoice kernels = plain.kernels;
+  using Strategy = std::unique_ptr<AttentionStrategy<double>>;
+  StepCapture& out = ref.tensors;
+  Trainer<double> t(deck.model, plain, train_options(deck.run), positions, nullptr,
+                    [&](Vec<const std::int64_t> p, Vec<const std::int64_t> q_lo, const SequenceMask&) -> Strategy {
+                      Strategy local = std::make_unique<LocalAttention<double>>(p, q_lo, head_dim, kernels);
+                      return std::make_unique<verify::CapturingAttention<double>>(std::move(local), out, true);
+                    });
+  ref.loss = t.compute_gradients(ref.batches);
+  ref.params = host_flat(t.params().flat());
+  ref.grads = host_flat(t.grads().flat());
+  return ref;
+}
+
+// The table's rows in the certification order (verify.hpp).
+std::vector<CheckRow> compare(const StepCapture& run, double run_loss, const std::vector<double>& run_grads,
+                              const verify::ReferenceStep& ref, const ModelConfig& cfg, verify::Tolerance tol,
+                              bool lse) {
+  std::vector<CheckRow> rows;
+  const auto tensor_row = [&](int l, int t) {
+    RelL2 e;
+    for (std::size_t m = 0; m < ref.tensors.micro.size(); ++m) e.add(run.micro.at(m)[l][t], ref.tensors.micro[m][l][t]);
+    rows.push_back({l, verify::tensor_name(t), e.value(), tol.tensor});
+  };
+  for (int l = 0; l < cfg.layers; ++l)
+    for (int t : {verify::kQ, verify::kK, verify::kV, verify::kO, verify::kLse})
+      if (t != verify::kLse || lse) tensor_row(l, t);
+  rows.push_back({-1, "loss", std::abs(run_loss - ref.loss) / std::max(std::abs(ref.loss), 1e-300), tol.loss});
+  for (int l = cfg.layers - 1; l >= 0; --l)
+    for (int t : {verify::kDo, verify::kDq, verify::kDk, verify::kDv}) tensor_row(l, t);
+  for (const auto& slot : parameter_layout(cfg)) {
+    const auto b = std::ptrdiff_t(slot.offset), e = b + std::ptrdiff_t(slot.size());
+    RelL2 err;
+    err.add(std::vector<double>(run_grads.begin() + b, run_grads.begin() + e),
+            std::vector<double>(ref.grads.begin() + b, ref.grads.begin() + e));
+    rows.push_back({-1, "grad " + slot.name, err.value(), tol.tensor});
+  }
+  return rows;
+}
+
+std::string row_name(const CheckRow& r) {
+  return r.layer >= 0 ? "layer " + std::to_string(r.layer) + " " + r.tensor : r.tensor;
+}
+
+void print_table(const std::vector<CheckRow>& rows) {
+  std::printf("%-5s  %-24s  %-10s  %-8s  %s\n", "layer", "tensor", "rel_err", "tol", "ok");
+  for (const auto& r : rows)
+    std::printf("%-5s  %-24s  %-10.3e  %-8.1e  %s\n", r.layer >= 0 ? std::to_string(r.layer).c_str() : "-",
+                r.tensor.c_str(), r.rel_err, r.tol, r.ok() ? "ok" : "FAIL");
+}
+
+std::string spaceless(std::string s) {
+  std::replace(s.begin(), s.end(), ' ', '_');
+  return s;
+}
+
+// Collective: the deck's first step observed, the reference on rank 0, the verdict.
+template <class T>
+int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args, const std::string& out_path) {
+  const bool root = ctx.rank == 0;
+  const ResolvedKernels kernels =
+      agree_on_kernels(deck.options.kernels, deck.run.precision, deck.model.head_dim(), ctx.comm);
+  const auto states = predict_model_states(deck.model, zero_options(deck, ctx.nranks), deck.run.precision);
+  const bool lse = !deck.parallel.rsa_seed_backward();  // RSA's seed backward keeps P, not the LSE
+  StepCapture mine;
+  mine.layers = deck.model.layers;
+  PhaseTimers timers;
+  Training<T> t(deck, ctx.comm, kernels.choice, double(states.at("host_optimizer")), timers,
+                [&](AttentionFactory<T> inner) { return capturing<T>(std::move(inner), mine, lse); });
+  if (!t.offload.error().empty()) {
+    if (root) std::fprintf(stderr, "error: deck: %s\n", t.offload.error().c_str());
+    return 2;
+  }
+  const int D = t.par.dp_size();
+  double loss = t.trainer.compute_gradients(t.par.shard(batches_of(deck, 0, t.par.dp_index())), 1.0 / D);
+  loss = reduce_step(t.trainer, t.par, loss, &timers);
+  const auto grads = t.trainer.states().gathered_gradients();
+
+  verify::RankPlacement where;
+  where.replica = t.par.dp_index();
+  where.positions = t.par.local_positions();
+  const auto& g = t.geometry;
+  where.group_positions = g.U() > 1 ? t.par.layout().group_positions(g.me_ring) : where.positions;
+  const auto heads = g.U() > 1 ? ulysses_q_heads(g.me_ulysses, g.U(), g.heads) : HeadRange{0, g.heads};
+  where.head_first = heads.first;
+  where.head_count = heads.count;
+  verify::StepShape shape{deck.run.seq_len, deck.model.layers, deck.model.heads, deck.model.kv_heads,
+                          deck.model.head_dim(), deck.run.grad_accum, D, lse};
+  const StepCapture run = verify::gather_to_root(mine, where, shape, ctx.comm);
+
+  int code = 0;
+  if (root) {
+    const auto ref = reference_step(deck, D);
+    const auto tol = verify::tolerance_of(deck.run.precision);
+    const auto rows = compare(run, loss, grads, ref, deck.model, tol, lse);
+    const auto first = std::find_if(rows.begin(), rows.end(), [](const CheckRow& r) { return !r.ok(); });
+    double worst = 0;
+    for (const auto& r : rows) worst = std::isnan(r.rel_err) ? r.rel_err : std::max(worst, r.rel_err);
+    verify::VerifySummary s;
+    s.verdict = first == rows.end() ? "PASSED" : "FAILED";
+    s.layout = spaceless(g.name()) + ":U" + std::to_string(g.U()) + "xR" + std::to_string(g.R()) + "xD" +
+               std::to_string(D);
+    s.precision = name_of(deck.run.precision);
+    s.first_failure = first == rows.end() ? "none" : spaceless(row_name(*first));
+    s.config_yaml = deck.resolved_yaml;
+    s.ranks = ctx.nranks;
+    std::printf("verify: %s, %d rank(s), %s, policy %s: %zu tensors against the single-rank float64 reference\n",
+                s.layout.c_str(), ctx.nranks, s.precision.c_str(), name_of(deck.options.policy).c_str(), rows.size());
+    print_table(rows);
+    if (first != rows.end())
+      std::printf("verify: FAILED: the first tensor that differs is %s (rel_err %.3e > tol %.1e)\n",
+                  row_name(*first).c_str(), first->rel_err, first->tol);
+    verify::write_table(out_path, rows, s);
+    if (!args.export_path.empty()) {
+      verify::write_export(args.export_path, deck.model, deck.run.seq_len, ref, s);
+      std::printf("verify: reference step exported to %s\n", args.export_path.c_str());
+    }
+    std::printf("RESULT: verify %s certified=%s layout=%s precision=%s policy=%s ranks=%d tensors=%zu "
+                "max_rel_err=%.3e first_failure=%s verify=%s\n",
+                s.verdict.c_str(), s.verdict == "PASSED" ? "yes" : "no", s.layout.c_str(), s.precision.c_str(),
+                name_of(deck.options.policy).c_str(), ctx.nranks, rows.size(), worst, s.first_failure.c_str(),
+                out_path.c_str());
+    std::fflush(stdout);
+    code = first == rows.end() ? 0 : 3;
+  }
+  MPI_Bcast(&code, 1, MPI_INT, 0, ctx.comm);
+  return code;
+}
+
+// Why the deck cannot be verified (the same verdict on every rank), or "".
+std::string refusal(const Deck& deck, const RunContext& ctx) {
+  if (const auto p = check_parallel(deck.model, deck.parallel, deck.run.seq_len, ctx.nranks); !p.empty())
+    return "deck: " + p;
+  if (const auto z = check_zero(deck.parallel, ctx.nranks, deck.memory.optimizer_offload); !z.empty())
+    return "deck: " + z;
+  if (const auto k = kernel_choice_refusal(deck.options.kernels, deck.run.precision, deck.model.head_dim()); !k.empty())
+    return "deck: " + k;
+  return "";
+}
+
+// The table's default name: the metrics file's, ".h5" replaced by ".verify.h5".
+std::string table_path(const Deck& deck, const RunContext& ctx, const VerifyArgs& args) {
+  if (!args.out.empty()) return args.out;
+  std::string p = metrics_path(deck, ctx.nranks);
+  const std::string ext = ".h5";
+  if (p.size() >= ext.size() && p.compare(p.size() - ext.size(), ext.size(), ext) == 0) p.resize(p.size() - ext.size());
+  return p + ".verify.h5";
+}
+
+// Rank 0: each output may be written (h5::prepare_output), an earlier one of its kind replaced.
+std::string prepare(const std::string& path, const char* schema, bool overwrite) {
+  if (const auto problem = h5::prepare_output(path, schema, overwrite); !problem.empty()) return problem;
+  if (const auto problem = replace_problem(path); !problem.empty()) return problem;
+  allow_replacing(path, file_id(path));
+  return "";
+}
+}  // namespace
+
+int run_verify(const Deck& deck, const RunContext& ctx, const VerifyArgs& args) {
+  ctx.watchdog->arm(0, "");  // verify is small and collective throughout; errors end the job (main)
+  if (const auto why = refusal(deck, ctx); !why.empty()) {
+    if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", why.c_str());
+    return 2;
+  }
+  std::string out_path, problem;
+  if (ctx.rank == 0) {
+    out_path = table_path(deck, ctx, args);
+    problem = prepare(out_path, "minilst-verify", deck.output.overwrite);
+    if (problem.empty() && !args.export_path.empty()) {
+      if (args.export_path == out_path)
+        problem = "--export and the table name the same file '" + out_path + "'";
+      else if (const auto p = prepare(args.export_path, "minilst-verify-export", deck.output.overwrite); !p.empty())
+        problem = "--export: " + p;
+    } else if (!problem.empty()) {
+      problem = (args.out.empty() ? "the verify table (beside output.metrics): " : "--out: ") + problem;
+    }
+  }
+  problem = broadcast_string(problem, ctx.comm);
+  if (!problem.empty()) {
+    if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", problem.c_str());
+    return 2;
+  }
+  switch (deck.run.precision) {
+    case Precision::float32: return verify_typed<float>(deck, ctx, args, out_path);
+    case Precision::float64: return verify_typed<double>(deck, ctx, args, out_path);
+    case Precision::bf16: return verify_typed<bf16>(deck, ctx, args, out_path);
+  }
+  return 2;
+}
+
+}  // namespace minilst
