@@ -76,7 +76,8 @@ def main():
                      "GPUs", "alpha", ".3f")
     wrows, data = [], {k: [] for k in ("workload", "paper_alpha", "alpha_rule", "alpha_time_fitted",
                                        "alpha_time_32gbs", "alpha_host_bound", "alpha_on_grid", "device_fits")}
-    for g in ("8/7B", "16/13B", "32/30B"):
+    device = st.value("device_mib") * sc.MiB  # an A800's 80 GB less the reserve (scripts/bench/seed/lib.sh)
+    for g in ("8/7B", "16/13B", "32/30B", "64/65B"):
         gpus, model = g.split("/")
         layers = sp.memo_shape(model)["model.layers"]
         for col, _, tp, cp, dp, pp, printed in sp.memo_configs(g):
@@ -93,7 +94,7 @@ def main():
             a_host = clip01((HOST_PER_GPU - f["h0"]) / (f["h1"] - f["h0"]))
             a = min(a_fit, a_host)
             states = (6 + 12 / (dp * cp)) * f["params"] / tp  # Megatron: bf16 weights, fp32 grads, ZeRO-1 optimizer
-            budget = (81559 - 4096) * sc.MiB - states
+            budget = device - states
             fits = f["dev"] <= budget
             bound = "host" if a_host < a_fit else ("time" if a_fit < 1 else "none")
             cmp.add(label, t, f"{g}/alpha", col, a,
@@ -129,7 +130,8 @@ def main():
         f"TP 8 on 8 GPUs, so the miniLST column uses the link rate that puts the rule's crossover there "
         f"({b_cal / 1e9:.1f} GB/s at MFU 50%; the fitted bound depends only on the ratios of FLOPs and bytes).",
         "The host bound is MEMO's 2 TB per 8-GPU node over its 8 GPUs. 'device fits' compares the predicted "
-        "activations, workspace and buffers with an 80 GB device (81,559 MiB less a 4,096 MiB reserve) less the "
+        f"activations, workspace and buffers with an A800's 80 GB ({device / sc.MiB:,.0f} MiB: 81,920 less the "
+        f"reserve) less the "
         "model states Megatron's TP leaves on a GPU (bf16 weights 2, fp32 gradients 4 and the ZeRO-1 optimizer's "
         "12 / (DP x CP) bytes per parameter, over TP).",
         "MEMO picks alpha from a few fractions, jointly with TP and CP, by measuring; miniLST's rule gives the "
@@ -137,8 +139,7 @@ def main():
         "is 1 only at 256K (the 7B model) and falls back to 1/8 or 0 as the host fills. Where MEMO's alpha is "
         "below both of miniLST's bounds, its measured choice keeps link time or host memory in reserve that "
         "miniLST's bounds would spend.",
-        "MEMO's Table 7 is cut off in the extracted text after the 65B model's PP row: that model's alpha row is "
-        "unreadable here and the 65B workloads are not predicted. Workloads with pipeline parallelism are skipped.",
+        "Workloads with pipeline parallelism are skipped (miniLST has none).",
     ]
     if not all(ok):
         notes.append("**A chosen alpha differs from the rule, or memory from its prediction** (see the table).")

@@ -10,12 +10,13 @@
 #   second uses the chosen alpha); each alpha is checked against the rule
 #   recomputed from the run's own measurements. About a minute. --tiny: the tiny
 #   deck with 4 layers at S = 32 and 128.
-#   Paper scale: each workload of Table 7 with a printed alpha (7B, 13B, 30B; --tiny:
+#   Paper scale: each workload of Table 7 (7B, 13B, 30B, 65B on 8 to 64 GPUs; --tiny:
 #   7B at 128K, 256K, 512K and 1024K) on its GPUs, MEMO's GPT shape (its Table 2)
 #   with TP as Ulysses, CP as the ring and DP as data parallelism, bf16: the host
 #   and device memory at alpha = 0 and 1 predicted, from which the analysis applies
 #   miniLST's alpha rule (offload_alpha auto: the largest alpha whose copy hides
-#   behind a layer's forward and whose host copies fit MEMO's 2 TB per 8 GPUs).
+#   behind a layer's forward and whose host copies fit MEMO's 2 TB per 8 GPUs), and
+#   whether the device holds it: an A800 (an A100's 80 GB) less minilst plan's reserve.
 #   Workloads with pipeline parallelism (PP > 1) are skipped: miniLST has none.
 #   scripts/bench/seed/memo_table7.sh [--tiny]
 source "$(dirname "$0")/lib.sh"
@@ -53,8 +54,9 @@ workload() {  # workload NAME MODEL S TP CP DP: the two plans of one workload
       --set run.seq_len="$S" > /dev/null
   done
 }
+keep device_mib "$(device_fit_mib a100-80gb)"  # MEMO's A800: 81,920 MiB less the reserve
 workload gpu_cal 7B 196608 8 1 1
-groups=(8/7B 16/13B 32/30B)
+groups=(8/7B 16/13B 32/30B 64/65B)
 ((tiny)) && groups=(8/7B)
 for g in "${groups[@]}"; do
   model=${g#*/}
