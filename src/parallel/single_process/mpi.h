@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -157,6 +158,21 @@ inline int MPI_Allgatherv(const void* send, int count, MPI_Datatype type, void* 
     minilst::single_process::copy(static_cast<char*>(recv) + std::size_t(displs[0]) * rtype, send,
                                   std::size_t(count) * type);
   return MPI_SUCCESS;
+}
+// Gathers to the root, which is this rank: its own block.
+inline int MPI_Gather(const void* send, int count, MPI_Datatype type, void* recv, int, MPI_Datatype, int, MPI_Comm) {
+  if (send != MPI_IN_PLACE) minilst::single_process::copy(recv, send, std::size_t(count) * type);
+  return MPI_SUCCESS;
+}
+inline int MPI_Gatherv(const void* send, int count, MPI_Datatype type, void* recv, const int*, const int* displs,
+                       MPI_Datatype rtype, int, MPI_Comm) {
+  if (send != MPI_IN_PLACE)
+    minilst::single_process::copy(static_cast<char*>(recv) + std::size_t(displs[0]) * rtype, send,
+                                  std::size_t(count) * type);
+  return MPI_SUCCESS;
+}
+inline double MPI_Wtime() {  // seconds on a monotonic clock, as MPI's
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 inline int MPI_Iallgather(const void* send, int count, MPI_Datatype type, void* recv, int rcount, MPI_Datatype rtype,
                           MPI_Comm comm, MPI_Request* request) {
