@@ -144,12 +144,14 @@ void gemm_fp32_tiles(Op op_a, Op op_b, float alpha, const AV& A, const BV& B, fl
   if (m == 0 || n == 0) return;
   if constexpr (kHost) {
     if (per_thread(m, n)) {
-      const std::size_t n_i = (m + kMc - 1) / kMc, n_j = (n + kNc - 1) / kNc;
+      const std::size_t rows = m, cols = n, depth = k;  // a lambda may not capture structured bindings (C++17)
+      const std::size_t n_i = (rows + kMc - 1) / kMc, n_j = (cols + kNc - 1) / kNc;
       ExecSpace().fence();
       using Host = Kokkos::DefaultHostExecutionSpace;
       Kokkos::parallel_for("gemm_fp32_tiles_per_thread", Kokkos::RangePolicy<Host>(0, n_i * n_j, Kokkos::ChunkSize(1)), [&](const int t) {
         const std::size_t i0 = (std::size_t(t) / n_j) * kMc, j0 = (std::size_t(t) % n_j) * kNc;
-        tile_on_this_thread(op_a, op_b, alpha, A, B, beta, C, i0, j0, std::min(kMc, m - i0), std::min(kNc, n - j0), k);
+        tile_on_this_thread(op_a, op_b, alpha, A, B, beta, C, i0, j0, std::min(kMc, rows - i0), std::min(kNc, cols - j0),
+                            depth);
       });
       Host().fence();
       return;
