@@ -31,7 +31,7 @@ class Minilst(CMakePackage, CudaPackage):
     url = "https://github.com/minilst/minilst/releases/download/v0.1.0/minilst-0.1.0.tar.gz"
     git = "file://" + _CLONE
     version("main", branch="main")
-    version("0.1.0", sha256="5380837c7264d728711fcd3707949b2603b46e1a128e4b6b8bffd87f57776500")
+    version("0.1.0", sha256="51f14a9c3d546497ae6dea6c6c890b3283580bc2aff9d762a505d8d049a2e8c5")
 
     # The execution space miniLST runs in: one of Kokkos' backends. CUDA also needs
     # +cuda (CudaPackage's variant, which brings the toolkit and cuda_arch); Kokkos makes
