@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Predicted (minilst plan --machine, JSON) against measured (minilst run, metrics HDF5) step time.
+"""Predicted against measured step time, per run and per phase.
 
-  analysis/predicted_vs_measured.py [--png FILE] [--tolerance 0.15] NAME=PLAN.json,METRICS.h5 ...
+  analysis/predicted_vs_measured.py [--png FILE] [--tolerance 0.15] RUN ...
+
+Each RUN is one of
+  NAME=PLAN.json,METRICS.h5   the prediction of `minilst plan --machine ... --format json` (its predicted_phases)
+  NAME=METRICS.h5             a run made with `--machine FILE` (or run.machine): its own /predicted/<phase>
+  METRICS.h5                  the same, named by the file's stem
 
 For each run: the measured seconds per phase are the busiest rank's mean over the measured
-steps (the `Max time/rank` attribute of /timings/<phase>, docs/metrics.md), the predicted
-ones the plan's `predicted_phases`; the error is predicted / measured - 1. Prints one row
-per run (the step and each phase that either side puts above 2% of the step), the share
-of runs whose step is within the tolerance, and writes a scatter plot (predicted against
-measured step time, log-log, the +-tolerance band) when --png is given. Exit 0 (a report,
-not a check).
+steps (the `Max time/rank` attribute of /timings/<phase>, docs/metrics.md); the error is
+predicted / measured - 1. Prints one row per run (the step and each phase that either side
+puts above 2% of the step), the share of runs whose step is within the tolerance, and writes a
+scatter plot (predicted against measured step time, log-log, the +-tolerance band) when --png
+is given. Exit 0 (a report, not a check); 1 when a file has no prediction or cannot be read.
 """
 import argparse
 import json
+import os
 import sys
 
 import h5py
@@ -27,23 +32,53 @@ def measured_phases(path):
         return {k: float(t[k].attrs["Max time/rank"]) for k in t.keys() if "Max time/rank" in t[k].attrs}
 
 
+def recorded_prediction(path):
+    """The phases a run predicted for itself (/predicted/<phase>, s per step), or None where it has none."""
+    with h5py.File(path, "r") as f:
+        if "predicted" not in f or not isinstance(f["predicted"], h5py.Group):
+            return None
+        g = f["predicted"]
+        return {k: float(g[k][()]) for k in g if isinstance(g[k], h5py.Dataset)}
+
+
+def read_run(spec):
+    """(name, predicted phases, measured phases) of one RUN argument."""
+    if os.path.isfile(spec):  # METRICS.h5 alone (whatever its name holds)
+        name, plan_path, comma, h5_path = os.path.splitext(os.path.basename(spec))[0], spec, "", ""
+    else:
+        name, sep, files = spec.partition("=")
+        if not sep:
+            sys.exit(f"error: {spec}: no such file (expected METRICS.h5, NAME=METRICS.h5 or NAME=PLAN.json,METRICS.h5)")
+        plan_path, comma, h5_path = files.partition(",")
+    try:
+        if comma:
+            plan = json.load(open(plan_path))
+            if "predicted_phases" not in plan:
+                sys.exit(f"error: {plan_path}: no predicted_phases (run plan with --machine)")
+            pred = plan["predicted_phases"]
+        else:
+            h5_path = plan_path
+            pred = recorded_prediction(h5_path)
+            if pred is None:
+                sys.exit(f"error: {h5_path}: no /predicted group: run with --machine FILE (or run.machine), "
+                         "or give NAME=PLAN.json,METRICS.h5")
+        meas = measured_phases(h5_path)
+        if meas.get("step", 0) <= 0 or "step" not in pred:
+            sys.exit(f"error: {spec}: no measured step (run.warmup_steps < steps done?) or no predicted step")
+        return name, pred, meas
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"error: {spec}: {e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="NAME=PLAN.json,METRICS.h5")
+    ap.add_argument("runs", nargs="+", help="NAME=PLAN.json,METRICS.h5, NAME=METRICS.h5 or METRICS.h5")
     ap.add_argument("--png", help="write the scatter plot here")
     ap.add_argument("--tolerance", type=float, default=0.15)
     a = ap.parse_args()
     rows = []
     for spec in a.runs:
-        name, _, files = spec.partition("=")
-        plan_path, _, h5_path = files.partition(",")
-        if not h5_path:
-            sys.exit(f"error: {spec}: expected NAME=PLAN.json,METRICS.h5")
-        plan = json.load(open(plan_path))
-        if "predicted_phases" not in plan:
-            sys.exit(f"error: {plan_path}: no predicted_phases (run plan with --machine)")
-        pred, meas = plan["predicted_phases"], measured_phases(h5_path)
-        rows.append((name, pred, meas))
+        rows.append(read_run(spec))
     within = 0
     print(f"{'run':28s} {'step pred':>10s} {'meas':>9s} {'err':>7s}  phases (pred/meas - 1, those above 2% of the step)")
     for name, pred, meas in rows:
@@ -77,7 +112,7 @@ def main():
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("measured step time, s (busiest rank)")
-        ax.set_ylabel("predicted step time, s (plan --machine)")
+        ax.set_ylabel("predicted step time, s (machine file)")
         ax.set_title(f"predicted vs measured: {within} of {n} within {a.tolerance:.0%}")
         ax.legend(loc="upper left")
         fig.tight_layout()

@@ -45,7 +45,10 @@
 namespace minilst::kernels {
 
 namespace detail {
-using TeamMember = Kokkos::TeamPolicy<ExecSpace>::member_type;
+// Dynamic scheduling: a team's work depends on its query block (causal: later blocks see more
+// keys), so host threads take teams as they finish rather than in fixed contiguous shares.
+using AttentionPolicy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+using TeamMember = AttentionPolicy::member_type;
 template <class A>
 using Scratch = Kokkos::View<A*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
@@ -70,9 +73,8 @@ struct AttnTiles {
 // Teams of one on host backends (tiles stay in the core's caches); a warp's
 // multiple on devices. Scratch: level 0 while it fits a GPU's shared memory.
 inline int scratch_level(std::size_t bytes) { return kHost || bytes <= 48 * 1024 ? 0 : 1; }
-inline Kokkos::TeamPolicy<ExecSpace> attention_policy(int league, std::size_t scratch_bytes) {
-  Kokkos::TeamPolicy<ExecSpace> policy = kHost ? Kokkos::TeamPolicy<ExecSpace>(league, 1)
-                                               : Kokkos::TeamPolicy<ExecSpace>(league, 128);
+inline AttentionPolicy attention_policy(int league, std::size_t scratch_bytes) {
+  AttentionPolicy policy = kHost ? AttentionPolicy(league, 1) : AttentionPolicy(league, 128);
   return policy.set_scratch_size(scratch_level(scratch_bytes), Kokkos::PerTeam(scratch_bytes));
 }
 

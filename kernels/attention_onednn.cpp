@@ -249,7 +249,9 @@ void attention_forward_onednn(const Mat<bf16>& o, const Mat<float>& lse, const M
   }
   const std::int64_t* lo = q_lo.extent(0) > 0 ? q_lo.data() : nullptr;
   Kokkos::fence();
-  Kokkos::parallel_for("attention_forward_onednn", Kokkos::RangePolicy<Host>(0, G.Gk * G.n_qb), [&](const int task) {
+  // dynamic: a block's work grows with its position (causal), so threads take blocks as they finish
+  Kokkos::parallel_for("attention_forward_onednn",
+                       Kokkos::RangePolicy<Host, Kokkos::Schedule<Kokkos::Dynamic>>(0, G.Gk * G.n_qb), [&](const int task) {
     forward_block(G, task % G.Gk, task / G.Gk, o.data(), lse.data(), q.data(), k.data(), v.data(), q_pos.data(),
                   lo, k_pos.data());
   });

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "app/command_line.hpp"
+#include "io/deck.hpp"
 #include "job/job_clock.hpp"
 #include "job/kokkos_flags.hpp"
 #include "io/h5.hpp"
@@ -95,6 +96,41 @@ TEST(CommandLine, SubcommandsAndRefusals) {
     EXPECT_EQ(c.exit_code, 2);
     EXPECT_FALSE(c.err.empty());
   }
+}
+
+// `run --machine FILE` is the deck's run.machine, set last (it wins over the deck and --set); the key
+// leaves the problem (its digest) as it was.
+TEST(CommandLine, RunMachineIsTheLastOverride) {
+  const auto c = parse({"run", "d.yaml", "--machine", "m.yaml", "--set", "run.machine=other.yaml"});
+  ASSERT_EQ(c.kind, Command::Kind::run);
+  ASSERT_FALSE(c.overrides.empty());
+  EXPECT_EQ(c.overrides.back(), "run.machine=m.yaml");
+  EXPECT_EQ(parse({"run", "d.yaml"}).overrides.size(), 0u) << "no --machine: no override";
+  const auto dir = scratch("run_machine");
+  const auto deck = (dir / "d.yaml").string();
+  std::ofstream(deck) << "run:\n  seq_len: 40\n  machine: deck.yaml\n";
+  EXPECT_EQ(load_deck(deck, {}).run.machine, "deck.yaml");
+  const Deck d = load_deck(deck, c.overrides);
+  EXPECT_EQ(d.run.machine, "m.yaml");
+  EXPECT_EQ(d.problem_digest, load_deck(deck, {"run.machine="}).problem_digest);
+  EXPECT_NE(d.resolved_yaml.find("machine: m.yaml"), std::string::npos) << d.resolved_yaml;
+  // The machine file is read, never an output.
+  const auto refusal = [&](const std::vector<std::string>& sets) {
+    try {
+      load_deck(deck, sets);
+    } catch (const DeckError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string machine = "run.machine=m.yaml";
+  EXPECT_NE(refusal({machine, "output.metrics=m.yaml"}).find("output.metrics 'm.yaml' is run.machine's machine file"),
+            std::string::npos) << refusal({machine, "output.metrics=m.yaml"});
+  EXPECT_NE(refusal({machine, "output.metrics=o.h5", "output.dump=m.yaml"}).find("output.dump 'm.yaml' is run.machine's"),
+            std::string::npos);
+  EXPECT_NE(refusal({"output.metrics=m.h5", "run.machine=m.json"}).find("JSON summary 'm.json' is run.machine's"),
+            std::string::npos);
+  EXPECT_EQ(refusal({machine, "output.metrics=o.h5"}), "");
 }
 
 TEST(Outputs, RefusedNamesTouchNothing) {

@@ -39,6 +39,8 @@
 #include "model/memory_model.hpp"
 #include "model/step_reduce.hpp"
 #include "parallel/mpi_communicator.hpp"
+#include "parallel/mask_pairs.hpp"
+#include "parallel/ring_reach.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "test_util.hpp"
 
@@ -667,7 +669,7 @@ TEST(RsaSeedBackward, ExactOnTwoThreeAndFourRanksWithThePapersVolumeAndMemory) {
       const SequenceLayout layout(c.seq_len, 1, N, c.par.layout);
       for (int r = 0; r < N; ++r) {
         const auto g = attention_geometry(cfg, c.par, layout, r);
-        const auto f64 = ring_layer_bytes(g, 8, 8), b16 = ring_layer_bytes(g, 2, 4);
+        const auto f64 = ring_layer_bytes(g, {}, 8, 8), b16 = ring_layer_bytes(g, {}, 2, 4);
         EXPECT_EQ(f64.backward + f64.allreduce, paper_elements * 8) << c.name << ", member " << r;
         EXPECT_EQ(b16.backward + b16.allreduce, 2 * pass_elements * 2 + 2 * allreduce_elements * 4) << c.name;
         EXPECT_EQ(f64.forward, 2 * pass_elements * 8) << c.name << ": forward, member " << r;
@@ -903,6 +905,50 @@ TEST(SequenceParallel, RingSkipsExactlyTheBlocksNoLocalQuerySees) {
   }
 }
 
+// How far each block travels (parallel/ring_reach.hpp), against a brute-force search over
+// every query and key: the visibility from ranges equals the query-by-query one, the pairs
+// counted in closed form (parallel/mask_pairs.hpp) equal the pairs one by one, and
+// reach[b] is the last ring step whose member sees block b. Every layout, rings of 2 to 6,
+// causal, documents (one-token ones, one longer than a share), windows smaller and larger
+// than a block, a window in some layers (each layer kind's mask), with and without positions.
+TEST(RingReach, EachBlockTravelsExactlyToItsLastVisitor) {
+  const std::int64_t S = 53;
+  const std::vector<SequenceMask> masks = {SequenceMask{},
+                                           SequenceMask{{1, 9, 10, 40}, 0},
+                                           SequenceMask{{}, 4},
+                                           SequenceMask{{}, 30},
+                                           SequenceMask{{5, 6, 27}, 7},
+                                           SequenceMask{document_starts("lognormal:2.5:1", S, 3), 0}};
+  for (const auto& mask : masks)
+    for (const auto layout : {RingLayout::contiguous, RingLayout::zigzag, RingLayout::balanced})
+      for (int R = 2; R <= 6; ++R) {
+        const SequenceLayout l(S, 1, R, layout, true, mask), counted(S, 1, R, layout, false, mask);
+        const auto visible = ring_visibility(ring_member_ranges(l), mask);
+        const auto reach = ring_reach(l, mask);
+        EXPECT_EQ(ring_reach(counted, mask), reach) << "the models' layout (no positions) travels as the run's";
+        for (int b = 0; b < R; ++b) {
+          int last = 0;
+          for (int t = 0; t < R; ++t) {
+            const int m = (b + t) % R;
+            std::int64_t pairs = 0;  // the visible query-key pairs, one by one
+            for (const auto i : l.group_positions(m))
+              for (const auto j : l.group_positions(b)) pairs += mask.q_lo(i) <= j && j <= i;
+            const bool seen = pairs > 0;
+            EXPECT_EQ(visible[m][b], seen) << name_of(layout) << " R " << R << ": member " << m << ", block " << b;
+            EXPECT_EQ(visible_pairs(l.group_ranges(m), l.group_ranges(b), mask), double(pairs))
+                << name_of(layout) << " R " << R << ": member " << m << "'s pairs with block " << b;
+            if (seen && t > 0) last = t;
+          }
+          EXPECT_EQ(reach[b], last) << name_of(layout) << " R " << R << ", block " << b;
+        }
+      }
+  // Causal, contiguous: block b is seen by the members after it, so it goes R - 1 - b hops;
+  // zigzag: every member's late chunk sees every block, which goes all the way round.
+  const SequenceLayout contiguous(S, 1, 4, RingLayout::contiguous), zigzag(S, 1, 4, RingLayout::zigzag);
+  EXPECT_EQ(ring_reach(contiguous, SequenceMask{}), (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_EQ(ring_reach(zigzag, SequenceMask{}), (std::vector<int>{3, 3, 3, 3}));
+}
+
 // Documents and a window in every layout on 2, 3 and 4 ranks (the first N of the world):
 // contiguous and zigzag rings (flash, RSA with both backwards, the reference kernels),
 // Ulysses, the 2 x 2 hybrid; the step equals the single-rank one with the same mask
@@ -956,6 +1002,18 @@ TEST(SequenceParallel, DocumentsAndWindowReproduceTheSingleRankStepOnTwoThreeAnd
     }
     for (const auto& c : cs) check_case<double>(c, sub.comm());
     check_case<bf16>(cs.front(), sub.comm());  // the ring with documents and window in bf16
+    // Documents that end on the members' edges: no member sees another's block, so no block
+    // and no dK/dV accumulator travels (contiguous: the blocks' edges; zigzag: the chunks').
+    for (const auto layout : {RingLayout::contiguous, RingLayout::zigzag}) {
+      Case c = make("ring " + n + " " + name_of(layout) + ", documents on the blocks' edges", 1, N, layout);
+      c.seq_len = 40;
+      const int pieces = layout == RingLayout::zigzag ? 2 * N : N;
+      for (int e = 1; e < pieces; ++e) c.opts.mask.doc_starts.push_back(40 * e / pieces);
+      c.opts.mask.doc_starts.push_back(40 / pieces / 2);  // and one more inside the first piece
+      std::sort(c.opts.mask.doc_starts.begin(), c.opts.mask.doc_starts.end());
+      const auto measured = check_case<double>(c, sub.comm());
+      EXPECT_EQ(op_bytes(measured, "ring"), 0u) << c.name << ": blocks nobody else sees were sent";
+    }
   }
 }
 
@@ -1075,7 +1133,7 @@ TEST(AttentionWork, HopBytesAddUpToTheCommunicationModel) {
         for (int s = 0; s < U * 3; ++s) {
           const auto g = attention_geometry(cfg, par, l, s);
           const auto w = attention_work(g, l, mask, AttentionTiles{32, 64}, 4);
-          const auto model = ring_layer_bytes(g, 4, 4);
+          const auto model = ring_layer_bytes(g, ring_reach(l, mask), 4, 4);
           double bytes = 0, flops = 0;
           for (int t = 0; t < 3; ++t) {
             bytes += w.hop_bytes_forward[t] + w.hop_bytes_backward[t];
@@ -1106,7 +1164,7 @@ TEST(SequenceLayout, BalancedLayoutEvensTheAttentionWorkOfLogNormalDocuments) {
       par.ring = R;
       par.layout = layout;
       const SequenceLayout l(S, 1, R, layout, true, mask);
-      const SequenceLayout counted(S, 1, R, layout, false);
+      const SequenceLayout counted(S, 1, R, layout, false, mask);
       std::vector<double> flops;
       for (int r = 0; r < R; ++r) {
         EXPECT_EQ(l.tokens(r), counted.tokens(r)) << "the counts without positions (the models') are the layout's";
@@ -1114,7 +1172,7 @@ TEST(SequenceLayout, BalancedLayoutEvensTheAttentionWorkOfLogNormalDocuments) {
         opts.mask = mask;
         EXPECT_EQ(predict_comm_bytes(cfg, opts, par, l, r, R, 1, Precision::float32),
                   predict_comm_bytes(cfg, opts, par, counted, r, R, 1, Precision::float32))
-            << "minilst plan's communication (no mask, no positions) is the run's";
+            << "minilst plan's communication (no positions) is the run's";
         EXPECT_EQ(predict_rank_memory(cfg, opts, par, l, r, 1, Precision::float32, 1.0).bytes,
                   predict_rank_memory(cfg, opts, par, counted, r, 1, Precision::float32, 1.0).bytes)
             << "minilst plan's memory is the run's";

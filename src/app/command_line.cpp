@@ -55,6 +55,9 @@ Command parse_command_line(int argc, const char* const* argv) {
   auto* run = app.add_subcommand("run", "run the training steps a deck describes (--kokkos-*=... flags go to Kokkos)");
   run->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
   run->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
+  std::string run_machine;
+  run->add_option("--machine", run_machine, "a machine file (machines/*.yaml, `minilst probe`): predict the step on "
+                  "it and report the prediction beside the measured times (run.machine; docs/time_model.md)");
   run->allow_extras();
   auto* verify = app.add_subcommand("verify", "certify the deck's layout: its first step against the single-rank "
                                                "float64 reference, tensor by tensor (docs/verify.md)");
@@ -101,7 +104,7 @@ Command parse_command_line(int argc, const char* const* argv) {
   probe->add_option("--name", c.probe.name, "the machine's name in the file (default: the host name)");
   probe->add_option("--size", c.probe.size, "GEMM size n (classes n^3, 8n x n x n, 8n x 2.69n x n, 4n x 16n x n), attention S = 4n")
       ->check(CLI::Range(16, 16384));
-  probe->add_option("--repeats", c.probe.repeats, "timed calls per figure (the best is kept)")->check(CLI::Range(1, 1000));
+  probe->add_option("--repeats", c.probe.repeats, "timed windows per figure (the median is kept)")->check(CLI::Range(1, 1000));
   probe->add_option("--head-dim", c.probe.head_dim, "the attention probe's head dim")->check(CLI::Range(1, 256));
   probe->add_option("--comm-mib", c.probe.comm_mib, "the collectives' message per rank, MiB")->check(mib);
   probe->add_option("--link-floor-gbs", c.probe.link_floor_gbs, "a link slower than this is implausible (default 0.1)")
@@ -116,6 +119,7 @@ Command parse_command_line(int argc, const char* const* argv) {
       if (extra.rfind("--kokkos-", 0) != 0) throw CLI::ExtrasError(verify->parsed() ? "verify" : "run", {extra});
       if (const auto problem = kokkos_flag_problem(extra); !problem.empty()) throw CLI::ValidationError(extra, problem);
     }
+    if (run->parsed() && run->count("--machine")) c.overrides.push_back("run.machine=" + run_machine);  // wins
     if (plan->parsed()) {
       if (c.plan.device == "list") {  // the presets; no deck needed
         c.out = device_list(c.plan.format);

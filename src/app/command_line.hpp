@@ -1,5 +1,6 @@
 // The command line of `minilst`, parsed (CLI11) before MPI collectives, Kokkos or
-// the deck: `run DECK [--set k=v]... [--kokkos-*=...]`, `plan DECK [...]` (its device, reserve and
+// the deck: `run DECK [--set k=v]... [--machine FILE] [--kokkos-*=...]` (--machine: the last
+// override, run.machine=FILE), `plan DECK [...]` (its device, reserve and
 // budgets resolved and checked here), `plan --device list`, `keys`, `result METRICS.h5`, `--help`,
 // `--version`, `verify DECK [--set k=v]... [--out FILE.h5] [--export FILE.h5]`,
 // `probe --out FILE.yaml [...]`. Never throws: a bad command line is a message and exit 2.
@@ -18,7 +19,7 @@ struct Command {
   int exit_code = 0;    // finished: 0 for --help and --version, 2 for a bad command line
   std::string out, err;  // finished: what rank 0 prints (help text; the error and its hint)
   std::string deck_path;                // run, plan: the deck; result: the metrics file
-  std::vector<std::string> overrides;  // --set section.key=value
+  std::vector<std::string> overrides;  // --set section.key=value (run --machine FILE: run.machine=FILE, last)
   std::string verify_out, verify_export;  // verify: --out (the table), --export (the reference step)
   PlanArgs plan;
   ProbeArgs probe;  // probe: --out FILE.yaml and its sizes (app/probe.hpp)

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "app/plan.hpp"
+#include "app/run_prediction.hpp"
 #include "app/training.hpp"
 #include "attention/strategy_factory.hpp"
 #include "core/kernel_choice.hpp"
@@ -122,6 +123,28 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
   return check_fits(deck, ctx.nranks, available_memory(ctx.comm));
 }
 
+// run.machine: every rank reads the machine file (as it reads the deck) and prices the deck on
+// it; one rank's failure stops every rank (rank 0 names it, else the rank that failed), before
+// any output is created. True when the run goes on (with `prediction` filled, or no machine).
+bool agree_on_prediction(const Deck& deck, const RunContext& ctx, StepPrediction& prediction) {
+  if (deck.run.machine.empty()) return true;
+  std::vector<std::string> warnings;
+  const std::string why = predict_run(deck, ctx.nranks, prediction, warnings);
+  int failed[2] = {!why.empty(), !why.empty()};  // {this rank, rank 0}
+  MPI_Bcast(&failed[1], 1, MPI_INT, 0, ctx.comm);
+  int any = 0;
+  MPI_Allreduce(&failed[0], &any, 1, MPI_INT, MPI_MAX, ctx.comm);
+  if (failed[0] && (ctx.rank == 0 || !failed[1]))
+    std::fprintf(stderr, "error%s: %s\n", ctx.rank == 0 ? "" : (" (rank " + std::to_string(ctx.rank) + ")").c_str(),
+                 why.c_str());
+  if (any) return false;
+  if (ctx.rank == 0)
+    for (const auto& w : warnings)
+      std::fprintf(stderr, "warning: run.machine: %s flags an implausible figure: %s\n", deck.run.machine.c_str(),
+                   w.c_str());
+  return true;
+}
+
 }  // namespace
 
 int run_deck(const Deck& deck, const RunContext& ctx) {
@@ -133,6 +156,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", why.c_str());
     return 2;
   }
+  if (!agree_on_prediction(deck, ctx, metrics.prediction)) return 2;
   std::string path, output_error;
   OutputClaim claim;  // rank 0's: held until the final write is done
   if (ctx.rank == 0) {
@@ -152,6 +176,10 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
     mllog("seq_len", deck.run.seq_len);
     std::printf("%s\ndeck: %s\nresolved configuration:\n%s\n", version_string().c_str(), deck.path.c_str(),
                 deck.resolved_yaml.c_str());
+    if (const auto& p = metrics.prediction; p.known())
+      std::printf("prediction: step %.4g s on %s (%s machine file %s, digest %s); the summary sets it beside the "
+                  "measured step\n", p.seconds.at("step"), p.machine.c_str(), p.kind.c_str(), p.file.c_str(),
+                  p.digest.c_str());
     std::fflush(stdout);
   }
   compat::declare_metadata("deck", deck.path);

@@ -1,5 +1,5 @@
 // minilst: the command line.
-//   minilst run DECK [--set section.key=value]...   run a deck
+//   minilst run DECK [--set section.key=value]... [--machine M.yaml]   run a deck (and check its predicted time)
 //   minilst plan DECK [--set ...] [--ranks N] [--format json]   every rank's predicted memory,
 //           [--device NAME | --device-mib X] [--reserve-mib R]   FLOPs, communication (nothing runs);
 //           [--host-mib Y] [--activation-mib Z] [--max-seq-len]  the longest S a real run fits

@@ -246,7 +246,6 @@ namespace {
 // One rank shape's prediction, communication and (planned) arena.
 struct ShapePlan {
   MemoryPrediction pred;
-  std::map<std::string, std::uint64_t> comm;
   std::uint64_t arena = 0, lower_bound = 0, outside = 0, planned = 0;
   std::string method;
 };
@@ -264,7 +263,7 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
   const int P = par.sequence_parallel();
   p.data_parallel = args.ranks / P;
   const std::size_t T = scalar_bytes(deck.run.precision);
-  const SequenceLayout layout(S, par.ulysses, par.ring, par.layout, false);
+  const SequenceLayout layout(S, par.ulysses, par.ring, par.layout, false, deck.options.mask);
   // The arena each rank shape's planner builds (as the run's first step plans it): the device
   // memory a planned run holds is the buffers outside the step plus that arena.
   const bool plan_arena = args.arena && deck.memory.plan;
@@ -300,8 +299,6 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
       ShapePlan sp;
       sp.pred = predict_rank_memory(deck.model, o, par, layout, s, deck.run.grad_accum, deck.run.precision,
                                     o.offload.alpha, zero);
-      sp.comm = predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision,
-                                   zero);
       const std::uint64_t total = sp.pred.bytes.at("device_total");
       sp.planned = total;
       if (plan_arena) {
@@ -319,7 +316,10 @@ Plan plan_deck(const Deck& deck, std::int64_t S, const PlanArgs& args, std::stri
       p.memory[k] = s == 0 ? v : std::max(p.memory[k], v);
       p.memory_min[k] = s == 0 ? v : std::min(p.memory_min[k], v);
     }
-    for (const auto& [k, v] : sp.comm) p.comm[k] = std::max(p.comm[k], v);
+    // the ring's bytes depend on where the rank sits (how far its blocks travel), not only on its shape
+    for (const auto& [k, v] : predict_comm_bytes(deck.model, o, par, layout, s, args.ranks,
+                                                 deck.run.grad_accum, deck.run.precision, zero))
+      p.comm[k] = std::max(p.comm[k], v);
     if (!busiest || sp.pred.bytes.at("device_total") > busiest->pred.bytes.at("device_total")) {
       busiest = &sp;
       p.busiest = s;
@@ -350,7 +350,8 @@ StepTime predict_plan_time(const Deck& deck, const Plan& p, const MachineRates& 
   sh.world = p.ranks;
   sh.sp_rank = p.busiest;
   sh.seq_len = p.seq_len;
-  sh.layout = SequenceLayout(p.seq_len, deck.parallel.ulysses, deck.parallel.ring, deck.parallel.layout, false);
+  sh.layout = SequenceLayout(p.seq_len, deck.parallel.ulysses, deck.parallel.ring, deck.parallel.layout, false,
+                             deck.options.mask);
   sh.comm = p.comm;
   sh.offload_bytes = p.memory.count("host_offload") ? p.memory.at("host_offload") : 0;
   // AdamW's elements on this rank: its shard of every unit (ZeRO >= 1), else every parameter

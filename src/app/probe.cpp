@@ -24,8 +24,16 @@ namespace minilst {
 
 namespace {
 
-// The median of `repeats` timed calls after one warm-up, fenced: what the kernel sustains
-// under the machine's present load (a run's phases are means over steps, not best cases).
+// A figure is the median over `repeats` windows of back-to-back fenced calls, each window at
+// least kWindowSeconds long (after one warm-up call), of the mean time of one call: what the
+// kernel sustains under the machine's present load (a run's phases are means over steps, not
+// best cases). A window, not a single call: where a node's ranks x threads exceed its cores
+// (mpiexec --oversubscribe), the OS time-slices the ranks in slices of milliseconds, and a call
+// shorter than a slice, timed alone, runs at a whole core's speed; a window spanning several
+// slices measures the share of the cores the rank gets, as a run's phases (tens of ms) do.
+// With a core per rank the window's mean is the single call's time.
+constexpr double kWindowSeconds = 0.05;
+
 template <class F>
 double median_seconds(int repeats, F&& f) {
   f();
@@ -33,9 +41,13 @@ double median_seconds(int repeats, F&& f) {
   for (int r = 0; r < repeats; ++r) {
     ExecSpace().fence();
     Kokkos::Timer timer;
-    f();
-    ExecSpace().fence();
-    t.push_back(timer.seconds());
+    int calls = 0;
+    do {
+      f();
+      ExecSpace().fence();
+      ++calls;
+    } while (timer.seconds() < kWindowSeconds);
+    t.push_back(timer.seconds() / calls);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -106,7 +118,7 @@ void probe_gemm(MachineFile& m, const std::string& prec, const KernelChoice& cho
   m.provenance["gemm_gflops." + prec] = "measured: through " + describe(choice) + ", each class (tokens x out x in: " +
                                         shapes + ") as a step runs it: Y = X W, dX = dY W^T, dW = X^T dY, their FLOPs " +
                                         "over their summed medians of " + std::to_string(a.repeats) +
-                                        " timed calls after a warm-up; mean over ranks";
+                                        " windows of back-to-back calls (>= 50 ms each) after a warm-up; mean over ranks";
 }
 
 template <class T>
@@ -135,7 +147,7 @@ void probe_attention(MachineFile& m, const std::string& prec, const KernelChoice
 }
 
 // The elementwise bandwidth (rmsnorm forward: reads x, writes y) and the per-call overhead
-// (the same kernel on one 16-wide row, fenced, median of 50).
+// (the same kernel on one 16-wide row, fenced, median of 5 windows).
 void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
   const int rows = 8 * a.size, d = 1024;
   Mat<float> x("probe_x", rows, d), y("probe_y", rows, d);
@@ -147,7 +159,7 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   m.rates.elementwise_gbs = mean_over(comm, bytes / s / 1e9);
   Mat<float> x1("probe_x1", 1, 16), y1("probe_y1", 1, 16);
   const auto w1 = Kokkos::subview(w, Kokkos::make_pair(0, 16));
-  const double t1 = median_seconds(50, [&] { kernels::rmsnorm_forward<float>(choice, y1, x1, w1, 1e-5); });
+  const double t1 = median_seconds(5, [&] { kernels::rmsnorm_forward<float>(choice, y1, x1, w1, 1e-5); });
   m.rates.op_overhead_us = mean_over(comm, t1 * 1e6);
   m.provenance["elementwise_gbs"] = "measured: rmsnorm forward (fp32) on [" + std::to_string(rows) + ", " +
                                     std::to_string(d) + "], bytes read + written, median of " + std::to_string(std::max(5, a.repeats)) +
@@ -166,7 +178,7 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   m.provenance["optimizer_gbs"] = "measured: AdamW (kernels/adamw.hpp) over " + std::to_string(n) +
                                   " fp32 elements, 28 bytes an element, median of " + std::to_string(std::max(3, a.repeats)) +
                                   "; mean over ranks";
-  m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, median of 50; mean over ranks";
+  m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, the median of 5 windows of back-to-back calls; mean over ranks";
 }
 
 // The copy engine's link: device <-> host (a host build: one memory, memcpy between two allocations).
@@ -317,6 +329,7 @@ int run_probe(const ProbeArgs& a, MPI_Comm world) {
   }
   const KernelChoice f32 = choice_for(Precision::float32, a.head_dim), b16 = choice_for(Precision::bf16, a.head_dim),
                      f64 = choice_for(Precision::float64, a.head_dim);
+  MPI_Barrier(world);  // the ranks measure together, as a run's ranks compute together
   probe_gemm<float>(m, "float", f32, a, world);
   probe_gemm<bf16>(m, "bf16", b16, a, world);
   probe_gemm<double>(m, "double", f64, a, world);

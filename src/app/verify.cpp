@@ -56,11 +56,13 @@ std::vector<double> host_flat(const V& v) {
 }
 
 // Wraps a factory's strategies in CapturingAttention (and, under the mask_drop fault, builds
-// the struck rank's strategy with plain causal masking).
+// the struck rank's strategy with plain causal masking; a ring drops it in its compute only,
+// RingAttention's constructor: what travels where stays the sequence's on every rank).
 template <class T>
-AttentionFactory<T> capturing(AttentionFactory<T> inner, StepCapture& out, bool lse) {
-  return [inner, &out, lse](Vec<const std::int64_t> positions, Vec<const std::int64_t> q_lo, const SequenceMask& mask) {
-    const bool drop = fault::mask_dropped_here();
+AttentionFactory<T> capturing(AttentionFactory<T> inner, StepCapture& out, bool lse, bool ring) {
+  return [inner, &out, lse, ring](Vec<const std::int64_t> positions, Vec<const std::int64_t> q_lo,
+                                  const SequenceMask& mask) {
+    const bool drop = fault::mask_dropped_here() && !ring;
     auto strategy = inner(positions, drop ? Vec<const std::int64_t>() : q_lo, drop ? SequenceMask{} : mask);
     return std::unique_ptr<AttentionStrategy<T>>(
         std::make_unique<verify::CapturingAttention<T>>(std::move(strategy), out, lse));
@@ -148,7 +150,9 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
   mine.layers = deck.model.layers;
   PhaseTimers timers;
   Training<T> t(deck, ctx.comm, kernels.choice, double(states.at("host_optimizer")), timers,
-                [&](AttentionFactory<T> inner) { return capturing<T>(std::move(inner), mine, lse); });
+                [&](AttentionFactory<T> inner) {
+                  return capturing<T>(std::move(inner), mine, lse, deck.parallel.ring > 1);
+                });
   if (!t.offload.error().empty()) {
     if (root) std::fprintf(stderr, "error: deck: %s\n", t.offload.error().c_str());
     return 2;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/kernel_choice.hpp"
+#include "parallel/ring_reach.hpp"
 
 namespace minilst {
 
@@ -58,17 +59,6 @@ TileCount computed_tiles(const std::vector<std::int64_t>& q_pos, const std::vect
 }
 
 namespace {
-// Whether some query (q_pos, q_lo) sees some key of k_pos (RingAttention's visible()).
-bool any_visible(const std::vector<std::int64_t>& q_pos, const std::vector<std::int64_t>& q_lo,
-                 std::vector<std::int64_t> keys) {
-  std::sort(keys.begin(), keys.end());
-  for (std::size_t i = 0; i < q_pos.size(); ++i) {
-    const auto first = std::lower_bound(keys.begin(), keys.end(), q_lo.empty() ? 0 : q_lo[i]);
-    if (first != keys.end() && *first <= q_pos[i]) return true;
-  }
-  return false;
-}
-
 // The ring's slices of Sq query rows (ring_attention.cpp's in_slices): [Sq s / n, Sq (s+1) / n).
 TileCount sliced_tiles(const std::vector<std::int64_t>& q_pos, const std::vector<std::int64_t>& q_lo,
                        const std::vector<std::int64_t>& k_pos, AttentionTiles t) {
@@ -113,11 +103,13 @@ AttentionWork attention_work(const AttentionGeometry& g, const SequenceLayout& l
   const bool rsa = g.parallel.variant == RingVariant::rsa, seed = g.parallel.rsa_seed_backward();
   for (auto* v : {&w.hop_flops_forward, &w.hop_flops_backward, &w.hop_bytes_forward, &w.hop_bytes_backward})
     v->assign(R, 0.0);
+  const auto visible = ring_visibility(ring_member_ranges(layout), mask);
+  const auto reach = ring_reach(visible);
   for (int t = 0; t < R; ++t) {
     const int b = (me - t + R) % R;
     const auto k_pos = layout.group_positions(b);
     const double rows = double(k_pos.size()), block = key_bytes(rows);  // a K/V block's bytes
-    const bool seen = any_visible(q_pos, q_lo, k_pos);
+    const bool seen = visible[me][b];
     const TileCount c = seen && !(rsa && seed) ? sliced_tiles(q_pos, q_lo, k_pos, tiles) : TileCount{};
     double fwd = 0, bwd = 0;
     if (rsa) {  // every block whole
@@ -140,11 +132,13 @@ AttentionWork attention_work(const AttentionGeometry& g, const SequenceLayout& l
     w.flops_backward += bwd;
     w.hop_flops_forward[t] = fwd;
     w.hop_flops_backward[t] = bwd;
-    // Sent at hop t: the block on (not at the last hop), forward and backward; the
-    // flash backward's dK/dV accumulator at every hop.
-    const double on = t + 1 < R ? block : 0.0;
-    w.hop_bytes_forward[t] = on;
-    w.hop_bytes_backward[t] = on + (seed ? 0.0 : block);
+    // Sent at hop t: the block on (the flash ring: while a later member sees it; RSA's
+    // passes: at every hop but the last); the flash backward's dK/dV accumulator, on or
+    // home, up to its last visitor (ring_reach.hpp).
+    const double all = t + 1 < R ? block : 0.0, on = t < reach[b] ? block : 0.0;
+    const double home = t <= reach[b] && reach[b] > 0 ? block : 0.0;
+    w.hop_bytes_forward[t] = rsa ? all : on;
+    w.hop_bytes_backward[t] = seed ? all : on + home;
   }
   return w;
 }

@@ -20,9 +20,10 @@
 //   the backward keeps a key block while query tiles stream). RSA: each block's K and V
 //   rows once per computed block.
 //   Per ring hop t (block of member me - t): its forward + backward FLOPs, and the bytes
-//   this rank sends at that hop (the K/V block on, except at the last hop; the backward's
-//   dK/dV accumulator at every hop): summed over hops, the communication model's ring
-//   bytes of a layer (model/comm_model.hpp).
+//   this rank sends at that hop (the flash ring: the K/V block on while a later member
+//   sees it, and the backward's dK/dV accumulator up to the block's last visitor,
+//   parallel/ring_reach.hpp; RSA's passes: the block on at every hop but the last):
+//   summed over hops, the communication model's ring bytes of a layer (model/comm_model.hpp).
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include "kernels/bf16.hpp"
 #include "kernels/select.hpp"
 #include "parallel/fault_injection.hpp"
+#include "parallel/ring_reach.hpp"
 
 namespace minilst {
 
@@ -145,24 +146,25 @@ RingAttention<T>::RingAttention(Communicator& ring, const AttentionGeometry& g,
       pos_(position_buffers(g)), q_lo_(q_lo_buffer(g, mask.causal_only())) {
   using HostIds = Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   const auto& q_pos = block_positions.at(me_);
-  const auto q_lo = mask.q_lo(q_pos);  // [Sq] the local queries' first visible positions
+  // Test-only (parallel/fault_injection.hpp, mask_drop): this rank computes with plain causal
+  // masks (its q_lo 0), while what travels where stays the sequence's, as on every rank.
+  const bool dropped = fault::mask_dropped_here();
+  auto q_lo = mask.q_lo(q_pos);  // [Sq] the local queries' first visible positions
+  if (dropped) std::fill(q_lo.begin(), q_lo.end(), std::int64_t(0));
   if (!mask.causal_only()) Kokkos::deep_copy(q_lo_.view(), HostIds(q_lo.data(), q_lo.size()));
+  std::vector<PositionRanges> members;
   for (int b = 0; b < ring.size(); ++b) {
     const auto& p = block_positions.at(b);
     col_.push_back(b == 0 ? 0 : col_.back() + rows_.back());
     rows_.push_back(std::int64_t(p.size()));
     Kokkos::deep_copy(pos_[b].view(), HostIds(p.data(), p.size()));
-    // Visible iff some query i has a key of the block in [q_lo_i, q_pos_i]: the first key at or
-    // after q_lo_i, in the block's sorted positions, is at most q_pos_i.
-    std::vector<std::int64_t> keys(p);
-    std::sort(keys.begin(), keys.end());
-    bool seen = false;
-    for (std::size_t i = 0; i < q_pos.size() && !seen; ++i) {
-      const auto first = std::lower_bound(keys.begin(), keys.end(), q_lo[i]);
-      seen = first != keys.end() && *first <= q_pos[i];
-    }
-    visible_.push_back(seen);
+    members.push_back(position_ranges(p));
   }
+  // Every member's view of every block, from the positions every rank knows: the same
+  // decision on every rank (which blocks travel how far, parallel/ring_reach.hpp).
+  const auto seen = ring_visibility(members, mask);
+  visible_ = dropped ? ring_visibility(members, SequenceMask{}).at(me_) : seen.at(me_);
+  reach_ = ring_reach(seen);
 }
 
 template <class T>
@@ -180,8 +182,8 @@ void RingAttention<T>::forward(const Mat<T>& o, const Mat<A>& lse, const Mat<con
   const auto& q_pos = pos_[me_].view();
   const Vec<const std::int64_t> q_lo = q_lo_.view();
   const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()};
-  // Every block travels on (the members after this one may see it); only its compute is skipped.
-  ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), kTagKV,
+  // A block travels on while a later member sees it (reach_); one no local query sees is not computed.
+  ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), reach_, kTagKV,
             [&](int t, int blk, const Vec<T>& kv_hop, RingHop& hop) {
               const Vec<T>& kvb = fault::stale_kv_hop(t, ring_.size()) ? kv[(t + 1) % 2] : kv_hop;  // tests only
               if (!visible(blk)) return;
@@ -204,7 +206,7 @@ template <class Use>
 void RingAttention<T>::rsa_pass(const Vec<T> (&blocks)[2], const Mat<const T>& own, Use&& use) {
   const std::int64_t Gh = own.extent(1);
   Kokkos::deep_copy(ExecSpace(), Mat<T>(blocks[0].data(), rows_[me_], Gh), own);
-  ring_pass(ring_, timers_, geometry_.parallel.overlap, blocks, block_elements(rows_, Gh), kTagKV,
+  ring_pass(ring_, timers_, geometry_.parallel.overlap, blocks, block_elements(rows_, Gh), {}, kTagKV,
             [&](int, int blk, const Vec<T>& block, RingHop& hop) {
               use(blk, Mat<const T>(block.data(), rows_[blk], Gh), hop);
             });
@@ -280,7 +282,7 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
     return;
   }
   const std::int64_t Sq = q.extent(0), Gh = k.extent(1);
-  const int next = (me_ + 1) % ring_.size(), prev = (me_ - 1 + ring_.size()) % ring_.size();
+  const int R = ring_.size(), next = (me_ + 1) % R, prev = (me_ - 1 + R) % R;
   Kokkos::deep_copy(ExecSpace(), dq, T(0));
   auto b = backward_buffers(dims(geometry_));
   Kokkos::deep_copy(ExecSpace(), k_rows(b.kv[0].view(), rows_[me_], Gh), k);
@@ -289,17 +291,28 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
   const Vec<const std::int64_t> q_lo = q_lo_.view();
   const Vec<T> kv[2] = {b.kv[0].view(), b.kv[1].view()}, in = b.dkv_in.view(), out = b.dkv_out.view(),
                g = b.dkv_block.view();
-  // Two transfers per step: the K/V block moves on (ring_pass, as in the forward),
-  // and the dK/dV accumulator of a block travels with it: received before this rank
-  // adds its part, sent on after (its send completes before the buffer is reused).
+  // Two transfers per step: the K/V block moves on (ring_pass, as in the forward, while
+  // a later member sees it), and the dK/dV accumulator of a block travels with it:
+  // received before this rank adds its part, sent on after (its send completes before
+  // the buffer is reused). At the block's last visitor (step reach_[blk]) the
+  // accumulator holds every member's part and goes straight home, as two messages
+  // received into dk and dv, at the step after (reach_[me_] = R - 1: the plain ring's
+  // last hop, after the pass). With reach 0 the home member's own part is the whole.
+  // Members that do not see a block add zeros: the sums are the full ring's, bit for bit.
   RingHop acc(ring_, timers_, geometry_.parallel.overlap);
-  ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), kTagKV,
+  const int home_step = reach_[me_] + 1, last_visitor = (me_ + reach_[me_]) % R;
+  const auto receive_home = [&] {
+    acc.receive(dk.data(), std::size_t(rows_[me_] * Gh), dtype_of<T>(), last_visitor, kTagDKV);
+    acc.receive(dv.data(), std::size_t(rows_[me_] * Gh), dtype_of<T>(), last_visitor, kTagDKV);
+  };
+  ring_pass(ring_, timers_, geometry_.parallel.overlap, kv, block_elements(rows_, 2 * Gh), reach_, kTagKV,
             [&](int t, int blk, const Vec<T>& kvb, RingHop& hop) {
               const std::int64_t n = 2 * rows_[blk] * Gh;
-              if (t > 0) {
-                acc.receive(in.data(), n, dtype_of<T>(), prev, kTagDKV);
-                acc.start();
-              }
+              const bool here = t <= reach_[blk];  // the block (and its accumulator) came this far
+              if (here && t > 0) acc.receive(in.data(), n, dtype_of<T>(), prev, kTagDKV);
+              if (home_step > 1 && t == home_step) receive_home();
+              acc.start();
+              if (!here) return;
               // This block's dK/dV, computed while the accumulator of the block and the next block travel.
               Kokkos::deep_copy(ExecSpace(), Kokkos::subview(g, Kokkos::make_pair(std::int64_t(0), n)), T(0));
               if (visible(blk)) {
@@ -315,16 +328,23 @@ void RingAttention<T>::backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>
                 });
               }
               acc.finish();  // the incoming accumulator is here, and dkv_out is free again
+              if (reach_[blk] == 0) {  // t = 0, blk = me_: nobody else sees this rank's block
+                Kokkos::deep_copy(ExecSpace(), dk, k_rows(g, rows_[me_], Gh));
+                Kokkos::deep_copy(ExecSpace(), dv, v_rows(g, rows_[me_], Gh));
+                return;
+              }
               const bool add_in = t > 0;
               Kokkos::parallel_for("ring_dkv_accumulate", Kokkos::RangePolicy<ExecSpace>(0, n),
                   KOKKOS_LAMBDA(const int i) { out(i) = T(g(i) + (add_in ? in(i) : T(0))); });
-              acc.send(out.data(), n, dtype_of<T>(), next, kTagDKV);
+              if (t < reach_[blk]) {
+                acc.send(out.data(), n, dtype_of<T>(), next, kTagDKV);
+              } else {  // the last visitor: home, dK rows then dV rows
+                acc.send(out.data(), n / 2, dtype_of<T>(), blk, kTagDKV);
+                acc.send(out.data() + n / 2, n / 2, dtype_of<T>(), blk, kTagDKV);
+              }
             });
-  // The last hop brings this rank's own block home with every rank's contribution.
-  acc.receive(in.data(), 2 * rows_[me_] * Gh, dtype_of<T>(), prev, kTagDKV);
+  if (home_step == R) receive_home();  // the plain ring's last hop
   acc.finish();
-  Kokkos::deep_copy(ExecSpace(), dk, k_rows(in, rows_[me_], Gh));
-  Kokkos::deep_copy(ExecSpace(), dv, v_rows(in, rows_[me_], Gh));
 }
 
 template class RingAttention<float>;

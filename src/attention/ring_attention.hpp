@@ -7,8 +7,8 @@
 //                  while the next one is received (isend/irecv, overlapped).
 //                  backward: with the final O and LSE (no rescaling); dQ stays,
 //                  each block's dK/dV accumulate in a buffer that travels with it
-//                  and arrives home after R hops; each hop's transfer overlaps the
-//                  next block's compute. Blocks are computed in slices of query
+//                  and arrives home after R hops (fewer under a mask, below); each
+//                  hop's transfer overlaps the next block's compute. Blocks are computed in slices of query
 //                  rows with a progress call (Communicator::test) between slices.
 // rsa              the seed paper's two-phase Ring Self-Attention (Li et al., arXiv
 //                  2105.13120): a ring of K blocks fills the [Hl Sq, S] score matrix,
@@ -27,14 +27,19 @@
 // Masks: a visiting block's keys are masked against this rank's queries' global
 // positions q_pos and first visible positions q_lo (key j visible to query i iff
 // q_lo_i <= k_pos_j <= q_pos_i: causal, documents, a sliding window; SequenceMask).
-// A block no local query sees (for every query, no key of the block in [q_lo, q_pos];
-// decided exactly once, from the positions every rank knows) is skipped, not computed
-// (causal: the blocks after every query; documents and windows: also the blocks
-// before them). RSA's forward computes every block (its scores are -inf there); its
-// seed backward skips them: P_b = 0. The block's *send* is never skipped: the ring
-// passes every block through every member, and the members after this one may see it
-// (skipping the hop would need every member to know which later members see the block,
-// and the backward's dK/dV accumulator to skip the same hops; not done).
+// What is seen, and so what travels, is decided once from the positions every rank
+// knows (parallel/ring_reach.hpp), the same on every rank:
+//   compute  a block no local query sees is skipped (causal: the blocks after every
+//            query; documents and windows: also the blocks before them). RSA's forward
+//            computes every block (its scores are -inf there); its seed backward skips
+//            them: P_b = 0.
+//   sends    (flash) block b goes on only while a later member sees it: sent at steps
+//            t < reach_b, where reach_b is the step of its farthest visitor (causal
+//            contiguous: R - 1 - b; zigzag: R - 1; documents ending on the blocks' edges:
+//            0, nothing sent). The backward's dK/dV accumulator of b travels with it up
+//            to that visitor, then straight home (received into dk, dv); members between
+//            that do not see it add zeros, so the sums are the full ring's, bit for bit.
+//            RSA's passes and all-reduces send every block (the seed's schedule).
 // Buffers (what forward and backward allocate, for the run and for the replay):
 //   flash forward   kv[2] [2 max_rows Gl h] (comm), o_acc [Sq, Hl h] (A), o_block [Sq, Hl h], lse_block [Sq, Hl] (A)
 //   rsa forward     scores [Hl Sq, S] (A; none with the seed backward: P is written into the
@@ -141,6 +146,7 @@ class RingAttention final : public AttentionStrategy<T> {
   std::vector<std::int64_t> rows_;                // per block: token count
   std::vector<std::int64_t> col_;                 // per block: its first key column in [0, S) (RSA)
   std::vector<bool> visible_;                     // per block: whether any local query sees any of its keys
+  std::vector<int> reach_;                        // per block: the last ring step at which it is seen (ring_reach.hpp)
   std::vector<Tracked<Vec<std::int64_t>>> pos_;   // per block, on the device
   Tracked<Vec<std::int64_t>> q_lo_;               // this rank's queries' first visible positions (empty: causal)
 };

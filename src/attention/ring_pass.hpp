@@ -5,7 +5,10 @@
 // (member b - 1's) is received into the other buffer from the previous member
 // and this one is sent on to the next:
 //   post receive(next block) and send(this block), start;  compute(t, b, this block, hop);  finish
-// elements[b]: the length of member b's block in the buffer. `compute` may call
+// elements[b]: the length of member b's block in the buffer. reach[b]: the last step
+// at which block b is needed (parallel/ring_reach.hpp): it is sent on at the steps
+// t < reach[b] only, and the buffer of a step past it holds nothing (its compute must
+// not read it); empty: every block visits every member. `compute` may call
 // hop.progress() between slices (MPI moves a large message only inside MPI calls).
 // ring_allreduce: a ring all-reduce (sum) of a buffer cut into the members' chunks
 // (RSA's seed backward: the dK, dV partials, chunk b = block b's rows), below.
@@ -21,16 +24,20 @@ namespace minilst {
 
 template <class T, class Compute>
 void ring_pass(Communicator& ring, PhaseTimers* timers, bool overlap, const Vec<T> (&buf)[2],
-               const std::vector<std::int64_t>& elements, int tag, Compute&& compute) {
+               const std::vector<std::int64_t>& elements, const std::vector<int>& reach, int tag,
+               Compute&& compute) {
   const int R = ring.size(), me = ring.rank(), next = (me + 1) % R, prev = (me - 1 + R) % R;
   const auto owner = [&](int t) { return (me - t + R) % R; };
+  const auto travels = [&](int t) { return reach.empty() || t < reach[owner(t)]; };  // step t's block goes on
   int cur = 0;
   for (int t = 0; t < R; ++t) {
     const int b = owner(t);
     RingHop hop(ring, timers, overlap);
     if (t + 1 < R) {
-      hop.receive(buf[1 - cur].data(), std::size_t(elements[owner(t + 1)]), dtype_of<T>(), prev, tag);
-      hop.send(buf[cur].data(), std::size_t(elements[b]), dtype_of<T>(), next, tag);
+      // the previous member sends its step-t block, which is this one's step t + 1 block
+      if (t + 1 <= (reach.empty() ? R : reach[owner(t + 1)]))
+        hop.receive(buf[1 - cur].data(), std::size_t(elements[owner(t + 1)]), dtype_of<T>(), prev, tag);
+      if (travels(t)) hop.send(buf[cur].data(), std::size_t(elements[b]), dtype_of<T>(), next, tag);
       hop.start();
     }
     compute(t, b, buf[cur], hop);

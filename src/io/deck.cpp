@@ -1,5 +1,6 @@
 #include "io/deck.hpp"
 
+#include "core/fnv1a.hpp"
 #include "core/kernel_choice.hpp"
 #include "io/output_names.hpp"  // json_summary_path: the summary beside the metrics file
 #include "model/documents.hpp"
@@ -20,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 namespace minilst {
 
@@ -192,6 +194,11 @@ std::vector<KeySpec> run_keys() {
         "the procurement tier the run claims (RUN_RULES.md): baseline (shipped deck and build), ported (build and "
         "launcher changed), optimized (documented source changes); the RESULT line's tier= says whether it holds",
         [](Deck& d, const Value& x) { d.run.tier = x.text; }),
+    row("run.machine", "", Kind::Path, 0, 0, {},
+        "a machine file (machines/*.yaml, `minilst probe`; `minilst run --machine` wins): the run predicts each "
+        "phase's time on it at start (docs/time_model.md), records the prediction beside the measured times and "
+        "prints their ratio; a file that cannot be read or priced stops the run before the first step; \"\" = none",
+        [](Deck& d, const Value& x) { d.run.machine = x.text; }),
   };
 }
 
@@ -466,6 +473,16 @@ bool same_file(const std::string& a, const std::string& b) {
 // Outputs never overwrite the deck or each other (what the file system allows is
 // probed at start, where the output is created).
 void check_output_paths(const Deck& d) {
+  if (!d.run.machine.empty()) {  // the machine file is read, never replaced
+    std::vector<std::pair<const char*, std::string>> outputs = {{"output.dump", d.output.dump}};
+    if (d.output.metrics != "auto") {
+      outputs.push_back({"output.metrics", d.output.metrics});
+      outputs.push_back({"output.metrics' JSON summary", json_summary_path(d.output.metrics)});
+    }
+    for (const auto& [key, file] : outputs)
+      check(file.empty() || !same_file(file, d.run.machine),
+            std::string(key) + " '" + file + "' is run.machine's machine file '" + d.run.machine + "'");
+  }
   if (d.output.metrics != "auto") {
     const std::string summary = json_summary_path(d.output.metrics);
     check(!same_file(d.output.metrics, d.path), "output.metrics '" + d.output.metrics + "' is the deck itself");
@@ -615,19 +632,14 @@ std::string windowed_layers_text(const ModelConfig& m) {
 // 64-bit FNV-1a of "key=value;" over the problem's keys in schema order, in hex: the
 // resolved values (integers as numbers, floats in their shortest exact text).
 std::string problem_digest(const std::map<std::string, Value>& v) {
-  std::uint64_t h = 14695981039346656037ull;
-  const auto mix = [&h](const std::string& text) {
-    for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  };
+  Fnv1a digest;
   for (const auto& spec : schema()) {
     if (!defines_problem(spec)) continue;
     const Value& x = v.at(spec.name());
     if (mixed_only_when_set(spec.name()) && (spec.kind == Kind::Int ? x.i == 0 : x.text.empty())) continue;
-    mix(spec.name() + "=" + (spec.kind == Kind::Int ? std::to_string(x.i) : x.text) + ";");
+    digest.add(spec.name() + "=" + (spec.kind == Kind::Int ? std::to_string(x.i) : x.text) + ";");
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  return digest.hex();
 }
 
 }  // namespace

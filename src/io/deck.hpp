@@ -32,6 +32,7 @@ struct RunConfig {
   double time_limit_s = 0;  // stop cleanly before this budget (0: none)
   double watchdog_s = 0;    // end the rank when no step finishes for this long (0: auto)
   std::string tier = "baseline";  // run.tier: the procurement tier the run claims (RUN_RULES.md)
+  std::string machine;  // run.machine: a machine file the run prices its step on and checks against ("" = none)
 };
 
 struct ChunkSetting {

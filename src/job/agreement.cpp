@@ -6,15 +6,17 @@
 #include <sstream>
 #include <vector>
 
+#include "core/fnv1a.hpp"
+
 namespace minilst {
 
 namespace {
 
-// 64-bit FNV-1a: a text's fingerprint, compared across ranks.
+// A text's fingerprint, compared across ranks.
 std::uint64_t fingerprint(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
+  Fnv1a f;
+  f.add(text);
+  return f.h;
 }
 
 struct Comparison {

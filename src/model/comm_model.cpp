@@ -1,30 +1,41 @@
 #include "model/comm_model.hpp"
 
 #include "attention/attention_geometry.hpp"
+#include "parallel/ring_reach.hpp"
 #include "memory/activation_store.hpp"
 #include "model/model_states.hpp"
 #include "model/parameters.hpp"
 
 namespace minilst {
 
-RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, std::uint64_t T, std::uint64_t acc) {
+RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, const std::vector<int>& reach, std::uint64_t T,
+                                std::uint64_t acc) {
   using u64 = std::uint64_t;
   RingLayerBytes r;
-  const u64 R = u64(g.R()), Gh = u64(g.kv_heads_here()) * u64(g.head_dim);
+  const int R = g.R(), me = g.me_ring;
+  const u64 Gh = u64(g.kv_heads_here()) * u64(g.head_dim);
   if (R == 1) return r;
-  const u64 me = u64(g.me_ring), succ = (me + 1) % R;
-  u64 S = 0, passed = 0;  // every block's rows; the rows of the blocks this rank passes on (all but its successor's)
-  for (u64 b = 0; b < R; ++b) {
-    S += u64(g.block_rows[b]);
-    if (b != succ) passed += u64(g.block_rows[b]);  // the last visitor is never passed on
+  // Rows of the blocks this rank sends at its hops t (block b = me - t): every one but the
+  // last visitor's (RSA's passes); those a later member sees (the flash ring); the dK/dV
+  // accumulators up to each block's last visitor (the flash backward).
+  u64 S = 0, every = 0, on = 0, home = 0;
+  for (int t = 0; t < R; ++t) {
+    const int b = (me - t + R) % R, last = reach.empty() ? R - 1 : reach[b];
+    const u64 n = u64(g.block_rows[b]);
+    S += n;
+    if (t + 1 < R) every += n;
+    if (t < last) on += n;
+    if (t <= last && last > 0) home += n;
   }
-  r.forward = 2 * passed * Gh * T;  // K and V (flash: together; RSA: one pass each)
+  const bool rsa = g.parallel.variant == RingVariant::rsa;
+  r.forward = 2 * (rsa ? every : on) * Gh * T;  // K and V (flash: together; RSA: one pass each)
   if (g.parallel.rsa_seed_backward()) {
-    r.backward = r.forward;  // a pass of V, a pass of K
+    r.backward = 2 * every * Gh * T;  // a pass of V, a pass of K
     // two ring all-reduces (dK~, dV~) of [S, Gh]: every chunk but its own, then every chunk but its successor's
+    const u64 succ = u64(me + 1) % u64(R);
     r.allreduce = 2 * ((S - u64(g.block_rows[me])) + (S - u64(g.block_rows[succ]))) * Gh * acc;
   } else {
-    r.backward = r.forward + 2 * S * Gh * T;  // K/V again, and every block's dK/dV travels home
+    r.backward = 2 * (on + home) * Gh * T;  // K/V again, and the dK/dV accumulators on and home
   }
   return r;
 }
@@ -54,11 +65,22 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
     if (plan.rederive_kept()) a2a_bwd += 2 * scatter_q + 2 * scatter_kv;
   }
   const u64 acc = master_bytes(precision);  // the accumulation type's bytes: fp32 under bf16, as master weights
-  const auto ring = ring_layer_bytes(g, T, acc);
+  // the ring's bytes per layer: the windowed layers' and the others' (their blocks travel as far as they are seen)
+  u64 ring_bytes = 0, allreduce_bytes = 0;
+  int windowed = 0;
+  const SequenceMask& mask = o.mask;  // documents and window: how far ring blocks travel
+  for (int l = 0; l < c.layers; ++l) windowed += mask.windowed(l) ? 1 : 0;
+  for (const bool w : {false, true}) {
+    const u64 layers = u64(w ? windowed : c.layers - windowed);
+    if (layers == 0 || g.R() == 1) continue;
+    const auto ring = ring_layer_bytes(g, ring_reach(layout, mask.of_layers(w)), T, acc);
+    ring_bytes += layers * (passes * ring.forward + ring.backward);
+    allreduce_bytes += layers * ring.allreduce;
+  }
   std::map<std::string, std::uint64_t> bytes;
   bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
-  bytes["ring"] = u64(A) * L * (passes * ring.forward + ring.backward);
-  if (par.rsa_seed_backward()) bytes["rsa_allreduce"] = u64(A) * L * ring.allreduce;
+  bytes["ring"] = u64(A) * ring_bytes;
+  if (par.rsa_seed_backward()) bytes["rsa_allreduce"] = u64(A) * allreduce_bytes;
   // The model states' collectives (ZeRO): over every rank, unit by unit (model_states.hpp).
   const u64 G = master_bytes(precision);  // fp32 under bf16
   const auto sl = shard_layout(c, world, zero.stage > 0);

@@ -7,11 +7,18 @@
 //   alltoall (Ulysses)  forward   (S_l (U-1)/U)-style scatters: S_l h T [(U-1) q + 2 (U-1) k] + gather o (S_g - S_l) q h T
 //                       backward  scatter dO; gather dQ, dK, dV (Q, K, V, O kept head-sharded):
 //                                 the forward's bytes when the shards are equal
-//   ring                forward   every block but the last visitor's: sum_{b != me+1} 2 n_b k h T
-//                                 (flash: K and V together; RSA: a pass of K, a pass of V)
-//                       backward  flash (and RSA with parallel.rsa_backward flash): the same for
-//                                 K/V, plus every block's dK/dV: sum_b 2 n_b k h T;
-//                                 RSA's seed backward: a pass of V, a pass of K, as forward
+//   ring                reach_b: the last ring step at which some member sees block b (its hop
+//                       distance from b to its farthest visitor; R - 1 when every member sees
+//                       every block, as under a causal mask with zigzag; parallel/ring_reach.hpp)
+//                       forward   flash: the blocks a later member sees, sum over hops t < reach_b
+//                                 (b = me - t) of 2 n_b k h T (K and V together); RSA: every block
+//                                 but the last visitor's, sum_{b != me+1} 2 n_b k h T (a pass of K,
+//                                 a pass of V)
+//                       backward  flash (and RSA with parallel.rsa_backward flash): the forward's
+//                                 K/V, plus the dK/dV accumulators up to each block's last visitor
+//                                 (then home): sum over t <= reach_b, reach_b > 0, of 2 n_b k h T;
+//                                 RSA's seed backward: a pass of V, a pass of K, as RSA's forward
+//                       per layer under its mask (a window in some layers: each kind counted)
 //   rsa_allreduce       RSA's seed backward: ring all-reduces of the dK and dV partials [S, k h]
 //                       in the accumulation type (A bytes: 4 under bf16 and float, 8 in double);
 //                       each sends every chunk (block) but its own, then every chunk but its
@@ -32,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/config.hpp"
 #include "core/parallel_config.hpp"
@@ -43,10 +51,12 @@ struct AttentionGeometry;
 
 // One layer's ring bytes on this rank (per micro-step): K/V blocks forward and
 // backward (T bytes an element), and RSA's seed all-reduces (acc bytes an element).
+// reach: ring_reach of the layer's mask ([R]; empty: every block visits every member).
 struct RingLayerBytes {
   std::uint64_t forward = 0, backward = 0, allreduce = 0;
 };
-RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, std::uint64_t T, std::uint64_t acc);
+RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, const std::vector<int>& reach, std::uint64_t T,
+                                std::uint64_t acc);
 
 std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& cfg, const ModelOptions& opts,
                                                         const ParallelConfig& par, const SequenceLayout& layout,

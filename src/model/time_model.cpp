@@ -7,6 +7,8 @@
 #include "core/range.hpp"
 #include "memory/activation_store.hpp"
 #include "model/comm_model.hpp"
+#include "parallel/mask_pairs.hpp"
+#include "parallel/ring_reach.hpp"
 
 namespace minilst {
 
@@ -57,20 +59,22 @@ double transfer_s(const LinkRate& link, double bytes, double calls = 1) {
   return calls * link.latency_us * kMicro + bytes / (link.gbs * kGiga);
 }
 
-// The busiest rank's causal (query, key) pairs against each ring block, its own included.
-// zigzag: every other block's pairs are half visible (its early chunk to this rank's late
-// one and ...): n_me n_b / 2; contiguous: earlier blocks wholly, later ones not at all.
-// The own block: n (n + 1) / 2.
-std::vector<double> pairs_per_block(const AttentionGeometry& g) {
-  const int R = g.R(), me = g.me_ring;
-  const double n_me = double(g.group_rows());
-  std::vector<double> pairs(R, 0.0);
-  for (int b = 0; b < R; ++b) {
-    const double n_b = double(g.block_rows[b]);
-    if (b == me) pairs[b] = n_me * (n_me + 1) / 2;
-    else if (g.parallel.layout == RingLayout::zigzag) pairs[b] = n_me * n_b / 2;
-    else pairs[b] = b < me ? n_me * n_b : 0.0;
-  }
+// A rank's useful (query, key) pairs against each ring block, its own included, under the
+// deck's mask (parallel/mask_pairs.hpp: causal, packed documents, a window; any layout), the
+// mean over the layers (a window in some of them only). Causal zigzag: n_me n_b / 2 for every
+// other block; contiguous: earlier blocks wholly, later ones not at all; the own block n (n + 1) / 2.
+std::vector<double> pairs_per_block(const AttentionGeometry& g, const SequenceLayout& layout, const SequenceMask& mask,
+                                    int layers) {
+  int windowed = 0;
+  for (int l = 0; l < layers; ++l) windowed += mask.windowed(l) ? 1 : 0;
+  std::vector<double> pairs(g.R(), 0.0);
+  for (int b = 0; b < g.R(); ++b)
+    for (const bool w : {false, true}) {
+      const int n = w ? windowed : layers - windowed;
+      if (n > 0)
+        pairs[b] += double(n) / layers *
+                    visible_pairs(layout.group_ranges(g.me_ring), layout.group_ranges(b), mask.of_layers(w));
+    }
   return pairs;
 }
 }  // namespace
@@ -83,7 +87,6 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   const double I = c.intermediate, V = c.vocab;
   const auto g = attention_geometry(c, sh.parallel, sh.layout, sh.sp_rank);
   const double S_l = double(g.local_rows);
-  const double q_here = double(g.q_heads_here()) * h;
   const double t_op = m.op_overhead_us * kMicro;
   const double R_proj = m.gemm(p, "projection"), R_mlp = m.gemm(p, "mlp"), R_head = m.gemm(p, "lm_head");
   const double R_fwd = m.attention(p, "forward"), R_bwd = m.attention(p, "backward");
@@ -110,28 +113,59 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
                          T * S_l * (5.0 * I + (plan.mlp_saved ? 0.0 : 3.0 * I) + 6.0 * d) / B_el + mlp_chunks * 10 * t_op;
 
   // --- attention (local_attention / ulysses_attention / ring_attention) ---
-  // FLOPs of the rank's causal pairs, q h per pair: forward 4, backward 10 (flops.hpp)
-  const auto pairs = pairs_per_block(g);
-  double attn_fwd = 0, attn_bwd = 0, ring_wait_fwd = 0, ring_wait_bwd = 0;
-  const int R = g.R();
-  // ring hops: the next block's transfer is posted before the current block is computed
-  // (ring_pass), so a hop costs max(compute, transfer); ring_wait the excess. Bytes per
-  // hop as comm_model counts them (ring_layer_bytes over its R - 1 hops).
-  const auto ring = ring_layer_bytes(g, std::uint64_t(T), master_bytes(p));
+  // FLOPs of a rank's visible pairs (pairs_per_block), q h per pair: forward 4, backward 10 (flops.hpp).
+  // The ring's members run in lockstep: hop t's send/receive pairs each member with its
+  // neighbours (ring_pass: hop.finish waits for both), so a member cannot start hop t + 1
+  // before its neighbours have posted hop t, and a member ahead of the others waits in
+  // the ring (its ring_wait). A hop therefore lasts as long as its slowest member's block
+  // (contiguous: the last member sees every earlier block while the first sees only its own),
+  // or its transfer where that is longer (the next block is posted before the current one
+  // is computed). Every sequence-parallel rank's geometry is priced; the step's attention
+  // is the busiest member's (the sum of the hops), ring_wait the idlest member's excess.
+  const int R = g.R(), SP = sh.parallel.sequence_parallel();
+  // the whole layers' mask: blocks travel as far as they are seen (ring_reach)
+  const std::vector<int> reach = R > 1 ? ring_reach(sh.layout, sh.options.mask.of_layers(false)) : std::vector<int>{};
   const LinkRate p2p = R > 1 ? m.link("p2p", sh.parallel.ulysses * R) : LinkRate{};
-  const double hop_fwd = R > 1 ? transfer_s(p2p, double(ring.forward) / (R - 1)) : 0;
-  const double hop_bwd = R > 1 ? transfer_s(p2p, double(ring.backward) / (R - 1)) : 0;
-  for (int i = 0; i < R; ++i) {
-    const int b = (g.me_ring - i + R) % R;  // hop i computes the block that arrived i hops ago
-    const double f = 4.0 * pairs[b] * q_here / (R_fwd * kGiga) + 2 * t_op;
-    const double bw = 10.0 * pairs[b] * q_here / (R_bwd * kGiga) + 2 * t_op;
-    const bool transfer = i + 1 < R;  // the last block computed has nothing in flight behind it
-    const double wf = transfer ? (sh.parallel.overlap ? std::max(0.0, hop_fwd - f) : hop_fwd) : 0;
-    const double wb = transfer ? (sh.parallel.overlap ? std::max(0.0, hop_bwd - bw) : hop_bwd) : 0;
-    attn_fwd += f, attn_bwd += bw, ring_wait_fwd += wf, ring_wait_bwd += wb;
+  const double Gh_here = double(g.kv_heads_here()) * h;
+  const bool rsa = sh.parallel.variant == RingVariant::rsa;
+  std::vector<double> hop_f(R, 0.0), hop_b(R, 0.0), xfer_f(R, 0.0), xfer_b(R, 0.0);  // per hop, max over ranks
+  std::vector<double> busy_f(SP, 0.0), busy_b(SP, 0.0);                              // per rank, summed over hops
+  for (int s = 0; s < SP; ++s) {
+    const auto gs = attention_geometry(c, sh.parallel, sh.layout, s);
+    const auto pairs = pairs_per_block(gs, sh.layout, sh.options.mask, c.layers);
+    const double q_s = double(gs.q_heads_here()) * h;
+    for (int t = 0; t < R; ++t) {
+      const int b = (gs.me_ring - t + R) % R;  // hop t computes the block that arrived t hops ago
+      const double f = 4.0 * pairs[b] * q_s / (R_fwd * kGiga) + 2 * t_op;
+      const double bw = 10.0 * pairs[b] * q_s / (R_bwd * kGiga) + 2 * t_op;
+      hop_f[t] = std::max(hop_f[t], f), hop_b[t] = std::max(hop_b[t], bw);
+      busy_f[s] += f, busy_b[s] += bw;
+      if (t + 1 >= R) continue;  // the last block computed has nothing in flight behind it
+      // hop t's message: block b's K and V while a later member sees it (RSA: every hop but
+      // the last); the backward adds the dK/dV accumulator on its way on or home (comm_model)
+      const int last = reach.empty() ? R - 1 : reach[b];
+      const double kv = 2.0 * double(gs.block_rows[b]) * Gh_here * T;
+      const double fwd_bytes = (rsa || t < last) ? kv : 0.0;
+      const double bwd_bytes = sh.parallel.rsa_seed_backward() ? kv : (t < last ? kv : 0.0) + (t <= last && last > 0 ? kv : 0.0);
+      if (fwd_bytes > 0) xfer_f[t] = std::max(xfer_f[t], transfer_s(p2p, fwd_bytes));
+      if (bwd_bytes > 0) xfer_b[t] = std::max(xfer_b[t], transfer_s(p2p, bwd_bytes));
+    }
   }
+  double attn_fwd = 0, attn_bwd = 0;  // the busiest member's compute
+  for (int s = 0; s < SP; ++s) attn_fwd = std::max(attn_fwd, busy_f[s]), attn_bwd = std::max(attn_bwd, busy_b[s]);
+  double pass_fwd = 0, pass_bwd = 0;  // the lockstep passes: per hop the slowest member, or its transfer
+  for (int t = 0; t < R; ++t) {
+    pass_fwd += sh.parallel.overlap ? std::max(hop_f[t], xfer_f[t]) : hop_f[t] + xfer_f[t];
+    pass_bwd += sh.parallel.overlap ? std::max(hop_b[t], xfer_b[t]) : hop_b[t] + xfer_b[t];
+  }
+  // ring_wait as the run's busiest-rank maximum reports it: the idlest member's wait
+  double ring_wait_fwd = 0, ring_wait_bwd = 0;
+  for (int s = 0; s < SP && R > 1; ++s)
+    ring_wait_fwd = std::max(ring_wait_fwd, pass_fwd - busy_f[s]), ring_wait_bwd = std::max(ring_wait_bwd, pass_bwd - busy_b[s]);
+  const auto ring = ring_layer_bytes(g, reach, std::uint64_t(T), master_bytes(p));
   // RSA's seed backward: its two ring all-reduces of dK, dV, exposed
-  if (R > 1 && ring.allreduce > 0) ring_wait_bwd += transfer_s(m.link("allreduce", R), double(ring.allreduce), 2);
+  const double rsa_allreduce = R > 1 && ring.allreduce > 0 ? transfer_s(m.link("allreduce", R), double(ring.allreduce), 2) : 0.0;
+  ring_wait_bwd += rsa_allreduce;
   // Ulysses: four all-to-alls forward (q, k, v scatter, o gather), four backward, each
   // exposed: t0 + bytes / B_alltoall (bytes: comm_model's alltoall per step)
   double a2a_step = 0;
@@ -141,8 +175,9 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
     a2a_step = transfer_s(m.link("alltoall", g.U()), it == sh.comm.end() ? 0.0 : double(it->second), calls);
   }
   const double a2a_fwd_share = g.U() > 1 ? 4.0 / (8.0 + (plan.recompute_attention() ? 4 : 0) + (plan.rederive_kept() ? 4 : 0)) : 0;
-  const double attention_fwd_layer = attn_fwd + ring_wait_fwd;   // per layer, a2a added per step below
-  const double attention_bwd_layer = attn_bwd + ring_wait_bwd;
+  // per layer (a2a added per step below): every member's pass lasts the lockstep's
+  const double attention_fwd_layer = std::max(attn_fwd, pass_fwd);
+  const double attention_bwd_layer = std::max(attn_bwd, pass_bwd) + rsa_allreduce;
 
   // --- LM head (lm_head.cpp): final norm, 2 S_l d V forward and 4 S_l d V backward in chunks,
   // the softmax and its gradient over [S_l, V] (about 4 passes of T bytes) ---
@@ -186,12 +221,13 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   };
   const int P = sh.world;
   const int zero = sh.parallel.zero;
-  double comm = 0, grad_reduce = 0, rs_last = 0, param_gather_fb = 0, param_gather_after = 0;
+  double comm = 0, allreduce = 0, grad_reduce = 0, rs_last = 0, param_gather_fb = 0, param_gather_after = 0;
   const double units = L + 2;  // the embedding, the layers, the head (unit_gather_order)
   const double layers_fwd = L * (proj_fwd + attention_fwd_layer + mlp_fwd) + head;
   const double layers_bwd = L * (proj_bwd + attention_bwd_layer + mlp_bwd) + L * recompute_layer;
   if (P > 1) {
-    if (zero <= 1) comm += transfer_s(m.link("allreduce", P), bytes_of("allreduce"));  // after the micro-steps
+    if (zero <= 1) allreduce = transfer_s(m.link("allreduce", P), bytes_of("allreduce"));  // after the micro-steps
+    comm += allreduce;
     if (zero >= 2) {  // reduce-scatters posted per unit in the backward; the last one's wait in comm
       const double rs = transfer_s(m.link("reduce_scatter", P), bytes_of("reduce_scatter"), A * units);
       rs_last = rs / (A * units);
@@ -226,7 +262,7 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   ph["recompute"] = A * L * recompute_layer + (plan.recompute_attention() ? a2a_step * a2a_fwd_share : 0);
   ph["offload_wait"] = offload_wait;
   ph["copy_engine_busy"] = copy_busy;
-  ph["grad_reduce"] = grad_reduce;
+  ph["grad_reduce"] = grad_reduce + allreduce;  // the run's timer: ZeRO 0, 1 the all-reduce's wait too (inside comm)
   ph["param_gather"] = param_gather_fb + param_gather_after;
   ph["comm"] = comm;
   ph["optimizer"] = optimizer;

@@ -14,14 +14,17 @@
 //                over R_gemm[mlp]; SwiGLU and the residual: bytes / B_el
 //   attention    the rank's causal pairs x q h: forward 4, backward 10 FLOPs each, / R_fwd, R_bwd;
 //                Ulysses: its all-to-alls exposed (t0 + bytes / B_alltoall each);
-//                ring: hop by hop max(block compute, hop transfer) (ring_attention.cpp posts
-//                the next hop before computing the current block)
+//                ring: the members in lockstep, hop by hop max(the slowest member's block
+//                compute, the hop's transfer) (ring_pass posts the next hop before computing
+//                the current block and waits for both neighbours); ring_wait the idlest
+//                member's excess (contiguous: the first members wait for the last)
 //   lm_head      2 S_l d V forward, 4 S_l d V backward / R_gemm[lm_head] + the softmax's bytes / B_el
 //   recompute    the policies that drop the saved attention run each layer's forward again
 //   offload_wait the copy engine moves a layer's rows while the next layer computes:
 //                max(0, copy - compute) per layer, both ways
 //   comm         ZeRO 0, 1: the gradient's all-reduce, t0 + bytes / B_allreduce
-//   grad_reduce  ZeRO 2, 3: reduce-scatters on their stream, exposed past the backward
+//   grad_reduce  ZeRO 2, 3: reduce-scatters on their stream, exposed past the backward; ZeRO 0, 1: the
+//                all-reduce of comm (the run times its wait under both names)
 //   param_gather ZeRO 1, 2: all-gathers after AdamW; 3: per unit beside the layers' compute
 //   optimizer    AdamW streams every element of its shard's states: 28 bytes (fp32) / B_opt
 //   step         A (forward + backward) + comm + optimizer + param_gather (ZeRO 1, 2)

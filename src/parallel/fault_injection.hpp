@@ -3,7 +3,8 @@
 // MINILST_TEST_FAULT; nothing happens unless it is set:
 //   MINILST_TEST_FAULT=mask_drop:RANK  world rank RANK's attention drops the mask: plain causal
 //                                      attention, the documents and the sliding window ignored
-//                                      (the rotary positions kept; verify's strategies)
+//                                      (the rotary positions kept; verify's strategies; a
+//                                      ring's schedule, what travels where, kept)
 //   MINILST_TEST_FAULT=stale_kv:RANK   on a ring (R > 1), world rank RANK's flash forward
 //                                      computes its last hop on the stale K/V of the hop
 //                                      before (the buffer not refreshed; ring_attention.cpp)

@@ -12,7 +12,40 @@ std::int64_t cut(std::int64_t n, std::int64_t m, std::int64_t c) { return n * c 
 constexpr std::int64_t kBalancedChunk = 256;  // tokens of a balanced layout's chunk, about
 }  // namespace
 
-std::vector<std::vector<std::int64_t>> balanced_ring_positions(std::int64_t S, int R, const SequenceMask& mask) {
+namespace {
+// The sum over positions p in [b, e) of the keys p sees under `mask`, p - q_lo(p) + 1
+// (causal: p + 1; documents: p - doc_start(p) + 1; a window w: at most w), in closed form
+// per document piece: sum over j in [lo, hi] of min(j, w), j = p - doc_start + 1.
+double visible_keys(std::int64_t b, std::int64_t e, const SequenceMask& mask) {
+  const auto ramp = [](double lo, double hi) { return hi < lo ? 0.0 : (hi - lo + 1) * (lo + hi) / 2; };  // lo + .. + hi
+  double sum = 0;
+  for (std::int64_t x = b; x < e;) {
+    const std::int64_t s = mask.doc_start(x);
+    const auto next = std::upper_bound(mask.doc_starts.begin(), mask.doc_starts.end(), x);
+    const std::int64_t y = next == mask.doc_starts.end() ? e : std::min(e, *next);  // [x, y): one document's
+    const std::int64_t lo = x - s + 1, hi = y - s, w = mask.window;
+    if (w == 0 || hi <= w)
+      sum += ramp(double(lo), double(hi));
+    else if (lo > w)
+      sum += double(w) * double(hi - lo + 1);
+    else
+      sum += ramp(double(lo), double(w)) + double(w) * double(hi - w);
+    x = y;
+  }
+  return sum;
+}
+
+// Consecutive positions as ranges (in the given order; runs of p, p + 1, ...).
+void append_range(PositionRanges& ranges, std::int64_t b, std::int64_t e) {
+  if (e <= b) return;
+  if (!ranges.empty() && ranges.back().end == b)
+    ranges.back().end = e;
+  else
+    ranges.push_back({b, e});
+}
+}  // namespace
+
+std::vector<PositionRanges> balanced_ring_ranges(std::int64_t S, int R, const SequenceMask& mask) {
   // k chunks per member: ~kBalancedChunk tokens each, 2..16, at least one token each.
   const std::int64_t k = std::max<std::int64_t>(1, std::min({S / R, std::int64_t(16),
                                                               std::max<std::int64_t>(2, S / (R * kBalancedChunk))}));
@@ -27,10 +60,9 @@ std::vector<std::vector<std::int64_t>> balanced_ring_positions(std::int64_t S, i
   const SequenceMask windowed = mask.of_layers(true), whole = mask.of_layers(false);
   std::vector<Chunk> chunks;
   for (std::int64_t c = 0; c < n; ++c) {
-    Chunk ch{cut(S, n, c), cut(S, n, c + 1), 0.0};
-    for (auto p = ch.begin; p < ch.end; ++p)
-      ch.cost += mixed ? 0.5 * double(2 * p - windowed.q_lo(p) - whole.q_lo(p) + 2) : double(p - mask.q_lo(p) + 1);
-    chunks.push_back(ch);
+    const std::int64_t b = cut(S, n, c), e = cut(S, n, c + 1);
+    chunks.push_back({b, e, mixed ? 0.5 * (visible_keys(b, e, windowed) + visible_keys(b, e, whole))
+                                  : visible_keys(b, e, mask)});
   }
   // Member r's quota of larger chunks: its contiguous count cut(S, R, r+1) - cut(S, R, r) = k small + quota.
   std::vector<std::int64_t> quota_big(R), quota_small(R);
@@ -53,44 +85,47 @@ std::vector<std::vector<std::int64_t>> balanced_ring_positions(std::int64_t S, i
     load[best] += chunks[c].cost;
     owned[best].push_back(c);
   }
-  std::vector<std::vector<std::int64_t>> positions(R);
+  std::vector<PositionRanges> ranges(R);
   for (int r = 0; r < R; ++r) {
     std::sort(owned[r].begin(), owned[r].end());
-    for (const auto c : owned[r])
-      for (auto p = chunks[c].begin; p < chunks[c].end; ++p) positions[r].push_back(p);
+    for (const auto c : owned[r]) append_range(ranges[r], chunks[c].begin, chunks[c].end);
+  }
+  return ranges;
+}
+
+std::vector<std::vector<std::int64_t>> balanced_ring_positions(std::int64_t S, int R, const SequenceMask& mask) {
+  std::vector<std::vector<std::int64_t>> positions;
+  for (const auto& ranges : balanced_ring_ranges(S, R, mask)) {
+    positions.emplace_back();
+    for (const auto& rg : ranges)
+      for (auto p = rg.begin; p < rg.end; ++p) positions.back().push_back(p);
   }
   return positions;
 }
 
 SequenceLayout::SequenceLayout(std::int64_t S, int ulysses, int ring, RingLayout layout, bool with_positions,
                                const SequenceMask& mask)
-    : U_(ulysses), R_(ring), positions_(std::size_t(ulysses) * ring), counts_(std::size_t(ulysses) * ring) {
-  const auto balanced = layout == RingLayout::balanced && with_positions
-                            ? balanced_ring_positions(S, R_, mask)
-                            : std::vector<std::vector<std::int64_t>>{};
+    : U_(ulysses), R_(ring), positions_(std::size_t(ulysses) * ring), counts_(std::size_t(ulysses) * ring),
+      ranges_(std::size_t(ring)) {
+  if (layout == RingLayout::balanced) ranges_ = balanced_ring_ranges(S, R_, mask);
   for (int r = 0; r < R_; ++r) {
-    if (!with_positions) {  // the same cuts, counted (balanced: contiguous's counts)
-      const std::int64_t n = layout != RingLayout::zigzag
-                                 ? cut(S, R_, r + 1) - cut(S, R_, r)
-                                 : cut(S, 2 * R_, r + 1) - cut(S, 2 * R_, r) + cut(S, 2 * R_, 2 * R_ - r) -
-                                       cut(S, 2 * R_, 2 * R_ - 1 - r);
-      for (int u = 0; u < U_; ++u) counts_[std::size_t(r) * U_ + u] = cut(n, U_, u + 1) - cut(n, U_, u);
-      continue;
+    auto& ranges = ranges_[r];  // ring member r's tokens
+    if (layout == RingLayout::contiguous) {
+      append_range(ranges, cut(S, R_, r), cut(S, R_, r + 1));
+    } else if (layout == RingLayout::zigzag) {
+      append_range(ranges, cut(S, 2 * R_, r), cut(S, 2 * R_, r + 1));
+      append_range(ranges, cut(S, 2 * R_, 2 * R_ - 1 - r), cut(S, 2 * R_, 2 * R_ - r));
     }
-    std::vector<std::int64_t> owned;  // ring member r's tokens
-    const auto take = [&](std::int64_t b, std::int64_t e) { for (auto p = b; p < e; ++p) owned.push_back(p); };
-    if (layout == RingLayout::balanced) {
-      owned = balanced[r];
-    } else if (layout == RingLayout::contiguous) {
-      take(cut(S, R_, r), cut(S, R_, r + 1));
-    } else {
-      take(cut(S, 2 * R_, r), cut(S, 2 * R_, r + 1));
-      take(cut(S, 2 * R_, 2 * R_ - 1 - r), cut(S, 2 * R_, 2 * R_ - r));
-    }
-    const auto n = std::int64_t(owned.size());
+    std::int64_t n = 0;
+    for (const auto& rg : ranges) n += rg.size();
+    std::vector<std::int64_t> owned;
+    if (with_positions)
+      for (const auto& rg : ranges)
+        for (auto p = rg.begin; p < rg.end; ++p) owned.push_back(p);
     for (int u = 0; u < U_; ++u) {
-      positions_[std::size_t(r) * U_ + u].assign(owned.begin() + cut(n, U_, u), owned.begin() + cut(n, U_, u + 1));
       counts_[std::size_t(r) * U_ + u] = cut(n, U_, u + 1) - cut(n, U_, u);
+      if (with_positions)
+        positions_[std::size_t(r) * U_ + u].assign(owned.begin() + cut(n, U_, u), owned.begin() + cut(n, U_, u + 1));
     }
   }
 }

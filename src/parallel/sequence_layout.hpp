@@ -36,13 +36,21 @@
 
 namespace minilst {
 
-// The balanced layout's ring members' positions (in position order), R lists.
+struct PositionRange {  // the consecutive positions [begin, end)
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+using PositionRanges = std::vector<PositionRange>;  // in position order, none empty
+
+// The balanced layout's ring members' tokens (in position order), R lists of ranges.
+std::vector<PositionRanges> balanced_ring_ranges(std::int64_t seq_len, int ring, const SequenceMask& mask);
+// The same as positions.
 std::vector<std::vector<std::int64_t>> balanced_ring_positions(std::int64_t seq_len, int ring, const SequenceMask& mask);
 
 class SequenceLayout {
  public:
-  // with_positions false: token counts only (memory and communication models at any S).
-  // mask: the sequence's (the balanced layout's costs; the others ignore it).
+  // with_positions false: token counts and ranges only (memory and communication models at
+  // any S). mask: the sequence's (the balanced layout's costs; the others ignore it).
   SequenceLayout(std::int64_t seq_len, int ulysses, int ring, RingLayout layout, bool with_positions = true,
                  const SequenceMask& mask = SequenceMask{});
 
@@ -54,6 +62,8 @@ class SequenceLayout {
   // The tokens of ring member r's Ulysses group, in member order (what a rank
   // of that group holds after the Ulysses all-to-all).
   std::vector<std::int64_t> group_positions(int ring_rank) const;
+  // The same tokens as ranges of consecutive positions (also without positions).
+  const PositionRanges& group_ranges(int ring_rank) const { return ranges_.at(ring_rank); }
   // The first visible positions of those tokens, in the same order; empty when the mask
   // is causal (every q_lo 0: the kernels need none).
   std::vector<std::int64_t> q_lo(int sp_rank, const SequenceMask& mask) const {
@@ -70,6 +80,7 @@ class SequenceLayout {
   int U_, R_;
   std::vector<std::vector<std::int64_t>> positions_;  // [P][S_local] (empty without positions)
   std::vector<std::int64_t> counts_;                  // [P]
+  std::vector<PositionRanges> ranges_;                // [R] each ring member's tokens
 };
 
 }  // namespace minilst

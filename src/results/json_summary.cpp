@@ -112,6 +112,27 @@ Json job_json(const RunAttributes& a) {
               {"slurm_array_task_id", text_or_null(a, "SLURM_ARRAY_TASK_ID")},
               {"cmdline", text_or_null(a, "cmdline")}};
 }
+
+// The step time predicted on run.machine beside the measured (the busiest rank's mean per
+// measured step) and their ratio predicted / measured; null where no step was measured.
+Json prediction_json(const RunSummary& s) {
+  const auto& p = s.prediction;
+  const auto value_or_null = [](const std::map<std::string, double>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? Json() : Json(it->second);
+  };
+  Json phases = Json::object(), ratios = Json::object();
+  for (const auto& [phase, seconds] : p.seconds) {
+    phases[phase] = seconds;
+    ratios[phase] = value_or_null(s.prediction_ratio, phase);
+  }
+  return Json{{"machine", {{"name", p.machine}, {"kind", p.kind}, {"file", p.file}, {"digest", p.digest}}},
+              {"step_s", value_or_null(p.seconds, "step")},
+              {"measured_step_s", value_or_null(s.prediction_measured, "step")},
+              {"ratio", value_or_null(s.prediction_ratio, "step")},
+              {"phases_s", phases},
+              {"ratios", ratios}};
+}
 }  // namespace
 
 Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMetrics& m, const std::string& path) {
@@ -175,6 +196,7 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
                  {"joules_run", number_or_null(s.energy_known, s.energy_joules_run)},
                  {"tokens_per_joule", number_or_null(s.energy_known && s.tokens_per_joule > 0, s.tokens_per_joule)},
                  {"slurm_joules", slurm == a.reals.end() ? Json() : Json(slurm->second)}};
+  if (s.prediction.known()) j["prediction"] = prediction_json(s);  // run.machine only
   return j;
 }
 

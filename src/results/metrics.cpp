@@ -182,6 +182,22 @@ void summarise_energy(RunSummary& summary, const GatheredMetrics& g, const RunMe
 }
 }  // namespace
 
+namespace {
+// The prediction beside the busiest rank's mean of each phase (Max time/rank), and their ratio
+// predicted / measured where a step was measured and the phase took time.
+void summarise_prediction(RunSummary& summary, const StepPrediction& prediction) {
+  summary.prediction = prediction;
+  if (summary.measured_steps == 0) return;
+  for (const auto& [phase, predicted] : prediction.seconds) {
+    const auto it = summary.phase_avg_per_rank.find(phase);
+    if (it == summary.phase_avg_per_rank.end() || it->second.empty()) continue;
+    const double measured = *std::max_element(it->second.begin(), it->second.end());
+    summary.prediction_measured[phase] = measured;
+    if (measured > 0) summary.prediction_ratio[phase] = predicted / measured;
+  }
+}
+}  // namespace
+
 RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) {
   RunSummary summary;
   const int nsteps = g.nsteps, nranks = g.nranks;
@@ -240,6 +256,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     if (mean > 0) summary.attention_imbalance = *std::max_element(summary.attention_flops.begin(), summary.attention_flops.end()) / mean;
   }
   summary.measured_steps = measured;
+  summarise_prediction(summary, local.prediction);
   RunRuleFacts rules = local.rules;
   rules.valid = summary.valid;
   rules.complete = local.complete;
@@ -367,6 +384,30 @@ std::pair<std::string, int> result_of_file(const std::string& path) {
   return {reply.substr(1), reply[0] - '0'};
 }
 
+namespace {
+// /predicted/<phase> (run.machine): a sibling of /timings, not inside it, so that readers that take
+// every member of /timings for a [steps, ranks] dataset stay right. Each a scalar, s per step, with
+// `measured` (the busiest rank's mean) and `ratio` (predicted / measured) where a step was measured.
+void write_prediction(hid_t f, const RunSummary& summary) {
+  const auto& p = summary.prediction;
+  if (!p.known()) return;
+  for (const auto& [phase, seconds] : p.seconds) {
+    const std::string name = "predicted/" + phase;
+    h5::write(f, name, std::vector<double>{seconds}, std::vector<hsize_t>{}, "s per step (predicted, busiest rank)");
+    const auto ds = h5::Handle(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose, "open " + name);
+    if (const auto m = summary.prediction_measured.find(phase); m != summary.prediction_measured.end())
+      h5::attr(ds.id(), "measured", m->second);
+    if (const auto r = summary.prediction_ratio.find(phase); r != summary.prediction_ratio.end())
+      h5::attr(ds.id(), "ratio", r->second);  // predicted / measured
+  }
+  const auto group = h5::group(f, "/predicted");
+  h5::attr(group.id(), "machine", p.machine);
+  h5::attr(group.id(), "machine_kind", p.kind);
+  h5::attr(group.id(), "machine_file", p.file);
+  h5::attr(group.id(), "machine_digest", p.digest);
+}
+}  // namespace
+
 void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
                         const RunMetrics& local, const std::string& partial_suffix) {
   const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
@@ -447,6 +488,7 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
     h5::write(f, "energy/joules", g.energy, {steps, ranks}, "J (read by each rank's meters: its node's CPU packages, its GPU)");
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
+  write_prediction(f, summary);
   if (summary.attention_imbalance > 0) {  // every step does the run's attention work (its mask is fixed)
     h5::attr(f, "attention_imbalance", summary.attention_imbalance);
     for (const auto& k : attention_keys()) {

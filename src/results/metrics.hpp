@@ -8,6 +8,7 @@
 //   /offload/bytes_to_host, /offload/bytes_to_device [steps, ranks] B moved by the copy engine
 //   /memory/plan/{arena_bytes, lower_bound_bytes, unplanned_peak_bytes} [ranks] B (memory.planner: plan)
 //   /memory/plan/allocations_per_step [steps, ranks]
+//   /predicted/<phase> scalar s per step (run.machine only), attributes measured, ratio (predicted / measured)
 //   /attention/{flops,bytes}_{forward,backward} [steps, ranks] the attention work the kernels do
 //   (attention/attention_work.hpp: computed tiles only); /attention/hop_{flops,bytes} [ranks, R] per ring hop
 //   root attributes: schema, provenance (Adiak keys), build, run keys, config, valid, fom,
@@ -44,6 +45,13 @@ struct StepMetrics {
   double energy_joules = 0;  // energy of the step that this rank's meters read (its node's CPUs, its GPU); 0: none
 };
 
+// The step time the run predicted for itself on a machine file (run.machine; app/run_prediction.hpp).
+struct StepPrediction {
+  std::map<std::string, double> seconds;  // phase (the /timings names) -> predicted s per step, busiest rank
+  std::string machine, kind, file, digest;  // the file's machine name, measured | nominal, path, FNV-1a of its bytes
+  bool known() const { return !seconds.empty(); }
+};
+
 struct RunMetrics {
   std::vector<StepMetrics> steps;                  // this rank, every step
   std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
@@ -71,6 +79,7 @@ struct RunMetrics {
   // Where the steps' energy comes from ("rapl", "nvml", "rapl+nvml"), or "unavailable" with the reason in energy_note.
   std::string energy_source = "unavailable";
   std::string energy_note = "not measured";
+  StepPrediction prediction;  // empty: no run.machine
 };
 
 struct RunSummary {  // what rank 0 prints
@@ -104,6 +113,10 @@ struct RunSummary {  // what rank 0 prints
   bool energy_known = false;
   std::string energy_source, energy_note;  // RunMetrics'
   double energy_joules = 0, energy_joules_run = 0, tokens_per_joule = 0;
+  // With run.machine: the prediction, the measured side (the busiest rank's mean over the measured
+  // steps: the Max time/rank of /timings/<phase>) and predicted / measured per phase (where measured > 0).
+  StepPrediction prediction;
+  std::map<std::string, double> prediction_measured, prediction_ratio;
 };
 
 // Every rank's records on rank 0, by name: [steps x ranks] (row-major) or [ranks].

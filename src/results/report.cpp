@@ -43,6 +43,33 @@ void print_model_states(const Deck& deck, const std::map<std::string, std::uint6
                 sl.shard_total * std::size_t(nranks) - parameter_count(deck.model));
   std::printf("\n");
 }
+
+// run.machine: "predicted step 1.23 s, measured 1.30 s (0.95x) on NAME (FILE); phases: ..." (measured: the
+// busiest rank's mean; the phases either side puts above 2% of the step, each predicted / measured).
+void print_prediction(const RunSummary& s) {
+  const auto& p = s.prediction;
+  if (!p.known()) return;
+  const double predicted = p.seconds.count("step") ? p.seconds.at("step") : 0;
+  const auto measured = s.prediction_measured.find("step");
+  const auto ratio = s.prediction_ratio.find("step");
+  if (measured == s.prediction_measured.end() || ratio == s.prediction_ratio.end()) {
+    std::printf("  predicted step %.4g s on %s (%s), not measured: no step after the warm-up\n", predicted,
+                p.machine.c_str(), p.file.c_str());
+    return;
+  }
+  std::printf("  predicted step %.4g s, measured %.4g s (%.2fx) on %s (%s machine file %s)", predicted,
+              measured->second, ratio->second, p.machine.c_str(), p.kind.c_str(), p.file.c_str());
+  const char* sep = "; phases, predicted/measured: ";
+  for (const auto& phase : metric_phases()) {
+    const auto r = s.prediction_ratio.find(phase);
+    if (phase == "step" || r == s.prediction_ratio.end()) continue;
+    const double pred = p.seconds.at(phase), meas = s.prediction_measured.at(phase);
+    if (std::max(pred, meas) < 0.02 * measured->second) continue;
+    std::printf("%s%s %.2fx", sep, phase.c_str(), r->second);
+    sep = ", ";
+  }
+  std::printf("\n");
+}
 }  // namespace
 
 void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKernels& kernels,
@@ -154,6 +181,7 @@ void print_summary(const RunSummary& s, const std::string& path) {
     }
     std::printf("\n");
   }
+  print_prediction(s);
   if (!path.empty()) std::printf("  metrics file: %s\n", path.c_str());
 }
 

@@ -5,7 +5,9 @@
 # file with a GEMM below 1% of nominal) unless flagged; the shipped machine files load
 # and scale sensibly (twice the GEMM rate shortens the compute phases, half the link
 # bandwidth lengthens the all-to-alls); the 64-rank Llama-3-8B layout search answers in
-# seconds; a bad machine file is refused naming its key.
+# seconds; a bad machine file is refused naming its key; a run given a machine file (run --machine,
+# run.machine) records the prediction plan --machine makes beside its measured times, prints and
+# stores their ratio, and a run whose machine file cannot be read or priced stops before any output.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON, MPIEXEC.
 source "$(dirname "$0")/common.sh"
 mpi=("${MPIEXEC:-mpiexec}" -n 2 --oversubscribe)
@@ -104,3 +106,88 @@ grep -q "cannot be read" absent.err
 "$MINILST" plan "$tiny" --machine one.yaml --ranks 2 --set parallel.ring=2 2> nolinks.err && exit 1
 grep -q "links.inter_node.p2p is missing" nolinks.err  # one rank per node in a 1-rank probe
 echo "bad machine files refused naming the key"
+
+# 6. a run checks its prediction: --machine (or run.machine) records /predicted/<phase>, equal to what
+# plan --machine predicts for the same deck and ranks (one.json, ring.json above), with the measured
+# side and the ratio; the summary line and the JSON carry the step's ratio; predicted_vs_measured.py
+# reads the metrics alone. Without a machine: no /predicted, no prediction in the JSON or the log.
+"$MINILST" run "$tiny" --machine one.yaml --set output.metrics=self1.h5 > self1.log
+"${mpi[@]}" "$MINILST" run "$tiny" --set parallel.ring=2 --set run.machine=absent.yaml --machine two.yaml \
+  --set output.metrics=self2.h5 > self2.log 2> self2.err  # --machine wins over the deck's run.machine
+grep -q "run.machine: two.yaml flags an implausible figure" self2.err
+"$MINILST" run "$tiny" --set output.metrics=plain.h5 > plain.log
+"$PYTHON" - <<'PY'
+import json, re
+import h5py
+
+def fnv1a(path):
+    h = 14695981039346656037
+    for b in open(path, "rb").read():
+        h = ((h ^ b) * 1099511628211) % 2**64
+    return f"{h:016x}"
+
+for name, plan_json, machine in (("self1", "one.json", "one.yaml"), ("self2", "ring.json", "two.yaml")):
+    plan = json.load(open(plan_json))["predicted_phases"]
+    with h5py.File(f"{name}.h5", "r") as f:
+        assert all(isinstance(f["timings"][k], h5py.Dataset) for k in f["timings"]), "/timings holds datasets only"
+        g = f["predicted"]
+        assert g.attrs["machine_file"] == machine and g.attrs["machine_digest"] == fnv1a(machine), dict(g.attrs)
+        assert g.attrs["machine"] == json.load(open(plan_json))["machine"]["name"], dict(g.attrs)
+        assert set(g) == set(plan), (set(g), set(plan))
+        for k, v in plan.items():
+            p = float(g[k][()])
+            assert p >= 0 and abs(p - v) <= 1e-6 * max(abs(v), 1e-300), (name, k, p, v)  # plan prints 7 digits
+            measured = f["timings"][k].attrs["Max time/rank"]
+            assert g[k].attrs["measured"] == measured, (name, k)
+            if measured > 0:
+                assert abs(g[k].attrs["ratio"] - p / measured) <= 1e-12 * p / measured, (name, k)
+            else:
+                assert "ratio" not in g[k].attrs, (name, k)
+        step, measured = float(g["step"][()]), float(g["step"].attrs["measured"])
+        assert step > 0 and measured > 0
+    j = json.load(open(f"{name}.json"))["prediction"]
+    assert j["step_s"] == step and j["measured_step_s"] == measured and j["machine"]["digest"] == fnv1a(machine), j
+    assert abs(j["ratio"] - step / measured) <= 1e-12 * j["ratio"], j
+    line = re.search(r"predicted step (\S+) s, measured (\S+) s \((\S+)x\) on (\S+)", open(f"{name}.log").read())
+    assert line, f"{name}.log: no 'predicted step ... measured ... (..x)' line"
+    shown = [float(x) for x in line.groups()[:3]]
+    assert abs(shown[0] - step) <= 5e-4 * step and abs(shown[1] - measured) <= 5e-4 * measured, (shown, step, measured)
+    assert abs(shown[2] - step / measured) <= 0.005 + 1e-9, (shown, step / measured)
+    print(f"{name}: predicted step {step:.4g} s, measured {measured:.4g} s ({step / measured:.2f}x): as plan --machine")
+with h5py.File("plain.h5", "r") as f:
+    assert "predicted" not in f
+assert "prediction" not in json.load(open("plain.json"))
+assert "predicted" not in open("plain.log").read() and "prediction:" not in open("plain.log").read()
+print("no machine file: no prediction recorded")
+PY
+"$PYTHON" "$MINILST_SOURCE/analysis/predicted_vs_measured.py" self1.h5 ring=self2.h5 one=one.json,self1.h5 \
+  --png self.png > table.txt
+if ! { grep -q "^self1 " table.txt && grep -q "^ring " table.txt && grep -q "^one " table.txt &&
+       grep -q "of 3 runs" table.txt && [[ -s self.png ]]; }; then
+  echo "FAIL: predicted_vs_measured.py"; cat table.txt; exit 1
+fi
+if "$PYTHON" "$MINILST_SOURCE/analysis/predicted_vs_measured.py" plain.h5 > noprediction.txt 2>&1; then
+  echo "FAIL: a metrics file without a prediction accepted"; exit 1
+fi
+grep -q "no /predicted" noprediction.txt
+
+# 7. a machine file that cannot be read, is not one, or cannot price the layout stops the run on
+# every rank before any output (exit 2), naming run.machine and the file
+refused() {  # refused NAME MESSAGE LAUNCH... : the run exits 2, says MESSAGE, writes nothing
+  local name=$1 message=$2 status=0
+  shift 2
+  "$@" --set output.metrics="$name.h5" > "$name.log" 2> "$name.err" || status=$?
+  [[ $status -eq 2 ]] || { echo "FAIL: $name: exit $status, expected 2"; cat "$name.err"; exit 1; }
+  grep -q -- "$message" "$name.err" || { echo "FAIL: $name: no '$message' in:"; cat "$name.err"; exit 1; }
+  for file in "$name".*; do
+    [[ $file == "$name.log" || $file == "$name.err" ]] || { echo "FAIL: $name: wrote $file"; exit 1; }
+  done
+}
+refused absent "run.machine: machine file absent.yaml: cannot be read" "$MINILST" run "$tiny" --machine absent.yaml
+refused notone "run.machine: machine file notschema.yaml: not: unknown key" \
+  "$MINILST" run "$tiny" --set run.machine=notschema.yaml
+refused absent2 "run.machine: machine file absent.yaml: cannot be read" \
+  "${mpi[@]}" "$MINILST" run "$tiny" --set parallel.ring=2 --machine absent.yaml
+refused nolinks2 "run.machine: machine file one.yaml: cannot price this deck on 2 rank(s).*links.inter_node.p2p" \
+  "${mpi[@]}" "$MINILST" run "$tiny" --set parallel.ring=2 --machine one.yaml
+echo "a run's machine file: refused before any output when it cannot be read or priced"
