@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "attention/local_attention.hpp"
 #include "io/deck.hpp"
@@ -46,12 +47,13 @@ const std::int64_t kSeq = 19;
 
 std::vector<Batch> one_batch() { return {synthetic_batch(29, kSeq, 3, 0, 0)}; }
 
-}  // namespace
-
-TEST(Model, GradientMatchesFiniteDifferences) {
-  const auto cfg = tiny_config();
-  const auto batches = one_batch();
-  Trainer<double> t(cfg, {}, train_options(), iota(kSeq), nullptr);
+// The analytic gradient against central finite differences of the loss (eps 1e-5) at
+// `per_tensor` entries of every parameter tensor (entry k: offset + (7919 k + shift) mod size):
+// their relative error, and how many entries were checked.
+std::pair<double, std::size_t> finite_difference_error(const ModelConfig& cfg, const ModelOptions& o,
+                                                       const std::vector<Batch>& batches, std::size_t per_tensor,
+                                                       std::size_t shift) {
+  Trainer<double> t(cfg, o, train_options(), iota(kSeq), nullptr);
   t.compute_gradients(batches);
   const auto grad = host(t.grads().flat());
   auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.params().flat());
@@ -59,11 +61,10 @@ TEST(Model, GradientMatchesFiniteDifferences) {
     p(i) = v;
     Kokkos::deep_copy(t.params().flat(), p);
   };
-  // A few entries of every tensor.
   std::vector<double> analytic, numeric;
-  for (const auto& slot : t.params().slots()) {
-    for (std::size_t k = 0; k < 3; ++k) {
-      const std::size_t i = slot.offset + (k * 7919) % slot.size();
+  for (const auto& slot : t.params().slots())
+    for (std::size_t k = 0; k < per_tensor; ++k) {
+      const std::size_t i = slot.offset + (k * 7919 + shift) % slot.size();
       const double p0 = p(i), eps = 1e-5;
       set(i, p0 + eps);
       const double up = t.compute_gradients(batches);
@@ -73,9 +74,14 @@ TEST(Model, GradientMatchesFiniteDifferences) {
       analytic.push_back(grad[i]);
       numeric.push_back((up - down) / (2 * eps));
     }
-  }
-  const double err = rel_err(analytic, numeric);
-  std::printf("model gradient vs finite differences: rel err %.2e over %zu entries\n", err, analytic.size());
+  return {rel_err(analytic, numeric), analytic.size()};
+}
+
+}  // namespace
+
+TEST(Model, GradientMatchesFiniteDifferences) {
+  const auto [err, entries] = finite_difference_error(tiny_config(), {}, one_batch(), 3, 0);
+  std::printf("model gradient vs finite differences: rel err %.2e over %zu entries\n", err, entries);
   EXPECT_LT(err, 1e-6);
 }
 
@@ -435,34 +441,11 @@ TEST(WindowPattern, AllLayersIsTheWindowEverywhereAndNoneIsNoWindow) {
 // The gradient of a model with the window in layer 1 of 3 only, packed documents,
 // checkpointed, against central finite differences of its loss.
 TEST(WindowPattern, GradientMatchesFiniteDifferences) {
-  const auto cfg = tiny_config(3);
   ModelOptions o;
   o.policy = MemoryPolicy::checkpoint;
   o.mask = pattern_mask({1}, 2);
-  const auto batches = packed_batch(o.mask);
-  Trainer<double> t(cfg, o, train_options(), iota(kSeq), nullptr);
-  t.compute_gradients(batches);
-  const auto grad = host(t.grads().flat());
-  auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.params().flat());
-  const auto set = [&](std::size_t i, double v) {
-    p(i) = v;
-    Kokkos::deep_copy(t.params().flat(), p);
-  };
-  std::vector<double> analytic, numeric;
-  for (const auto& slot : t.params().slots())
-    for (std::size_t k = 0; k < 2; ++k) {
-      const std::size_t i = slot.offset + (k * 7919 + 11) % slot.size();
-      const double p0 = p(i), eps = 1e-5;
-      set(i, p0 + eps);
-      const double up = t.compute_gradients(batches);
-      set(i, p0 - eps);
-      const double down = t.compute_gradients(batches);
-      set(i, p0);
-      analytic.push_back(grad[i]);
-      numeric.push_back((up - down) / (2 * eps));
-    }
-  const double err = rel_err(analytic, numeric);
-  std::printf("window pattern gradient vs finite differences: rel err %.2e over %zu entries\n", err, analytic.size());
+  const auto [err, entries] = finite_difference_error(tiny_config(3), o, packed_batch(o.mask), 2, 11);
+  std::printf("window pattern gradient vs finite differences: rel err %.2e over %zu entries\n", err, entries);
   EXPECT_LT(err, 1e-6);
 }
 
