@@ -34,6 +34,11 @@ namespace {
 // With a core per rank the window's mean is the single call's time.
 constexpr double kWindowSeconds = 0.05;
 
+// How a figure was timed, for its provenance.
+std::string windows(int repeats) {
+  return "the median of " + std::to_string(repeats) + " windows of back-to-back calls (>= 50 ms each)";
+}
+
 template <class F>
 double median_seconds(int repeats, F&& f) {
   f();
@@ -117,8 +122,7 @@ void probe_gemm(MachineFile& m, const std::string& prec, const KernelChoice& cho
   }
   m.provenance["gemm_gflops." + prec] = "measured: through " + describe(choice) + ", each class (tokens x out x in: " +
                                         shapes + ") as a step runs it: Y = X W, dX = dY W^T, dW = X^T dY, their FLOPs " +
-                                        "over their summed medians of " + std::to_string(a.repeats) +
-                                        " windows of back-to-back calls (>= 50 ms each) after a warm-up; mean over ranks";
+                                        "over their summed medians (each " + windows(a.repeats) + ") after a warm-up; mean over ranks";
 }
 
 template <class T>
@@ -142,8 +146,8 @@ void probe_attention(MachineFile& m, const std::string& prec, const KernelChoice
   m.provenance["attention_gflops." + prec] =
       "measured: causal attention forward and backward, " + attention_kernel_name(choice, precision_of(prec)) +
       ", S = " + std::to_string(S) + ", " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) +
-      " kv), head dim " + std::to_string(h) + ", useful FLOPs (4 and 10 per causal pair and head dim), median of " +
-      std::to_string(a.repeats) + "; mean over ranks";
+      " kv), head dim " + std::to_string(h) + ", useful FLOPs (4 and 10 per causal pair and head dim), " +
+      windows(a.repeats) + "; mean over ranks";
 }
 
 // The elementwise bandwidth (rmsnorm forward: reads x, writes y) and the per-call overhead
@@ -162,7 +166,7 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   const double t1 = median_seconds(5, [&] { kernels::rmsnorm_forward<float>(choice, y1, x1, w1, 1e-5); });
   m.rates.op_overhead_us = mean_over(comm, t1 * 1e6);
   m.provenance["elementwise_gbs"] = "measured: rmsnorm forward (fp32) on [" + std::to_string(rows) + ", " +
-                                    std::to_string(d) + "], bytes read + written, median of " + std::to_string(std::max(5, a.repeats)) +
+                                    std::to_string(d) + "], bytes read + written, " + windows(std::max(5, a.repeats)) +
                                     "; mean over ranks";
   // AdamW over fp32 states (kernels/adamw.hpp): reads p, g, m, v, writes p, m, v: 28 bytes an element
   const std::int64_t n = std::int64_t(16) * 1024 * a.size;  // 4M elements at --size 256
@@ -176,9 +180,9 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   });
   m.rates.optimizer_gbs = mean_over(comm, 28.0 * double(n) / t_adam / 1e9);
   m.provenance["optimizer_gbs"] = "measured: AdamW (kernels/adamw.hpp) over " + std::to_string(n) +
-                                  " fp32 elements, 28 bytes an element, median of " + std::to_string(std::max(3, a.repeats)) +
+                                  " fp32 elements, 28 bytes an element, " + windows(std::max(3, a.repeats)) +
                                   "; mean over ranks";
-  m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, the median of 5 windows of back-to-back calls; mean over ranks";
+  m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, " + windows(5) + "; mean over ranks";
 }
 
 // The copy engine's link: device <-> host (a host build: one memory, memcpy between two allocations).
@@ -194,12 +198,12 @@ void probe_host_link(MachineFile& m, const ProbeArgs& a, MPI_Comm comm) {
 #ifdef KOKKOS_ENABLE_CUDA
   m.rates.host_same_memory = false;
   m.provenance["host_link"] = "measured: Kokkos::deep_copy device <-> pageable host memory of " +
-                              std::to_string(bytes / 1048576.0) + " MiB, the slower direction, median of " +
-                              std::to_string(a.repeats) + "; mean over ranks";
+                              std::to_string(bytes / 1048576.0) + " MiB, the slower direction, " +
+                              windows(a.repeats) + "; mean over ranks";
 #else
   m.rates.host_same_memory = true;
   m.provenance["host_link"] = "host: same memory; measured: memcpy (Kokkos::deep_copy) between two host allocations of " +
-                              std::to_string(long(bytes / 1048576.0)) + " MiB, median of " + std::to_string(a.repeats) +
+                              std::to_string(long(bytes / 1048576.0)) + " MiB, " + windows(a.repeats) +
                               "; mean over ranks";
 #endif
 }
