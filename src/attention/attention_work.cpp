@@ -132,13 +132,10 @@ AttentionWork attention_work(const AttentionGeometry& g, const SequenceLayout& l
     w.flops_backward += bwd;
     w.hop_flops_forward[t] = fwd;
     w.hop_flops_backward[t] = bwd;
-    // Sent at hop t: the block on (the flash ring: while a later member sees it; RSA's
-    // passes: at every hop but the last); the flash backward's dK/dV accumulator, on or
-    // home, up to its last visitor (ring_reach.hpp).
-    const double all = t + 1 < R ? block : 0.0, on = t < reach[b] ? block : 0.0;
-    const double home = t <= reach[b] && reach[b] > 0 ? block : 0.0;
-    w.hop_bytes_forward[t] = rsa ? all : on;
-    w.hop_bytes_backward[t] = seed ? all : on + home;
+    // Sent at hop t: what hop_sends counts (ring_reach.hpp), a block's bytes each.
+    const HopSends sends = hop_sends(t, reach[b], R, rsa, seed);
+    w.hop_bytes_forward[t] = sends.forward * block;
+    w.hop_bytes_backward[t] = sends.backward * block;
   }
   return w;
 }

@@ -15,27 +15,22 @@ RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, const std::vector<in
   const int R = g.R(), me = g.me_ring;
   const u64 Gh = u64(g.kv_heads_here()) * u64(g.head_dim);
   if (R == 1) return r;
-  // Rows of the blocks this rank sends at its hops t (block b = me - t): every one but the
-  // last visitor's (RSA's passes); those a later member sees (the flash ring); the dK/dV
-  // accumulators up to each block's last visitor (the flash backward).
-  u64 S = 0, every = 0, on = 0, home = 0;
+  // Rows of the blocks this rank sends at its hops t (block b = me - t), forward and backward (hop_sends)
+  const bool rsa = g.parallel.variant == RingVariant::rsa, seed = g.parallel.rsa_seed_backward();
+  u64 S = 0, forward = 0, backward = 0;
   for (int t = 0; t < R; ++t) {
-    const int b = (me - t + R) % R, last = reach.empty() ? R - 1 : reach[b];
+    const int b = (me - t + R) % R;
     const u64 n = u64(g.block_rows[b]);
+    const HopSends sends = hop_sends(t, reach.empty() ? R - 1 : reach[b], R, rsa, seed);
     S += n;
-    if (t + 1 < R) every += n;
-    if (t < last) on += n;
-    if (t <= last && last > 0) home += n;
+    forward += u64(sends.forward) * n;
+    backward += u64(sends.backward) * n;
   }
-  const bool rsa = g.parallel.variant == RingVariant::rsa;
-  r.forward = 2 * (rsa ? every : on) * Gh * T;  // K and V (flash: together; RSA: one pass each)
-  if (g.parallel.rsa_seed_backward()) {
-    r.backward = 2 * every * Gh * T;  // a pass of V, a pass of K
-    // two ring all-reduces (dK~, dV~) of [S, Gh]: every chunk but its own, then every chunk but its successor's
+  r.forward = 2 * forward * Gh * T;    // K and V (flash: together; RSA: one pass each)
+  r.backward = 2 * backward * Gh * T;  // K/V again and the dK/dV accumulators (seed: a pass of V, a pass of K)
+  if (seed) {  // two ring all-reduces (dK~, dV~) of [S, Gh]: every chunk but its own, then every chunk but its successor's
     const u64 succ = u64(me + 1) % u64(R);
     r.allreduce = 2 * ((S - u64(g.block_rows[me])) + (S - u64(g.block_rows[succ]))) * Gh * acc;
-  } else {
-    r.backward = 2 * (on + home) * Gh * T;  // K/V again, and the dK/dV accumulators on and home
   }
   return r;
 }

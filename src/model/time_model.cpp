@@ -141,12 +141,10 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
       hop_f[t] = std::max(hop_f[t], f), hop_b[t] = std::max(hop_b[t], bw);
       busy_f[s] += f, busy_b[s] += bw;
       if (t + 1 >= R) continue;  // the last block computed has nothing in flight behind it
-      // hop t's message: block b's K and V while a later member sees it (RSA: every hop but
-      // the last); the backward adds the dK/dV accumulator on its way on or home (comm_model)
-      const int last = reach.empty() ? R - 1 : reach[b];
+      // hop t's messages, block b's K and V each (hop_sends: as comm_model counts them)
+      const HopSends sends = hop_sends(t, reach.empty() ? R - 1 : reach[b], R, rsa, sh.parallel.rsa_seed_backward());
       const double kv = 2.0 * double(gs.block_rows[b]) * Gh_here * T;
-      const double fwd_bytes = (rsa || t < last) ? kv : 0.0;
-      const double bwd_bytes = sh.parallel.rsa_seed_backward() ? kv : (t < last ? kv : 0.0) + (t <= last && last > 0 ? kv : 0.0);
+      const double fwd_bytes = sends.forward * kv, bwd_bytes = sends.backward * kv;
       if (fwd_bytes > 0) xfer_f[t] = std::max(xfer_f[t], transfer_s(p2p, fwd_bytes));
       if (bwd_bytes > 0) xfer_b[t] = std::max(xfer_b[t], transfer_s(p2p, bwd_bytes));
     }

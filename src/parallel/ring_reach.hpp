@@ -29,6 +29,20 @@ std::vector<std::vector<bool>> ring_visibility(const std::vector<PositionRanges>
 // reach[b] for every block ([R]), from the visibility.
 std::vector<int> ring_reach(const std::vector<std::vector<bool>>& visible);
 
+// The messages of a block's size a member sends at ring step t for the block it holds
+// then (reach: that block's reach; R members): forward, the block on (RSA's passes: at
+// every step but the last; the flash ring: while a later member sees it); backward, the
+// flash ring's K/V block on and its dK/dV accumulator on or home (up to the block's last
+// visitor), or RSA's seed passes as its forward. The communication model, the per-hop
+// work and the time model count these; ring_attention.cpp sends them.
+struct HopSends {
+  int forward = 0, backward = 0;
+};
+inline HopSends hop_sends(int t, int reach, int R, bool rsa_forward, bool seed_backward) {
+  const int every = t + 1 < R ? 1 : 0, on = t < reach ? 1 : 0, home = t <= reach && reach > 0 ? 1 : 0;
+  return {rsa_forward ? every : on, seed_backward ? every : on + home};
+}
+
 // The ring members' ranges of a layout.
 std::vector<PositionRanges> ring_member_ranges(const SequenceLayout& layout);
 // reach of a layout's ring under `mask` (one layer's: SequenceMask::at_layer).
