@@ -38,6 +38,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "attention_tiles.hpp"
 #include "compat.hpp"
 #include "tile_ops.hpp"
 #include "types.hpp"
@@ -52,23 +53,7 @@ using TeamMember = AttentionPolicy::member_type;
 template <class A>
 using Scratch = Kokkos::View<A*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
-constexpr int kKeyBlock = 64;  // keys per block
-constexpr int kRowTile = 64;   // query rows of a tile (all heads of a group together)
 constexpr bool kHost = Kokkos::SpaceAccessibility<Kokkos::HostSpace, ExecSpace::memory_space>::accessible;
-
-inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
-
-// The tile geometry of a problem.
-struct AttnTiles {
-  int h, hp;      // head dim, padded to a multiple of 16
-  int group;      // query heads per kv head
-  int R;          // query rows per head in a block
-  int M;          // rows of a stacked query tile (group x R, padded to a multiple of 16)
-  int Bk = kKeyBlock;
-  AttnTiles(int head_dim, int heads_per_kv)
-      : h(head_dim), hp(round_up(head_dim, 16)), group(heads_per_kv),
-        R((kRowTile + heads_per_kv - 1) / heads_per_kv), M(round_up(heads_per_kv * R, 16)) {}
-};
 
 // Teams of one on host backends (tiles stay in the core's caches); a warp's
 // multiple on devices. Scratch: level 0 while it fits a GPU's shared memory.

@@ -22,6 +22,12 @@ else
 fi
 py=/usr/bin/python3
 
+bench_dir() {  # bench_dir NAME: $out = OUT, else a new runs/bench/NAME_<UTC time>/; $launch: LAUNCH, else the default launcher
+  out=${OUT:-$(unique_dir "$root/runs/bench" "$1")}
+  mkdir -p "$out"
+  read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
+}
+
 # OpenBLAS kernel sets this CPU can run: scripts/lib/blas.sh (sourced by env.sh above).
 blas_named_sets="SapphireRapids Cooperlake SkylakeX Haswell Zen"  # what step.sh measures, where the CPU can run them
 

@@ -26,10 +26,8 @@ while (($#)); do
     *) echo "max_seq.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-out=${OUT:-$(unique_dir "$root/runs/bench" max_seq)}
-mkdir -p "$out"
+bench_dir max_seq
 deck="$root/inputs/max_seq_cpu.yaml"
-read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 
 # name | ranks | settings
 stacks=(

@@ -18,9 +18,7 @@ while (($#)); do
   esac
 done
 ((${#decks[@]})) || decks=("$root/inputs/default.yaml")
-out=${OUT:-$(unique_dir "$root/runs/bench" plan)}
-mkdir -p "$out"
-read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
+bench_dir plan
 for deck in "${decks[@]}"; do
   name=$(basename "$deck" .yaml)
   for r in $(seq 1 "$rounds"); do

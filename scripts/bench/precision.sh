@@ -27,10 +27,8 @@ while (($#)); do
     *) echo "precision.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-out=${OUT:-$(unique_dir "$root/runs/bench" precision)}
-mkdir -p "$out"
+bench_dir precision
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 
 run() {  # run NAME RANKS DECK [--set ...]: one run, its metrics file and log in $out
   local name=$1 ranks=$2 deck=$3

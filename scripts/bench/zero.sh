@@ -28,10 +28,8 @@ while (($#)); do
   esac
 done
 ((${#sets[@]})) || sets=(--set parallel.ulysses=2)
-out=${OUT:-$(unique_dir "$root/runs/bench" zero)}
-mkdir -p "$out"
+bench_dir zero
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-read -r -a launch <<< "${LAUNCH:-$MINILST_LAUNCH}"
 for r in $(seq 1 "$rounds"); do
   for stage in 0 1 2 3; do
     for off in false true; do

@@ -26,7 +26,6 @@
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
 #include "model/memory_model.hpp"
-#include "model/step_reduce.hpp"
 #include "model/trainer.hpp"
 #include "parallel/broadcast.hpp"
 #include "results/json_summary.hpp"
@@ -57,28 +56,16 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   run.print_setup(t.opts, kernels, t.geometry, t.offload.active() ? t.offload.describe(t.trainer.activations()) : "");
   if (root) ctx.watchdog->set_rescue([&](const std::string& why) { recorder.rescue(why); });  // a stuck peer
   guard.start();
-  auto& arena = StepArena::instance();  // the first step is recorded and planned; later ones run in the arena
-  arena.configure(deck.memory.plan, deck.memory.solver);
+  StepArena::instance().configure(deck.memory.plan, deck.memory.solver);  // train_step records the first step, then replays
   const int D = t.par.dp_size();
 
   std::string stop_reason;
   for (long step = 0; step < deck.run.steps && stop_reason.empty(); ++step) {
     const compat::ScopedRegion step_region("step");  // what Kokkos Tools show as the step
     run.begin_step();
-    StepResult r;
-    arena.begin_step();
-    r.loss = t.trainer.compute_gradients(t.par.shard(batches_of(deck, step, t.par.dp_index())), 1.0 / D);
-    arena.end_step();
-    r.moved = t.trainer.activations().take_counters();  // every copy of the step is complete
-    if (step == 0) t.offload.after_first_step(t.trainer.activations(), r.moved, ctx.comm, root);
-    r.loss = reduce_step(t.trainer, t.par, r.loss, &timers);  // every rank shares the weights: the step's gradient
-    r.grad_norm = t.trainer.grad_norm();
-    r.comm_bytes = t.par.take_comm_bytes();
-    if (step == 0 && !deck.output.dump.empty()) r.dump_seconds = dump_first_step(deck, t.trainer, D, r.loss, root, recorder);
-    t.par.take_comm_bytes();  // the dump's gathers are not the step's
-    t.trainer.apply_optimizer();
-    compat::fence("end of step");
-    for (const auto& [op, bytes] : t.par.take_comm_bytes()) r.comm_bytes[op] += bytes;  // ZeRO 1, 2: the weights' gathers
+    StepResult r = train_step(t, deck, step, timers, ctx.comm, root, [&](StepResult& s) {
+      if (step == 0 && !deck.output.dump.empty()) s.dump_seconds = dump_first_step(deck, t.trainer, D, s.loss, root, recorder);
+    });
     run.after_step(step, std::move(r), [&] { guard.arm_write("a flush of the metrics file"); });
     if (const auto stop = guard.after_step(step, run.last_step_seconds()); !stop.empty()) {
       stop_reason = stop + ": stopped after " + run.steps_done(step);
@@ -129,7 +116,9 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
 bool agree_on_prediction(const Deck& deck, const RunContext& ctx, StepPrediction& prediction) {
   if (deck.run.machine.empty()) return true;
   std::vector<std::string> warnings;
-  const std::string why = predict_run(deck, ctx.nranks, prediction, warnings);
+  if (deck.run.machine == kMachineProbeAtStart && ctx.rank == 0)
+    std::printf("run.machine: probe: measuring this job's ranks first (about 20 s)\n"), std::fflush(stdout);
+  const std::string why = predict_run(deck, ctx.nranks, ctx.comm, prediction, warnings);
   int failed[2] = {!why.empty(), !why.empty()};  // {this rank, rank 0}
   MPI_Bcast(&failed[1], 1, MPI_INT, 0, ctx.comm);
   int any = 0;

@@ -20,6 +20,7 @@ const std::vector<std::string> kGemmClasses = {"square", "projection", "mlp", "l
 const std::vector<std::string> kDirections = {"forward", "backward"};
 const std::vector<std::string> kScopes = {"intra_node", "inter_node"};
 const std::vector<std::string> kLinkOps = {"p2p", "alltoall", "allreduce", "allgather", "reduce_scatter"};
+const std::vector<std::string> kScaleFamilies = {"attention", "mlp", "lm_head", "other", "optimizer"};
 
 struct Reader {
   std::string path;
@@ -62,6 +63,14 @@ std::string fmt(double v) {
   return b;
 }
 
+// A YAML flow mapping of the keys of `order` that `values` holds, in that order: "{a: 1, b: 2}".
+std::string flow_map(const std::map<std::string, double>& values, const std::vector<std::string>& order) {
+  std::string out = "{";
+  for (const auto& k : order)
+    if (const auto it = values.find(k); it != values.end()) out += (out.size() > 1 ? ", " : "") + k + ": " + fmt(it->second);
+  return out + "}";
+}
+
 // YAML double-quoted scalar.
 std::string quoted(const std::string& s) {
   std::string out = "\"";
@@ -89,7 +98,7 @@ MachineFile load_machine_file(const std::string& path) {
   }
   if (!root.IsMap()) throw std::runtime_error("machine file " + path + ": expected a YAML mapping");
   r.keys(root, "", {"schema", "schema_version", "name", "kind", "description", "source", "ranks_per_node",
-                    "gemm_gflops", "attention_gflops", "elementwise_gbs", "optimizer_gbs", "op_overhead_us", "host_link", "links",
+                    "gemm_gflops", "attention_gflops", "attention_probe", "step_scale", "elementwise_gbs", "optimizer_gbs", "op_overhead_us", "host_link", "links",
                     "nominal", "provenance", "implausible"});
   if (r.text(root["schema"], "schema") != kMachineSchema) r.fail("schema", std::string("expected ") + kMachineSchema);
   if (r.number(root["schema_version"], "schema_version") != kMachineSchemaVersion)
@@ -120,6 +129,29 @@ MachineFile load_machine_file(const std::string& path) {
     r.keys(kv.second, key, kDirections);
     for (const auto& dir : kDirections) m.rates.attention_gflops[prec][dir] = r.number(kv.second[dir], key + "." + dir);
   }
+  if (const YAML::Node probe = root["attention_probe"]) {
+    r.keys(probe, "attention_probe", {"heads_per_kv", "head_dim", "kernel"});
+    const auto whole = [&](const char* key) {
+      const double v = r.number(probe[key], std::string("attention_probe.") + key);
+      if (v != std::floor(v)) r.fail(std::string("attention_probe.") + key, "expected a whole number");
+      return int(v);
+    };
+    m.rates.attention_heads_per_kv = whole("heads_per_kv");
+    m.rates.attention_head_dim = whole("head_dim");
+    if (const YAML::Node kernel = probe["kernel"]) {
+      r.keys(kernel, "attention_probe.kernel", kPrecisions);
+      for (const auto& kv : kernel)
+        m.rates.attention_kernel[kv.first.Scalar()] = r.text(kv.second, "attention_probe.kernel." + kv.first.Scalar());
+    }
+  }
+  if (const YAML::Node scale = root["step_scale"]) {
+    r.keys(scale, "step_scale", kPrecisions);
+    for (const auto& kv : scale) {
+      const std::string prec = kv.first.Scalar(), key = "step_scale." + prec;
+      r.keys(kv.second, key, kScaleFamilies);
+      for (const auto& f : kv.second) m.rates.step_scale[prec][f.first.Scalar()] = r.number(f.second, key + "." + f.first.Scalar());
+    }
+  }
   m.rates.elementwise_gbs = r.number(root["elementwise_gbs"], "elementwise_gbs");
   m.rates.op_overhead_us = r.number(root["op_overhead_us"], "op_overhead_us", true);
   if (root["optimizer_gbs"]) m.rates.optimizer_gbs = r.number(root["optimizer_gbs"], "optimizer_gbs");
@@ -141,9 +173,10 @@ MachineFile load_machine_file(const std::string& path) {
       r.keys(kv.second, key, kLinkOps);
       for (const auto& op : kv.second) {
         const std::string k = key + "." + op.first.Scalar();
-        r.keys(op.second, k, {"gbs", "latency_us"});
-        m.rates.links[scope][op.first.Scalar()] = {r.number(op.second["gbs"], k + ".gbs"),
-                                                   r.number(op.second["latency_us"], k + ".latency_us", true)};
+        r.keys(op.second, k, {"gbs", "latency_us", "sync_us"});
+        m.rates.links[scope][op.first.Scalar()] = {
+            r.number(op.second["gbs"], k + ".gbs"), r.number(op.second["latency_us"], k + ".latency_us", true),
+            op.second["sync_us"] ? r.number(op.second["sync_us"], k + ".sync_us", true) : 0.0};
       }
     }
   }
@@ -180,6 +213,8 @@ MachineFile load_machine_file(const std::string& path) {
     for (const auto& [dir, v] : dirs) figures.push_back("attention_gflops." + prec + "." + dir);
   for (const auto& [scope, ops] : m.rates.links)
     for (const auto& [op, v] : ops) figures.push_back("links." + scope + "." + op);
+  for (const auto& [prec, families] : m.rates.step_scale)
+    for (const auto& [family, v] : families) figures.push_back("step_scale." + prec + "." + family);
   for (const auto& f : figures)
     if (!covered(f)) r.fail("provenance", "no provenance for " + f + " (give provenance." + f + " or of a key above it)");
   // A figure below its floor (a GEMM under 1% of nominal.gemm_gflops, a link under the floor)
@@ -204,26 +239,36 @@ std::string machine_yaml(const MachineFile& m) {
   y << "source: " << quoted(m.source) << "\n"
     << "ranks_per_node: " << m.rates.ranks_per_node << "\n"
     << "gemm_gflops:             # dense GEMM, GFLOP/s per rank, by precision and shape class\n";
-  for (const auto& [prec, classes] : m.rates.gemm_gflops) {
-    y << "  " << prec << ": {";
-    const char* sep = "";
-    for (const auto& cls : kGemmClasses)
-      if (classes.count(cls)) y << sep << cls << ": " << fmt(classes.at(cls)), sep = ", ";
-    y << "}\n";
-  }
+  for (const auto& [prec, classes] : m.rates.gemm_gflops) y << "  " << prec << ": " << flow_map(classes, kGemmClasses) << "\n";
   y << "attention_gflops:        # causal flash attention, useful GFLOP/s per rank (flops.hpp's count)\n";
   for (const auto& [prec, dirs] : m.rates.attention_gflops)
     y << "  " << prec << ": {forward: " << fmt(dirs.at("forward")) << ", backward: " << fmt(dirs.at("backward")) << "}\n";
+  if (m.rates.attention_heads_per_kv > 0) {
+    y << "attention_probe:         # the attention figures' problem (other head counts priced by the kernel's tiles)\n"
+      << "  heads_per_kv: " << m.rates.attention_heads_per_kv << "\n  head_dim: " << m.rates.attention_head_dim << "\n";
+    if (!m.rates.attention_kernel.empty()) {
+      y << "  kernel: {";
+      const char* sep = "";
+      for (const auto& [prec, k] : m.rates.attention_kernel) y << sep << prec << ": " << k, sep = ", ";
+      y << "}\n";
+    }
+  }
+  if (!m.rates.step_scale.empty()) {
+    y << "step_scale:              # a training step's phase time over the same phase priced from the rates above\n";
+    for (const auto& [prec, families] : m.rates.step_scale) y << "  " << prec << ": " << flow_map(families, kScaleFamilies) << "\n";
+  }
   y << "elementwise_gbs: " << fmt(m.rates.elementwise_gbs) << "    # a streaming kernel's bytes read + written per second\n"
     << (m.rates.optimizer_gbs > 0 ? "optimizer_gbs: " + fmt(m.rates.optimizer_gbs) + "      # AdamW's bytes over the model states per second\n" : std::string())
     << "op_overhead_us: " << fmt(m.rates.op_overhead_us) << "     # per kernel call\n"
     << "host_link: {gbs: " << fmt(m.rates.host_link_gbs) << ", same_memory: " << (m.rates.host_same_memory ? "true" : "false")
     << "}\n";
   if (!m.rates.links.empty()) {
-    y << "links:                   # a call costs latency_us + bytes / gbs (bytes as comm_model counts them)\n";
+    y << "links:                   # a call costs latency_us + sync_us (after compute) + bytes / gbs (bytes as comm_model counts them)\n";
     for (const auto& [scope, ops] : m.rates.links) {
       y << "  " << scope << ":\n";
-      for (const auto& [op, l] : ops) y << "    " << op << ": {gbs: " << fmt(l.gbs) << ", latency_us: " << fmt(l.latency_us) << "}\n";
+      for (const auto& [op, l] : ops)
+        y << "    " << op << ": {gbs: " << fmt(l.gbs) << ", latency_us: " << fmt(l.latency_us)
+          << (l.sync_us > 0 ? ", sync_us: " + fmt(l.sync_us) : std::string()) << "}\n";
     }
   }
   if (!m.nominal_gemm.empty() || m.link_floor_gbs > 0) {
@@ -301,6 +346,11 @@ std::vector<std::string> implausible_figures(const MachineFile& m, const std::ma
                       fmt(nominal) + " GFLOP/s (" + (own != m.nominal_gemm.end() ? "nominal.gemm_gflops" : "the ISA floor") +
                       ")");
   }
+  for (const auto& [prec, families] : m.rates.step_scale)
+    for (const auto& [family, v] : families)
+      if (v < kStepScaleRange[0] || v > kStepScaleRange[1])
+        bad.push_back("step_scale." + prec + "." + family + ": " + fmt(v) + " is outside [" + fmt(kStepScaleRange[0]) + ", " +
+                      fmt(kStepScaleRange[1]) + "] (a step far from the rates measured alone: a machine busy with other work?)");
   const double floor = m.link_floor_gbs > 0 ? m.link_floor_gbs : link_floor_gbs;
   for (const auto& [scope, ops] : m.rates.links)
     for (const auto& [op, l] : ops)

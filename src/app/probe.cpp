@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <functional>
 #include <limits>
 #include <map>
 #include <vector>
@@ -11,6 +13,8 @@
 #include <unistd.h>
 
 #include "app/machine_file.hpp"
+#include "app/plan.hpp"
+#include "app/training.hpp"
 #include "core/kernel_choice.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/bf16.hpp"
@@ -18,6 +22,7 @@
 #include "kernels/select.hpp"
 #include "model/flops.hpp"
 #include "parallel/mpi_communicator.hpp"
+#include "io/deck.hpp"
 #include "results/provenance.hpp"
 
 namespace minilst {
@@ -141,6 +146,9 @@ void probe_attention(MachineFile& m, const std::string& prec, const KernelChoice
   const double bwd = median_seconds(a.repeats, [&] {
     kernels::attention_backward<T>(choice, dq, dk, dv, delta, d_o, o, lse, q, k, v, pos, causal, pos, h);
   });
+  m.rates.attention_heads_per_kv = heads / kv_heads;
+  m.rates.attention_head_dim = h;
+  m.rates.attention_kernel[prec] = attention_kernel_name(choice, precision_of(prec));
   m.rates.attention_gflops[prec]["forward"] = mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9);
   m.rates.attention_gflops[prec]["backward"] = mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9);
   m.provenance["attention_gflops." + prec] =
@@ -185,6 +193,65 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, " + windows(5) + "; mean over ranks";
 }
 
+// The calibration step (step_scale): a small training step (2 layers, hidden 256 or the head
+// dim's multiple, 2 query heads per kv head, the attention probe's S) through the run's own
+// code (train_step), on every rank at once, each rank its own one-rank problem (so the ranks
+// load the machine as a run's ranks do); each phase's median over kCalibrationSteps after a
+// warm-up step, each phase family over the same family priced from the rates measured above
+// (time_model.hpp), the slowest rank's (a run's ranks meet at every exchange, so a step goes at
+// the slowest one's pace). What the isolated figures miss (operands coming from other kernels
+// rather than a warm cache, dispatch, the small kernels between the timed ones, ranks that
+// share cores unevenly) is then in the file.
+constexpr int kCalibrationSteps = 7;
+template <class T>
+void calibrate_step(MachineFile& m, const std::string& prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+  const int h = a.head_dim, heads = std::max(4, 2 * ((128 + h - 1) / h)), hidden = heads * h;
+  const int S = sizeof(T) == 8 ? std::max(64, 2 * a.size) : 4 * a.size;
+  const auto n = [](long v) { return std::to_string(v); };
+  const Deck deck = built_in_deck({"model.hidden=" + n(hidden), "model.layers=2", "model.heads=" + n(heads),
+                                   "model.kv_heads=" + n(heads / 2), "model.intermediate=" + n((43 * hidden / 16 + 15) / 16 * 16),
+                                   "model.vocab=4096", "run.seq_len=" + n(S), "run.steps=" + n(kCalibrationSteps + 1),
+                                   "run.warmup_steps=1", "run.precision=" + prec});
+  std::map<std::string, double> measured;
+  {
+    struct ArenaReset {  // the arena is the process's: released before Kokkos is finalized
+      ~ArenaReset() { StepArena::instance().reset(); }
+    } arena_reset;
+    StepArena::instance().configure(deck.memory.plan, deck.memory.solver);
+    PhaseTimers timers;
+    Training<T> t(deck, MPI_COMM_SELF, choice, 0.0, timers);
+    std::map<std::string, std::vector<double>> times;  // phase -> its seconds in each measured step
+    for (long step = 0; step <= kCalibrationSteps; ++step) {
+      timers.clear();
+      train_step(t, deck, step, timers, MPI_COMM_SELF, false, [](StepResult&) {});
+      if (step > 0)
+        for (const auto& [phase, seconds] : timers.by_name()) times[phase].push_back(seconds);
+    }
+    for (auto& [phase, t] : times) {  // the median step's (a step the machine's other work slowed does not count)
+      std::sort(t.begin(), t.end());
+      measured[phase] = t[t.size() / 2];
+    }
+  }
+  MachineRates raw = m.rates;
+  raw.step_scale.erase(prec);
+  std::string error;
+  std::map<std::string, double> predicted = predict_deck_time(deck, 1, raw, error).phases;
+  if (!error.empty()) throw std::runtime_error("calibration step: " + error);
+  // "other": the forward and backward less the timed blocks (projections, norms, RoPE, residuals)
+  for (auto* ph : {&measured, &predicted})
+    (*ph)["other"] = (*ph)["forward"] + (*ph)["backward"] - (*ph)["attention"] - (*ph)["mlp"] - (*ph)["lm_head"];
+  // the slowest rank's: a run's ranks meet at every exchange, so its step goes at the slowest one's pace
+  for (const char* family : {"attention", "mlp", "lm_head", "other", "optimizer"}) {
+    double ratio = measured[family] / std::max(predicted[family], 1e-12);
+    MPI_Allreduce(MPI_IN_PLACE, &ratio, 1, MPI_DOUBLE, MPI_MAX, comm);
+    m.rates.step_scale[prec][family] = ratio;
+  }
+  m.provenance["step_scale." + prec] =
+      "measured: a training step (2 layers, hidden " + n(hidden) + ", " + n(heads) + " heads, " + n(heads / 2) +
+      " kv, S = " + n(S) + ", vocab 4096, " + prec + ") on every rank at once, each phase's median over " +
+      n(kCalibrationSteps) + " steps after one; each phase family's time over the same family priced from this file's rates; the slowest rank's";
+}
+
 // The copy engine's link: device <-> host (a host build: one memory, memcpy between two allocations).
 void probe_host_link(MachineFile& m, const ProbeArgs& a, MPI_Comm comm) {
   const std::size_t n = std::size_t(16) * a.size * 1024;  // floats: 16 MiB at --size 256
@@ -208,9 +275,30 @@ void probe_host_link(MachineFile& m, const ProbeArgs& a, MPI_Comm comm) {
 #endif
 }
 
+// Busy arithmetic for `seconds` of this thread's CPU time (not wall time: a rank the OS pauses
+// computes on when it resumes).
+void cpu_work(double seconds) {
+  const auto cpu_now = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  };
+  const double end = cpu_now() + seconds;
+  volatile double x = 1.0;
+  while (cpu_now() < end)
+    for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+}
+constexpr double kSyncWorkSeconds = 0.002;  // about a kernel's worth of work between a run's exchanges
+constexpr int kSyncRounds = 30;
+
 // The five collectives over `comm` (all its ranks): latency from a message of one element
 // per block, bandwidth from --comm-mib per rank: bytes as comm_model counts them over the
 // large call's time less the small call's. Timed as the slowest rank's, the median of --repeats.
+// sync_us: the wait of a call that follows compute. Each rank computes kSyncWorkSeconds of its
+// own CPU time (the OS may pause it in between: the wall time is then longer), then makes the
+// one-element call; the mean time in the call over kSyncRounds, less the latency, mean over
+// ranks. Ranks with a core each arrive together (about 0); ranks sharing cores wait for a peer
+// the scheduler has paused (about a time slice), as a run's exchanges between kernels do.
 void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const ProbeArgs& a) {
   MpiCommunicator comm(mpi);
   const int P = comm.size(), me = comm.rank();
@@ -229,58 +317,86 @@ void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const P
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
   };
-  // op(n): one call moving n floats per rank in total (n a multiple of P); counted(n): its bytes
-  const auto record = [&](const char* op, auto&& call, auto&& counted) {
-    const double small = timed([&] { call(std::size_t(P)); });
-    const double large = timed([&] { call(big); });
+  const int peer = me ^ 1;  // pairs exchange both ways at once, as ring hops do (an odd last rank idles)
+  struct Op {
+    const char* name;
+    std::function<void(std::size_t)> call;        // one call moving n floats per rank in total (n a multiple of P)
+    std::function<double(std::size_t)> counted;  // its bytes as comm_model counts them
+  };
+  const auto others = [P](std::size_t n) { return double(n / P) * (P - 1) * 4; };
+  const Op ops[] = {
+      {"p2p",
+       [&](std::size_t n) {
+         if (peer >= P) return;
+         auto rq = comm.irecv(recv.data(), n, DType::f32, peer, 7);
+         auto sq = comm.isend(send.data(), n, DType::f32, peer, 7, "probe");
+         comm.launch(7);
+         comm.wait(sq);
+         comm.wait(rq);
+       },
+       [](std::size_t n) { return double(n) * 4; }},
+      {"alltoall",
+       [&](std::size_t n) {
+         const std::vector<std::int64_t> counts(P, std::int64_t(n / P));
+         std::vector<std::int64_t> displs(P);
+         for (int p = 0; p < P; ++p) displs[p] = p * counts[p];
+         comm.alltoallv(send.data(), counts, displs, recv.data(), counts, displs, DType::f32, "probe");
+       },
+       others},
+      {"allreduce", [&](std::size_t n) { comm.allreduce_sum(recv.data(), n, DType::f32, "probe"); },
+       [](std::size_t n) { return double(n) * 4; }},
+      {"allgather",
+       [&](std::size_t n) {
+         auto rq = comm.iallgather(send.data(), recv.data(), n / P, DType::f32, "probe");
+         comm.wait(rq);
+       },
+       others},
+      {"reduce_scatter",
+       [&](std::size_t n) {
+         auto rq = comm.ireduce_scatter_sum(send.data(), recv.data(), n / P, DType::f32, "probe");
+         comm.wait(rq);
+       },
+       others},
+  };
+  for (const Op& op : ops) {
+    const double small = timed([&] { op.call(std::size_t(P)); });
+    const double large = timed([&] { op.call(big); });
     LinkRate l;
     l.latency_us = small * 1e6;
-    l.gbs = counted(big) / std::max(large - small, large * 1e-3) / 1e9;
-    m.rates.links[scope][op] = l;
-  };
-  const int peer = me ^ 1;  // pairs exchange both ways at once, as ring hops do (an odd last rank idles)
-  record("p2p", [&](std::size_t n) {
-    if (peer >= P) return;
-    auto rq = comm.irecv(recv.data(), n, DType::f32, peer, 7);
-    auto sq = comm.isend(send.data(), n, DType::f32, peer, 7, "probe");
-    comm.launch(7);
-    comm.wait(sq);
-    comm.wait(rq);
-  }, [&](std::size_t n) { return double(n) * 4; });
-  record("alltoall", [&](std::size_t n) {
-    const std::int64_t c = std::int64_t(n / P);
-    std::vector<std::int64_t> counts(P, c), displs(P);
-    for (int p = 0; p < P; ++p) displs[p] = p * c;
-    comm.alltoallv(send.data(), counts, displs, recv.data(), counts, displs, DType::f32, "probe");
-  }, [&](std::size_t n) { return double(n / P) * (P - 1) * 4; });
-  record("allreduce", [&](std::size_t n) { comm.allreduce_sum(recv.data(), n, DType::f32, "probe"); },
-         [&](std::size_t n) { return double(n) * 4; });
-  record("allgather", [&](std::size_t n) {
-    auto rq = comm.iallgather(send.data(), recv.data(), n / P, DType::f32, "probe");
-    comm.wait(rq);
-  }, [&](std::size_t n) { return double(n / P) * (P - 1) * 4; });
-  record("reduce_scatter", [&](std::size_t n) {
-    auto rq = comm.ireduce_scatter_sum(send.data(), recv.data(), n / P, DType::f32, "probe");
-    comm.wait(rq);
-  }, [&](std::size_t n) { return double(n / P) * (P - 1) * 4; });
-  char text[400];
+    l.gbs = op.counted(big) / std::max(large - small, large * 1e-3) / 1e9;
+    MPI_Barrier(mpi);
+    double waited = 0;
+    for (int r = 0; r < kSyncRounds; ++r) {
+      cpu_work(kSyncWorkSeconds);
+      const double t0 = MPI_Wtime();
+      op.call(std::size_t(P));
+      waited += MPI_Wtime() - t0;
+    }
+    l.sync_us = std::max(0.0, mean_over(mpi, waited / kSyncRounds * 1e6) - l.latency_us);
+    m.rates.links[scope][op.name] = l;
+  }
+  char text[600];
   std::snprintf(text, sizeof text,
                 "measured: %d ranks through the MPI communicator (host buffers), latency: one float per block; "
                 "bandwidth: %.3g MiB per rank, bytes as comm_model counts them over (large - small) time; slowest "
-                "rank, median of %d", P, a.comm_mib, a.repeats);
+                "rank, median of %d; sync_us: the mean time of the one-float call after %.0f ms of each rank's own "
+                "CPU work, less the latency, over %d rounds, mean over ranks", P, a.comm_mib, a.repeats,
+                kSyncWorkSeconds * 1e3, kSyncRounds);
   m.provenance["links." + scope] = text;
 }
 
 }  // namespace
 
-int run_probe(const ProbeArgs& a, MPI_Comm world) {
+std::string probe_args_problem(const ProbeArgs& a) {
+  if (a.size < 16 || a.size > 16384 || a.repeats < 1 || a.comm_mib <= 0 || a.head_dim < 1 || a.head_dim > 256)
+    return "--size must be in [16, 16384], --repeats >= 1, --comm-mib > 0, --head-dim in [1, 256]";
+  return "";
+}
+
+MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slow_link, std::vector<std::string>& slow) {
   int rank = 0, P = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &P);
-  if (a.size < 16 || a.size > 16384 || a.repeats < 1 || a.comm_mib <= 0 || a.head_dim < 1 || a.head_dim > 256) {
-    if (rank == 0) std::fprintf(stderr, "error: probe: --size must be in [16, 16384], --repeats >= 1, --comm-mib > 0, --head-dim in [1, 256]\n");
-    return 2;
-  }
   const auto prov = collect_provenance(world, 0, nullptr);
   MachineFile m;
   m.kind = "measured";
@@ -317,20 +433,11 @@ int run_probe(const ProbeArgs& a, MPI_Comm world) {
       probe_links(m, "intra_node", world, a);
     }
   }
-  // A link below the floor ends the probe before the (longer) compute measurements.
+  MPI_Comm_free(&node);
+  // A link below the floor can end the probe before the (longer) compute measurements.
   m.link_floor_gbs = a.link_floor_gbs > 0 ? a.link_floor_gbs : kDefaultLinkFloorGBs;
-  if (!a.allow_implausible) {
-    const auto slow = implausible_figures(m, {}, m.link_floor_gbs);
-    if (!slow.empty()) {
-      if (rank == 0) {
-        for (const auto& b : slow) std::fprintf(stderr, "error: probe: implausible: %s\n", b.c_str());
-        std::fprintf(stderr, "error: probe: %zu implausible figure(s); nothing written (--allow-implausible writes them, "
-                     "flagged under `implausible:`)\n", slow.size());
-      }
-      MPI_Comm_free(&node);
-      return 3;
-    }
-  }
+  slow = implausible_figures(m, {}, m.link_floor_gbs);
+  if (stop_on_slow_link && !slow.empty()) return m;
   const KernelChoice f32 = choice_for(Precision::float32, a.head_dim), b16 = choice_for(Precision::bf16, a.head_dim),
                      f64 = choice_for(Precision::float64, a.head_dim);
   MPI_Barrier(world);  // the ranks measure together, as a run's ranks compute together
@@ -342,33 +449,48 @@ int run_probe(const ProbeArgs& a, MPI_Comm world) {
   probe_attention<double>(m, "double", f64, a, world);
   probe_elementwise(m, f32, a, world);
   probe_host_link(m, a, world);
-  MPI_Comm_free(&node);
+  MPI_Barrier(world);
+  calibrate_step<float>(m, "float", f32, a, world);
+  calibrate_step<bf16>(m, "bf16", b16, a, world);
+  calibrate_step<double>(m, "double", f64, a, world);
 
   // Plausibility: the ISA's nominal per core x the rank's threads (or a GPU's floor).
-  std::map<std::string, double> nominal;
   std::string isa;
   const ThreadCounts threads = thread_counts();
   for (const char* prec : {"float", "bf16", "double"})
-    nominal[prec] = isa_nominal_gflops(prec, isa) *
+    m.nominal_gemm[prec] = isa_nominal_gflops(prec, isa) *
 #ifdef KOKKOS_ENABLE_CUDA
-                    1;
+                           1;
 #else
-                    std::max(1, std::max(threads.kokkos, threads.blas));
+                           std::max(1, std::max(threads.kokkos, threads.blas));
 #endif
-  for (const auto& [prec, v] : nominal) m.nominal_gemm[prec] = v;
   m.provenance["nominal"] = "the ISA floor (" + isa + ", app/machine_file.hpp) x the rank's threads; links: the floor " +
                             "given by --link-floor-gbs (default 0.1 GB/s)";
-  const auto bad = implausible_figures(m, nominal, m.link_floor_gbs);
-  if (rank != 0) return bad.empty() || a.allow_implausible ? 0 : 3;
-  if (!bad.empty()) {
-    for (const auto& b : bad) std::fprintf(stderr, "%s: probe: implausible: %s\n", a.allow_implausible ? "warning" : "error", b.c_str());
-    if (!a.allow_implausible) {
-      std::fprintf(stderr, "error: probe: %zu implausible figure(s); nothing written (--allow-implausible writes them, "
-                   "flagged under `implausible:`)\n", bad.size());
-      return 3;
-    }
-    m.implausible = bad;
+  return m;
+}
+
+int run_probe(const ProbeArgs& a, MPI_Comm world) {
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  if (const auto problem = probe_args_problem(a); !problem.empty()) {
+    if (rank == 0) std::fprintf(stderr, "error: probe: %s\n", problem.c_str());
+    return 2;
   }
+  std::vector<std::string> slow;
+  MachineFile m = measure_machine(a, world, !a.allow_implausible, slow);
+  const auto refuse = [&](const std::vector<std::string>& bad) {
+    if (rank != 0) return 3;
+    for (const auto& b : bad) std::fprintf(stderr, "error: probe: implausible: %s\n", b.c_str());
+    std::fprintf(stderr, "error: probe: %zu implausible figure(s); nothing written (--allow-implausible writes them, "
+                 "flagged under `implausible:`)\n", bad.size());
+    return 3;
+  };
+  if (!a.allow_implausible && !slow.empty()) return refuse(slow);
+  const auto bad = implausible_figures(m, {}, m.link_floor_gbs);
+  if (!bad.empty() && !a.allow_implausible) return refuse(bad);
+  if (rank != 0) return 0;
+  for (const auto& b : bad) std::fprintf(stderr, "warning: probe: implausible: %s\n", b.c_str());
+  m.implausible = bad;
   try {
     write_machine_file(a.out, m);
   } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 #include "app/run_prediction.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +9,7 @@
 
 #include "app/machine_file.hpp"
 #include "app/plan.hpp"
+#include "app/probe.hpp"
 #include "core/fnv1a.hpp"
 
 namespace minilst {
@@ -20,10 +22,24 @@ std::string file_digest(const std::string& path) {
   return digest.hex();
 }
 
-std::string predict_run(const Deck& deck, int ranks, StepPrediction& out, std::vector<std::string>& warnings) {
+namespace {
+// run.machine: probe: this job's ranks measured as `minilst probe` measures them, at the deck's head dim.
+MachineFile probe_at_start(const Deck& deck, MPI_Comm comm) {
+  ProbeArgs a;
+  a.head_dim = std::clamp(int(deck.model.head_dim()), 1, 256);
+  a.command_line = "minilst run (run.machine: probe, --head-dim " + std::to_string(a.head_dim) + ")";
+  std::vector<std::string> slow;
+  MachineFile m = measure_machine(a, comm, false, slow);
+  m.implausible = implausible_figures(m, {}, m.link_floor_gbs);
+  return m;
+}
+}  // namespace
+
+std::string predict_run(const Deck& deck, int ranks, MPI_Comm comm, StepPrediction& out, std::vector<std::string>& warnings) {
   const std::string& path = deck.run.machine;
   try {
-    const MachineFile machine = load_machine_file(path);  // throws naming the file and its key
+    const bool probe = path == kMachineProbeAtStart;
+    const MachineFile machine = probe ? probe_at_start(deck, comm) : load_machine_file(path);  // throws naming the key
     std::string error;
     const StepTime t = predict_deck_time(deck, ranks, machine.rates, error);
     if (!error.empty()) return "run.machine: machine file " + path + ": cannot price this deck on " +
@@ -32,7 +48,14 @@ std::string predict_run(const Deck& deck, int ranks, StepPrediction& out, std::v
     out.machine = machine.rates.name;
     out.kind = machine.kind;
     out.file = path;
-    out.digest = file_digest(path);
+    if (probe) {
+      out.text = machine_yaml(machine);
+      Fnv1a digest;
+      digest.add(out.text);
+      out.digest = digest.hex();
+    } else {
+      out.digest = file_digest(path);
+    }
     warnings = machine.implausible;
     return "";
   } catch (const std::exception& e) {

@@ -17,10 +17,13 @@
 #include "io/tensor_dump.hpp"
 #include "job/machine.hpp"
 #include "memory/offload_controller.hpp"
+#include "memory/step_arena.hpp"
 #include "model/data.hpp"
+#include "model/step_reduce.hpp"
 #include "model/trainer.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "results/metrics_recorder.hpp"
+#include "results/run.hpp"
 #include "results/run_record.hpp"
 
 namespace minilst {
@@ -112,5 +115,31 @@ struct Training {
     return f;
   }
 };
+
+// One optimizer step as a run takes it (the driver's loop and the probe's calibration):
+// the replica's gradients inside the step arena (the first step recorded and planned, later
+// ones replayed), step 1's offload sizing, the gradients' reduction over every rank, then
+// AdamW. `before_optimizer(r)` runs between the reduction and AdamW (a run's tensor dump);
+// collective traffic it causes is not counted as the step's. Collective.
+template <class T, class F>
+StepResult train_step(Training<T>& t, const Deck& deck, long step, PhaseTimers& timers, MPI_Comm comm, bool root,
+                      F&& before_optimizer) {
+  StepResult r;
+  auto& arena = StepArena::instance();
+  arena.begin_step();
+  r.loss = t.trainer.compute_gradients(t.par.shard(batches_of(deck, step, t.par.dp_index())), 1.0 / t.par.dp_size());
+  arena.end_step();
+  r.moved = t.trainer.activations().take_counters();  // every copy of the step is complete
+  if (step == 0) t.offload.after_first_step(t.trainer.activations(), r.moved, comm, root);
+  r.loss = reduce_step(t.trainer, t.par, r.loss, &timers);  // every rank shares the weights: the step's gradient
+  r.grad_norm = t.trainer.grad_norm();
+  r.comm_bytes = t.par.take_comm_bytes();
+  before_optimizer(r);
+  t.par.take_comm_bytes();  // what before_optimizer gathered is not the step's
+  t.trainer.apply_optimizer();
+  compat::fence("end of step");
+  for (const auto& [op, bytes] : t.par.take_comm_bytes()) r.comm_bytes[op] += bytes;  // ZeRO 1, 2: the weights' gathers
+  return r;
+}
 
 }  // namespace minilst

@@ -197,7 +197,9 @@ std::vector<KeySpec> run_keys() {
     row("run.machine", "", Kind::Path, 0, 0, {},
         "a machine file (machines/*.yaml, `minilst probe`; `minilst run --machine` wins): the run predicts each "
         "phase's time on it at start (docs/time_model.md), records the prediction beside the measured times and "
-        "prints their ratio; a file that cannot be read or priced stops the run before the first step; \"\" = none",
+        "prints their ratio; a file that cannot be read or priced stops the run before the first step; \"probe\" = "
+        "measure this job's ranks first (as `minilst probe` at the deck's head dim, about 20 s; the file is kept in "
+        "the metrics); \"\" = none",
         [](Deck& d, const Value& x) { d.run.machine = x.text; }),
   };
 }
@@ -473,7 +475,7 @@ bool same_file(const std::string& a, const std::string& b) {
 // Outputs never overwrite the deck or each other (what the file system allows is
 // probed at start, where the output is created).
 void check_output_paths(const Deck& d) {
-  if (!d.run.machine.empty()) {  // the machine file is read, never replaced
+  if (!d.run.machine.empty() && d.run.machine != kMachineProbeAtStart) {  // the machine file is read, never replaced
     std::vector<std::pair<const char*, std::string>> outputs = {{"output.dump", d.output.dump}};
     if (d.output.metrics != "auto") {
       outputs.push_back({"output.metrics", d.output.metrics});
@@ -644,8 +646,10 @@ std::string problem_digest(const std::map<std::string, Value>& v) {
 
 }  // namespace
 
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  std::map<std::string, std::string> given = keys_in_file(path);  // "section.key" -> text
+namespace {
+// The deck of `given` keys ("section.key" -> text; from a file at `path`, or none), the
+// overrides applied, every key converted and every rule checked.
+Deck deck_of(std::map<std::string, std::string> given, const std::string& path, const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) {
     const auto eq = o.find('='), dot = o.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq)
@@ -721,6 +725,13 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   d.resolved_yaml = out.c_str();
   return d;
 }
+}  // namespace
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  return deck_of(keys_in_file(path), path, overrides);
+}
+
+Deck built_in_deck(const std::vector<std::string>& keys) { return deck_of({}, "", keys); }
 
 std::string deck_key_reference() {
   std::ostringstream s;

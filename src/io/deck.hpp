@@ -97,8 +97,15 @@ inline ZeroOptions zero_options(const Deck& deck, int ranks) {
   return ZeroOptions{deck.parallel.zero, deck.memory.optimizer_offload, ranks};
 }
 
+// run.machine's value that measures the job's machine at start instead of reading a file.
+constexpr const char* kMachineProbeAtStart = "probe";
+
 // Reads, overrides and validates. Throws DeckError.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides);
+
+// A deck of "section.key=value" settings alone (every other key its default), for decks a
+// program builds itself (the probe's calibration step); checked as a file's. Throws DeckError.
+Deck built_in_deck(const std::vector<std::string>& keys);
 
 // The key reference: one line per key with default and rule.
 std::string deck_key_reference();

@@ -5,6 +5,7 @@
 
 #include "attention/attention_geometry.hpp"
 #include "core/range.hpp"
+#include "kernels/attention_tiles.hpp"
 #include "memory/activation_store.hpp"
 #include "model/comm_model.hpp"
 #include "parallel/mask_pairs.hpp"
@@ -41,6 +42,21 @@ double MachineRates::mfu_peak(Precision p) const {
   return it != mfu_peak_gflops.end() && it->second > 0 ? it->second : gemm(p, "square");
 }
 
+double MachineRates::scale(Precision p, const std::string& family) const {
+  const auto it = step_scale.find(name_of(p));
+  if (it == step_scale.end()) return 1.0;
+  const auto f = it->second.find(family);
+  return f == it->second.end() ? 1.0 : f->second;
+}
+
+double MachineRates::attention_padding(Precision p, int heads_per_kv, int head_dim) const {
+  const auto k = attention_kernel.find(name_of(p));
+  if (attention_heads_per_kv < 1 || attention_head_dim < 1 || k == attention_kernel.end() || k->second != "portable")
+    return 1.0;
+  return kernels::AttnTiles(head_dim, heads_per_kv).padding() /
+         kernels::AttnTiles(attention_head_dim, attention_heads_per_kv).padding();
+}
+
 LinkRate MachineRates::link(const std::string& op, int ranks) const {
   const std::string scope = ranks <= ranks_per_node ? "intra_node" : "inter_node";
   const std::string key = "links." + scope + "." + op;
@@ -54,9 +70,9 @@ LinkRate MachineRates::link(const std::string& op, int ranks) const {
 }
 
 namespace {
-// One collective call of `bytes` (as comm_model counts them) over `link`.
+// One collective call of `bytes` (as comm_model counts them) over `link`, after compute.
 double transfer_s(const LinkRate& link, double bytes, double calls = 1) {
-  return calls * link.latency_us * kMicro + bytes / (link.gbs * kGiga);
+  return calls * (link.latency_us + link.sync_us) * kMicro + bytes / (link.gbs * kGiga);
 }
 
 // A rank's useful (query, key) pairs against each ring block, its own included, under the
@@ -89,7 +105,11 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   const double S_l = double(g.local_rows);
   const double t_op = m.op_overhead_us * kMicro;
   const double R_proj = m.gemm(p, "projection"), R_mlp = m.gemm(p, "mlp"), R_head = m.gemm(p, "lm_head");
-  const double R_fwd = m.attention(p, "forward"), R_bwd = m.attention(p, "backward");
+  // attention's rates per useful FLOP, for this problem's tiles (attention_padding) and as a step sustains them
+  const double attn_k = m.scale(p, "attention") * m.attention_padding(p, g.q_heads_here() / std::max(1, g.kv_heads_here()), int(h));
+  const double R_fwd = m.attention(p, "forward") / attn_k, R_bwd = m.attention(p, "backward") / attn_k;
+  // the step_scale of the other phase families (1 without a calibration step)
+  const double k_other = m.scale(p, "other"), k_mlp = m.scale(p, "mlp"), k_head = m.scale(p, "lm_head");
   const double B_el = positive(m.elementwise_gbs, "elementwise_gbs") * kGiga;
   const int mlp_chunks = std::max(1, effective_chunks(g.local_rows, sh.options.mlp_chunks));
   const StorePlan plan = store_plan(sh.options.policy, c.layers, sh.options.offload.alpha, g.local_rows, mlp_chunks);
@@ -102,15 +122,15 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   // elementwise outside the blocks: rmsnorm (read x, write an), rope q and k, y = x; the
   // backward re-runs the norm and adds rmsnorm' and rope': about twice the bytes
   const double proj_bytes = T * S_l * (4.0 * d + 2.0 * (Hh + Gh) + 2.0 * d);
-  const double proj_fwd = proj_flops / (R_proj * kGiga) + proj_bytes / B_el + 8 * t_op;
-  const double proj_bwd = 2.0 * proj_flops / (R_proj * kGiga) + 2.0 * proj_bytes / B_el + 14 * t_op;
+  const double proj_fwd = k_other * (proj_flops / (R_proj * kGiga) + proj_bytes / B_el + 8 * t_op);
+  const double proj_bwd = k_other * (2.0 * proj_flops / (R_proj * kGiga) + 2.0 * proj_bytes / B_el + 14 * t_op);
   // MLP (mlp_block.cpp), per chunk: gate and up 2 S 2 d I, down 2 S d I forward; the
   // backward's recompute of gate/up (when not saved) and 4 S 3 d I; SwiGLU reads g, u and
   // writes m (3 S I elements), its backward reads 3 and writes 2; rmsnorm and residual 4 S d
   const double mlp_fwd_flops = 2.0 * S_l * 3.0 * d * I, mlp_recompute_flops = plan.mlp_saved ? 0 : 2.0 * S_l * 2.0 * d * I;
-  const double mlp_fwd = mlp_fwd_flops / (R_mlp * kGiga) + T * S_l * (3.0 * I + 4.0 * d) / B_el + mlp_chunks * 5 * t_op;
-  const double mlp_bwd = (2.0 * mlp_fwd_flops + mlp_recompute_flops) / (R_mlp * kGiga) +
-                         T * S_l * (5.0 * I + (plan.mlp_saved ? 0.0 : 3.0 * I) + 6.0 * d) / B_el + mlp_chunks * 10 * t_op;
+  const double mlp_fwd = k_mlp * (mlp_fwd_flops / (R_mlp * kGiga) + T * S_l * (3.0 * I + 4.0 * d) / B_el + mlp_chunks * 5 * t_op);
+  const double mlp_bwd = k_mlp * ((2.0 * mlp_fwd_flops + mlp_recompute_flops) / (R_mlp * kGiga) +
+                                  T * S_l * (5.0 * I + (plan.mlp_saved ? 0.0 : 3.0 * I) + 6.0 * d) / B_el + mlp_chunks * 10 * t_op);
 
   // --- attention (local_attention / ulysses_attention / ring_attention) ---
   // FLOPs of a rank's visible pairs (pairs_per_block), q h per pair: forward 4, backward 10 (flops.hpp).
@@ -129,6 +149,10 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   const double Gh_here = double(g.kv_heads_here()) * h;
   const bool rsa = sh.parallel.variant == RingVariant::rsa;
   std::vector<double> hop_f(R, 0.0), hop_b(R, 0.0), xfer_f(R, 0.0), xfer_b(R, 0.0);  // per hop, max over ranks
+  // a hop that exchanges anything also waits for the neighbours' arrival (p2p.sync_us), overlap or not
+  LinkRate p2p_link = p2p;
+  p2p_link.sync_us = 0;
+  const double hop_sync = p2p.sync_us * kMicro;
   std::vector<double> busy_f(SP, 0.0), busy_b(SP, 0.0);                              // per rank, summed over hops
   for (int s = 0; s < SP; ++s) {
     const auto gs = attention_geometry(c, sh.parallel, sh.layout, s);
@@ -145,16 +169,16 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
       const HopSends sends = hop_sends(t, reach.empty() ? R - 1 : reach[b], R, rsa, sh.parallel.rsa_seed_backward());
       const double kv = 2.0 * double(gs.block_rows[b]) * Gh_here * T;
       const double fwd_bytes = sends.forward * kv, bwd_bytes = sends.backward * kv;
-      if (fwd_bytes > 0) xfer_f[t] = std::max(xfer_f[t], transfer_s(p2p, fwd_bytes));
-      if (bwd_bytes > 0) xfer_b[t] = std::max(xfer_b[t], transfer_s(p2p, bwd_bytes));
+      if (fwd_bytes > 0) xfer_f[t] = std::max(xfer_f[t], transfer_s(p2p_link, fwd_bytes));
+      if (bwd_bytes > 0) xfer_b[t] = std::max(xfer_b[t], transfer_s(p2p_link, bwd_bytes));
     }
   }
   double attn_fwd = 0, attn_bwd = 0;  // the busiest member's compute
   for (int s = 0; s < SP; ++s) attn_fwd = std::max(attn_fwd, busy_f[s]), attn_bwd = std::max(attn_bwd, busy_b[s]);
   double pass_fwd = 0, pass_bwd = 0;  // the lockstep passes: per hop the slowest member, or its transfer
   for (int t = 0; t < R; ++t) {
-    pass_fwd += sh.parallel.overlap ? std::max(hop_f[t], xfer_f[t]) : hop_f[t] + xfer_f[t];
-    pass_bwd += sh.parallel.overlap ? std::max(hop_b[t], xfer_b[t]) : hop_b[t] + xfer_b[t];
+    pass_fwd += (sh.parallel.overlap ? std::max(hop_f[t], xfer_f[t]) : hop_f[t] + xfer_f[t]) + (xfer_f[t] > 0 ? hop_sync : 0);
+    pass_bwd += (sh.parallel.overlap ? std::max(hop_b[t], xfer_b[t]) : hop_b[t] + xfer_b[t]) + (xfer_b[t] > 0 ? hop_sync : 0);
   }
   // ring_wait as the run's busiest-rank maximum reports it: the idlest member's wait
   double ring_wait_fwd = 0, ring_wait_bwd = 0;
@@ -179,15 +203,15 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
 
   // --- LM head (lm_head.cpp): final norm, 2 S_l d V forward and 4 S_l d V backward in chunks,
   // the softmax and its gradient over [S_l, V] (about 4 passes of T bytes) ---
-  const double head = 6.0 * S_l * d * V / (R_head * kGiga) + 4.0 * T * S_l * V / B_el + head_chunks * 8 * t_op;
+  const double head = k_head * (6.0 * S_l * d * V / (R_head * kGiga) + 4.0 * T * S_l * V / B_el + head_chunks * 8 * t_op);
 
-  // --- recompute (activation_store.cpp): checkpointing redoes each layer's forward; offload
+  // --- recompute (activation_store.cpp): checkpointing redoes each layer's attention block (the
+  // MLP's input; the MLP backward recomputes its own gate/up); offload
   // recomputes the token rows it did not move (projections and o, the MLP when saved) ---
   double recompute_layer = 0, recompute_attention = 0, recompute_mlp = 0;
-  if (plan.recompute_attention()) {
+  if (plan.recompute_attention()) {  // the attention block alone (forward_attention: norm, q/k/v, attention, o)
     recompute_attention = attention_fwd_layer;
-    recompute_mlp = mlp_fwd;
-    recompute_layer = proj_fwd + attention_fwd_layer + mlp_fwd;
+    recompute_layer = proj_fwd + attention_fwd_layer;
   } else if (sh.options.policy == MemoryPolicy::offload) {
     // the layers whose row set lost its buffer to a later layer recompute the rows not in host
     // memory, 1 - alpha of them (all of them where no row set is kept) (ActivationStore::backward_begin);
@@ -246,7 +270,7 @@ StepTime predict_step_time(const StepShape& sh, const MachineRates& m) {
   // bf16 copy under mixed precision): 28 bytes an fp32 element, 30 under bf16, 56 in double ---
   const double adam_bytes = p == Precision::float64 ? 56.0 : p == Precision::bf16 ? 30.0 : 28.0;
   const double B_opt = m.optimizer_gbs > 0 ? m.optimizer_gbs * kGiga : B_el;  // AdamW's own rate where measured
-  double optimizer = double(sh.optimizer_elements) * adam_bytes / B_opt + 4 * t_op;
+  double optimizer = m.scale(p, "optimizer") * (double(sh.optimizer_elements) * adam_bytes / B_opt + 4 * t_op);
   if (sh.optimizer_on_host && !m.host_same_memory && m.host_link_gbs > 0)  // the gradient shard down, weights up
     optimizer += double(sh.optimizer_elements) * (4.0 + T) / (m.host_link_gbs * kGiga);
 

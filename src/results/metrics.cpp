@@ -405,6 +405,7 @@ void write_prediction(hid_t f, const RunSummary& summary) {
   h5::attr(group.id(), "machine_kind", p.kind);
   h5::attr(group.id(), "machine_file", p.file);
   h5::attr(group.id(), "machine_digest", p.digest);
+  if (!p.text.empty()) h5::attr(group.id(), "machine_yaml", p.text);  // measured at start: the file itself
 }
 }  // namespace
 

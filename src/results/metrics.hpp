@@ -49,6 +49,7 @@ struct StepMetrics {
 struct StepPrediction {
   std::map<std::string, double> seconds;  // phase (the /timings names) -> predicted s per step, busiest rank
   std::string machine, kind, file, digest;  // the file's machine name, measured | nominal, path, FNV-1a of its bytes
+  std::string text;                         // run.machine: probe: the machine file measured at start (else "")
   bool known() const { return !seconds.empty(); }
 };
 

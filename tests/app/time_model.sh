@@ -191,3 +191,102 @@ refused absent2 "run.machine: machine file absent.yaml: cannot be read" \
 refused nolinks2 "run.machine: machine file one.yaml: cannot price this deck on 2 rank(s).*links.inter_node.p2p" \
   "${mpi[@]}" "$MINILST" run "$tiny" --set parallel.ring=2 --machine one.yaml
 echo "a run's machine file: refused before any output when it cannot be read or priced"
+
+# 8. the probe's calibration step and the attention tiles: the probe writes step_scale for every
+# precision (each family inside [0.25, 4], with its provenance) and the attention problem it
+# timed; a family's factor multiplies that family's predicted time alone (mlp x 2 doubles the mlp
+# phase); the portable kernel's padded tiles price 3 query heads per kv head at 80/66 the time per
+# useful FLOP of 2 (kernels/attention_tiles.hpp), and nothing changes without the probed problem;
+# a factor outside [0.25, 4] is refused naming it.
+"$PYTHON" - <<'PY'
+import re
+text = open("one.yaml").read()
+block = re.search(r"\nstep_scale:[^\n]*\n((?:  \S[^\n]*\n)+)", text).group(1)
+scales = dict(re.findall(r"  (\w+): \{([^}]*)\}", block))
+assert set(scales) == {"float", "bf16", "double"}, scales
+for prec, body in scales.items():
+    fam = {k: float(v) for k, v in re.findall(r"(\w+): ([-\d.e+]+)", body)}
+    assert set(fam) == {"attention", "mlp", "lm_head", "other", "optimizer"}, (prec, fam)
+    assert all(0.25 <= v <= 4 for v in fam.values()), (prec, fam)
+    assert re.search(rf"\n  step_scale\.{prec}: \"measured: a training step", text), prec
+assert re.search(r"\nattention_probe:[^\n]*\n  heads_per_kv: 2\n  head_dim: 64\n  kernel: \{[^}]*float: portable", text)
+unit = re.sub(r"(\nstep_scale:[^\n]*\n)((?:  \S[^\n]*\n)+)",
+              lambda m: m.group(1) + re.sub(r"(\w+): [-\d.e+]+(?=[,}])", r"\1: 1", m.group(2)), text)
+unit = re.sub(r"\nop_overhead_us: \S+", "\nop_overhead_us: 0", unit)
+open("unit.yaml", "w").write(unit)
+open("mlp2.yaml", "w").write(re.sub(r"(\n  double: \{attention: 1, )mlp: 1", r"\1mlp: 2", unit))  # tiny is double
+open("noprobe.yaml", "w").write(re.sub(r"\nattention_probe:[^\n]*\n(  [^\n]*\n)+", "\n", unit))
+open("scale5.yaml", "w").write(re.sub(r"(\n  float: \{attention: 1, )mlp: 1", r"\1mlp: 5", unit))
+PY
+grep -q "mlp: 2" mlp2.yaml && ! grep -q "^attention_probe" noprobe.yaml
+for m in unit mlp2 noprobe; do
+  for g in g2:"--set model.hidden=64" g3:"--set model.hidden=96 --set model.heads=6"; do
+    # shellcheck disable=SC2086
+    "$MINILST" plan "$tiny" --set run.seq_len=512 ${g#*:} --machine "$m.yaml" --format json > "$m-${g%%:*}.json"
+  done
+done
+"$PYTHON" - <<'PY'
+import json
+ph = {f"{m}-{g}": json.load(open(f"{m}-{g}.json"))["predicted_phases"] for m in ("unit", "mlp2", "noprobe") for g in ("g2", "g3")}
+close = lambda a, b, rel=1e-5: abs(a - b) <= rel * abs(b)
+for g in ("g2", "g3"):
+    u, m2 = ph[f"unit-{g}"], ph[f"mlp2-{g}"]
+    assert close(m2["mlp"], 2 * u["mlp"]), (g, m2["mlp"], u["mlp"])
+    assert all(close(m2[k], u[k]) for k in ("attention", "lm_head", "optimizer")), (g, m2, u)
+assert close(ph["unit-g2"]["attention"], ph["noprobe-g2"]["attention"]), "2 query heads per kv: the probed tiles"
+ratio = ph["unit-g3"]["attention"] / ph["noprobe-g3"]["attention"]
+assert close(ratio, 80 / 66, 1e-4), ratio
+print(f"step_scale multiplies its family; 3 query heads per kv head: attention x {ratio:.4f} (80/66)")
+PY
+if "$MINILST" plan "$tiny" --machine scale5.yaml 2> scale5.err; then echo "FAIL: step_scale 5 accepted"; exit 1; fi
+grep -q "step_scale.float.mlp: implausible" scale5.err || { cat scale5.err; exit 1; }
+echo "the calibration step's factors and the attention tiles priced; a factor out of range refused"
+
+# 9. sync_us, the wait of a call that follows compute: a probe on 2 ranks measures it for every
+# collective; the model adds it to every call (16 all-to-alls a step for 2 layers of Ulysses with
+# full memory: 16 ms more at 1000 us a call than at 0)
+grep -qE "^    alltoall: \{gbs: [^,]+, latency_us: [^,}]+(, sync_us: [^}]+)?\}" two.yaml
+grep -q "sync_us: the mean time of the one-float call after" two.yaml
+"$PYTHON" - <<'PY'
+import re
+text = open("two.yaml").read()
+for us in (0, 1000):
+    t = re.sub(r"(\n    alltoall: \{gbs: [^,]+, latency_us: [^,}]+)(, sync_us: [^}]+)?\}", rf"\1, sync_us: {us}}}", text)
+    open(f"sync{us}.yaml", "w").write(t)
+PY
+for us in 0 1000; do
+  "$MINILST" plan "$tiny" --machine "sync$us.yaml" --ranks 2 --set parallel.ulysses=2 --format json > "sync$us.json" 2> /dev/null
+done
+"$PYTHON" - <<'PY'
+import json
+a, b = (json.load(open(f"sync{us}.json"))["predicted_phases"]["alltoall"] for us in (0, 1000))
+assert abs((b - a) - 16e-3) <= 1e-6, (a, b)
+print(f"sync_us 1000 on the all-to-all: {a:.4g} -> {b:.4g} s a step (16 calls)")
+PY
+
+# 10. run.machine: probe: the run measures its own ranks first and keeps the machine file in the
+# metrics (machine_yaml); that file, written out, loads and prices the deck exactly as recorded
+"$MINILST" run "$tiny" --machine probe --set output.metrics=probed.h5 > probed.log
+grep -q "run.machine: probe: measuring this job's ranks first" probed.log
+"$PYTHON" - <<'PY'
+import h5py
+with h5py.File("probed.h5", "r") as f:
+    g = f["predicted"]
+    assert g.attrs["machine_file"] == "probe" and g.attrs["machine_kind"] == "measured", dict(g.attrs)
+    text = g.attrs["machine_yaml"]
+    text = text.decode() if isinstance(text, bytes) else text
+    assert "step_scale:" in text and "head_dim: 10" in text, text[:400]  # tiny: hidden 40, 4 heads
+    open("probed.yaml", "w").write(text)
+    h = 14695981039346656037
+    for b in text.encode():
+        h = ((h ^ b) * 1099511628211) % 2**64
+    assert g.attrs["machine_digest"] == f"{h:016x}", (g.attrs["machine_digest"], f"{h:016x}")
+    open("probed_step.txt", "w").write(repr(float(g["step"][()])))
+PY
+"$MINILST" plan "$tiny" --machine probed.yaml --format json > probed.json
+"$PYTHON" - <<'PY'
+import json
+recorded, planned = float(open("probed_step.txt").read()), json.load(open("probed.json"))["predicted_step_s"]
+assert abs(recorded - planned) <= 1e-6 * planned, (recorded, planned)
+print(f"run.machine: probe: measured at start, kept in the metrics, priced as plan --machine prices it ({planned:.4g} s)")
+PY
