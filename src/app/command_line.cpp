@@ -105,7 +105,8 @@ Command parse_command_line(int argc, const char* const* argv) {
   probe->add_option("--size", c.probe.size, "GEMM size n (classes n^3, 8n x n x n, 8n x 2.69n x n, 4n x 16n x n), attention S = 4n")
       ->check(CLI::Range(16, 16384));
   probe->add_option("--repeats", c.probe.repeats, "timed windows per figure (the median is kept)")->check(CLI::Range(1, 1000));
-  probe->add_option("--head-dim", c.probe.head_dim, "the attention probe's head dim")->check(CLI::Range(1, 256));
+  probe->add_option("--head-dim", c.probe.head_dim, "the head dim of the attention probe and the calibration step "
+                    "(even, as a deck's; probe at the decks' own)")->check(CLI::Range(2, 256));
   probe->add_option("--comm-mib", c.probe.comm_mib, "the collectives' message per rank, MiB")->check(mib);
   probe->add_option("--link-floor-gbs", c.probe.link_floor_gbs, "a link slower than this is implausible (default 0.1)")
       ->check(CLI::PositiveNumber);

@@ -388,8 +388,10 @@ void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const P
 }  // namespace
 
 std::string probe_args_problem(const ProbeArgs& a) {
-  if (a.size < 16 || a.size > 16384 || a.repeats < 1 || a.comm_mib <= 0 || a.head_dim < 1 || a.head_dim > 256)
-    return "--size must be in [16, 16384], --repeats >= 1, --comm-mib > 0, --head-dim in [1, 256]";
+  if (a.size < 16 || a.size > 16384 || a.repeats < 1 || a.comm_mib <= 0 || a.head_dim < 2 || a.head_dim > 256 ||
+      a.head_dim % 2 != 0)
+    return "--size must be in [16, 16384], --repeats >= 1, --comm-mib > 0, --head-dim even in [2, 256] (as a deck's: "
+           "RoPE rotates pairs)";
   return "";
 }
 

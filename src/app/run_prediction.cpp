@@ -26,7 +26,7 @@ namespace {
 // run.machine: probe: this job's ranks measured as `minilst probe` measures them, at the deck's head dim.
 MachineFile probe_at_start(const Deck& deck, MPI_Comm comm) {
   ProbeArgs a;
-  a.head_dim = std::clamp(int(deck.model.head_dim()), 1, 256);
+  a.head_dim = std::clamp(int(deck.model.head_dim()), 2, 256);  // a deck's is even (RoPE)
   a.command_line = "minilst run (run.machine: probe, --head-dim " + std::to_string(a.head_dim) + ")";
   std::vector<std::string> slow;
   MachineFile m = measure_machine(a, comm, false, slow);
