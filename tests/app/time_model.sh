@@ -7,7 +7,9 @@
 # bandwidth lengthens the all-to-alls); the 64-rank Llama-3-8B layout search answers in
 # seconds; a bad machine file is refused naming its key; a run given a machine file (run --machine,
 # run.machine) records the prediction plan --machine makes beside its measured times, prints and
-# stores their ratio, and a run whose machine file cannot be read or priced stops before any output.
+# stores their ratio, and a run whose machine file cannot be read or priced stops before any output;
+# the calibration step's step_scale, the attention tiles' padding and sync_us each price what they
+# say; run.machine: probe measures the job at start and keeps the file in the metrics.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON, MPIEXEC.
 source "$(dirname "$0")/common.sh"
 mpi=("${MPIEXEC:-mpiexec}" -n 2 --oversubscribe)
