@@ -14,12 +14,18 @@
 
 namespace minilst {
 
+namespace {
+std::string text_digest(const std::string& text) {
+  Fnv1a digest;
+  digest.add(text);
+  return digest.hex();
+}
+}  // namespace
+
 std::string file_digest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("machine file " + path + ": cannot be read");
-  Fnv1a digest;
-  digest.add(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
-  return digest.hex();
+  return text_digest(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
 }
 
 namespace {
@@ -48,14 +54,8 @@ std::string predict_run(const Deck& deck, int ranks, MPI_Comm comm, StepPredicti
     out.machine = machine.rates.name;
     out.kind = machine.kind;
     out.file = path;
-    if (probe) {
-      out.text = machine_yaml(machine);
-      Fnv1a digest;
-      digest.add(out.text);
-      out.digest = digest.hex();
-    } else {
-      out.digest = file_digest(path);
-    }
+    if (probe) out.text = machine_yaml(machine);
+    out.digest = probe ? text_digest(out.text) : file_digest(path);
     warnings = machine.implausible;
     return "";
   } catch (const std::exception& e) {
