@@ -56,8 +56,11 @@ using Scratch = Kokkos::View<A*, ExecSpace::scratch_memory_space, Kokkos::Memory
 constexpr bool kHost = Kokkos::SpaceAccessibility<Kokkos::HostSpace, ExecSpace::memory_space>::accessible;
 
 // Teams of one on host backends (tiles stay in the core's caches); a warp's
-// multiple on devices. Scratch: level 0 while it fits a GPU's shared memory.
-inline int scratch_level(std::size_t bytes) { return kHost || bytes <= 48 * 1024 ? 0 : 1; }
+// multiple on devices. Scratch: level 0 while it fits a GPU's shared memory as
+// Kokkos offers it (the 48 KiB default less what Kokkos keeps for its team).
+inline int scratch_level(std::size_t bytes) {
+  return kHost || bytes <= std::size_t(AttentionPolicy::scratch_size_max(0)) ? 0 : 1;
+}
 inline AttentionPolicy attention_policy(int league, std::size_t scratch_bytes) {
   AttentionPolicy policy = kHost ? AttentionPolicy(league, 1) : AttentionPolicy(league, 128);
   return policy.set_scratch_size(scratch_level(scratch_bytes), Kokkos::PerTeam(scratch_bytes));

@@ -50,7 +50,7 @@ template <> struct Operand<float> {
   using E = float;
   using Precision = wmma::precision::tf32;
   static constexpr int K = 8;  // m16 n16 k8
-  __device__ static E round(float x) { return x; }  // fragments round to tf32 on load
+  __device__ static E round(float x) { return wmma::__float_to_tf32(x); }  // as P V will multiply it
 };
 
 template <class O> using FragA = wmma::fragment<wmma::matrix_a, 16, 16, O::K, typename O::Precision, wmma::row_major>;

@@ -36,6 +36,11 @@ void gemm_bf16_cublas(bool ta, bool tb, std::size_t m, std::size_t n, std::size_
                       std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* c32, bf16* c16,
                       std::size_t ldc) {
   if (m == 0 || n == 0) return;
+  // cuBLAS wants every leading dimension >= 1, also for an operand it does not read (k = 0:
+  // C = beta C), where a [rows, 0] view's row stride is 0.
+  const auto at_least_one = [](std::size_t ld) { return ld > 0 ? ld : std::size_t(1); };
+  lda = at_least_one(lda);
+  ldb = at_least_one(ldb);
   void* C = c32 ? static_cast<void*>(c32) : static_cast<void*>(c16);
   check(cublasGemmEx(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, "n"),
                      as_int(m, "m"), as_int(k, "k"), &alpha, B, CUDA_R_16BF, as_int(ldb, "ldb"), A, CUDA_R_16BF,

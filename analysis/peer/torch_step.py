@@ -32,6 +32,7 @@ from --hidden --layers ... flags. Prints and writes JSON: per step and phase,
 seconds; the device, its name, the precision, which attention and optimizer ran.
 """
 import argparse
+import contextlib
 import inspect
 import json
 import math
@@ -70,6 +71,21 @@ def rope(x, cos, sin):  # x: [S, n, h], rotate-half pairing
     h2 = x.shape[-1] // 2
     x1, x2 = x[..., :h2], x[..., h2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def fused_sdpa(dev):
+    """On a GPU, SDPA restricted to its fused kernels (flash, cuDNN, memory-efficient),
+    so that a silent fall-back to the math kernel (fp32 scores, O(S^2) memory) is an
+    error rather than a slow peer; elsewhere, SDPA's own choice. Returns the context
+    manager and the kernels' names (None where not restricted)."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # PyTorch >= 2.3
+    except ImportError:
+        return contextlib.nullcontext, None
+    if dev != "cuda":
+        return contextlib.nullcontext, None
+    names = [n for n in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION") if hasattr(SDPBackend, n)]
+    return (lambda: sdpa_kernel([getattr(SDPBackend, n) for n in names])), ", ".join(n.lower() for n in names)
 
 
 def torch_at_least(major, minor):
@@ -163,14 +179,17 @@ def main():
     gqa = sdpa and torch_at_least(2, 5)  # SDPA takes G kv heads itself (enable_gqa); else they are repeated
     mask = None if sdpa else torch.full((S, S), float("-inf"), device=dev).triu(1)
 
+    fused_only, fused_names = fused_sdpa(dev) if sdpa else (contextlib.nullcontext, None)
+
     def attention(q, k, v):  # [S, H, h], [S, G, h] -> [S, H*h]
         if not gqa:
             k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
-        if sdpa:
-            o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                               is_causal=True, **({"enable_gqa": True} if gqa else {}))
-            return o.transpose(0, 1).reshape(S, H * h)
+        if sdpa:  # [1, heads, S, h]: SDPA's fused kernels take batched 4-D tensors only
+            qb, kb, vb = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
+            with fused_only():
+                o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=True, **({"enable_gqa": True} if gqa else {}))
+            return o[0].transpose(0, 1).reshape(S, H * h)
         scores = torch.einsum("ihc,jhc->hij", q, k) / math.sqrt(h) + mask
         return torch.einsum("hij,jhc->ihc", scores.softmax(-1), v).reshape(S, H * h)
 
@@ -245,7 +264,7 @@ def main():
               "  ".join(f"{k} {v:.3f}" for k, v in T.seconds.items() if k not in ("step", "loss")), flush=True)
     result = {"peer": "pytorch", "torch_version": torch.__version__, "threads": args.threads, "device": dev,
               "device_name": device_name(dev), "precision": args.precision,
-              "attention": "sdpa" if sdpa else "explicit", "gqa": "enable_gqa" if gqa else "repeat_interleave",
+              "attention": (f"sdpa ({fused_names})" if fused_names else "sdpa") if sdpa else "explicit", "gqa": "enable_gqa" if gqa else "repeat_interleave",
               "optimizer": "adamw_fused" if fused else "adamw", "lm_head_chunks": args.lm_head_chunks,
               "config": c, "steps": steps}
     if dev == "cuda":

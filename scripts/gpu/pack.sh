@@ -58,8 +58,8 @@ export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }--compress-mo
 if [[ -d $build && "$(cat "$build/.pack-nvcc-flags" 2> /dev/null)" != "$NVCC_APPEND_FLAGS" ]]; then rm -rf "$build"; fi
 mkdir -p "$build"
 echo "$NVCC_APPEND_FLAGS" > "$build/.pack-nvcc-flags"
-KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF -DMINILST_SHARED_CORE=ON \
-  -DMINILST_ENABLE_GLPK=OFF -DMINILST_NCCL_COMPILE_CHECK=OFF > "$build.log" 2>&1 || { tail -60 "$build.log" >&2; exit 1; }
+KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF -DMINILST_SHARED_CORE=ON -DMINILST_ENABLE_GLPK=ON \
+  -DMINILST_NCCL_COMPILE_CHECK=OFF > "$build.log" 2>&1 || { tail -60 "$build.log" >&2; exit 1; }
 grep "miniLST " "$build.log" | head -2 >&2
 export PATH=$cuda/bin:$PATH
 cmake -S "$root/tests/cuda" -B "$build/checks" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$prefix" \

@@ -28,14 +28,15 @@ import statistics
 import sys
 import tempfile
 
-PARTS = ["device", "cuda_tests", "layer_check", "attention", "step", "offload"]
+PARTS = ["device", "layer_check", "step", "attention", "cuda_tests", "offload"]  # check.sh's order
 # The summary's keys, in order: the same in a GPU run and in the dry run.
 SUMMARY_KEYS = ["schema", "schema_version", "mode", "budget_s", "verdict", "headline", "bundle", "device", "parts",
-                "cuda_tests", "layer_check", "attention", "step", "memory", "offload", "targets"]
+                "cuda_tests", "layer_check", "attention", "step", "memory", "offload", "targets", "errors"]
 TARGETS = {"attention_fraction_of_gemm": 0.35, "step_ratio_to_torch": 1.25, "memory_within": 0.05}
 # Dense bf16 tensor-core peaks from the datasheets (TFLOP/s, without sparsity).
+# The first name contained in the GPU's name wins: the more specific first.
 DATASHEET_BF16_TFLOPS = {"H100 80GB HBM3": 989.4, "H100 SXM": 989.4, "H100 PCIe": 756.5, "H100 NVL": 835.0,
-                         "H200": 989.4, "GH200": 989.4, "A100": 312.0}
+                         "H200 NVL": 835.0, "GH200": 989.4, "H200": 989.4, "A100": 312.0}
 
 
 def read_status(work, name):
@@ -72,6 +73,11 @@ def measured(series, warmup):
     return values[warmup:] if len(values) > warmup else values
 
 
+def median(values):
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
 def datasheet_peak(name):
     for model, tflops in DATASHEET_BF16_TFLOPS.items():
         if model in (name or ""):
@@ -85,19 +91,26 @@ def device_part(work):
     return {"name": kv.get("name"), "driver": kv.get("driver"), "cuda_version": kv.get("cuda_version"),
             "memory_mib": num("memory_mib"), "clocks_sm_mhz": num("clocks_sm_mhz"),
             "clocks_max_sm_mhz": num("clocks_max_sm_mhz"), "clocks_mem_mhz": num("clocks_mem_mhz"),
-            "power_limit_w": num("power_limit_w"), "host": kv.get("host"), "host_cpu": kv.get("host_cpu")}
+            "power_limit_w": num("power_limit_w"), "host": kv.get("host"), "host_cpu": kv.get("host_cpu"),
+            "preflight": {"libraries": kv.get("preflight_libraries"), "python": kv.get("preflight_python")}}
 
 
 def cuda_tests_part(work):
+    """Per program: its status and GoogleTest's counts of tests passed and skipped (a
+    skipped test checked nothing here: the layouts of several ranks, say)."""
     programs = {}
     try:
         for line in open(os.path.join(work, "cuda_tests.txt")):
-            name, rc = line.split()
-            programs[name] = "passed" if rc == "0" else ("timed_out" if rc in ("124", "137") else f"failed (rc {rc})")
+            name, rc, *counts = line.split()
+            count = lambda i: int(counts[i]) if len(counts) > i and counts[i].isdigit() else None  # noqa: E731
+            programs[name] = {"status": "passed" if rc == "0" else
+                              ("timed_out" if rc in ("124", "137") else f"failed (rc {rc})"),
+                              "tests_passed": count(0), "tests_skipped": count(1)}
     except (OSError, ValueError):
         pass
-    passed = sum(1 for s in programs.values() if s == "passed")
-    return {"programs": programs, "passed": passed, "failed": len(programs) - passed}
+    passed = sum(1 for p in programs.values() if p["status"] == "passed")
+    skipped = sum(p["tests_skipped"] or 0 for p in programs.values())
+    return {"programs": programs, "passed": passed, "failed": len(programs) - passed, "tests_skipped": skipped}
 
 
 def layer_check_part(out):
@@ -138,7 +151,7 @@ def step_part(out, work, device_name):
     res = {"seq_len": None, "minilst_step_s": None, "torch_step_s": None, "ratio": None, "minilst_mfu": None,
            "torch_mfu": None, "peak_gflops": None, "peak_source": None, "measured_gemm_gflops": None,
            "flops_per_step": None, "phases": {}, "minilst_loss": None, "torch_loss": None,
-           "attention_kernel": None, "gemm_bf16": None}
+           "attention_kernel": None, "gemm_bf16": None, "torch_attention": None, "torch_lm_head_chunks": None}
     mem = {"plan_device_bytes": None, "tracked_device_bytes": None, "tracked_over_plan": None,
            "used_device_bytes": None, "used_over_plan": None, "torch_max_allocated_bytes": None}
     f = h5(os.path.join(out, "step_minilst.h5"))
@@ -150,7 +163,9 @@ def step_part(out, work, device_name):
     if f is None:
         return res, mem
     warm = int(f.attrs.get("warmup_steps", 1))
-    t_ml = statistics.median(measured(f["timings/step"][:, 0], warm))
+    t_ml = median(measured(f["timings/step"][:, 0], warm))
+    if t_ml is None:
+        return res, mem
     flops = float(f.attrs["flops_per_step"])
     measured_peak = float(f.attrs.get("peak_gflops_per_rank", 0)) or None
     peak, source = datasheet_peak(device_name)
@@ -164,7 +179,7 @@ def step_part(out, work, device_name):
     phases = ("attention", "mlp", "lm_head", "optimizer", "forward", "backward")
     for p in phases:
         if f"timings/{p}" in f:
-            res["phases"][p] = {"minilst_s": statistics.median(measured(f[f"timings/{p}"][:, 0], warm)), "torch_s": None}
+            res["phases"][p] = {"minilst_s": median(measured(f[f"timings/{p}"][:, 0], warm)), "torch_s": None}
     mem["tracked_device_bytes"] = int(f["memory/device_total"][0])
     if mem["plan_device_bytes"]:
         mem["tracked_over_plan"] = mem["tracked_device_bytes"] / mem["plan_device_bytes"]
@@ -177,12 +192,15 @@ def step_part(out, work, device_name):
     except (OSError, ValueError):
         return res, mem
     steps = t["steps"][warm:] if len(t["steps"]) > warm else t["steps"]
-    t_pt = statistics.median(s["step"] for s in steps)
+    t_pt = median(s["step"] for s in steps)
+    if not t_pt:
+        return res, mem
     res.update(torch_step_s=t_pt, ratio=t_ml / t_pt, torch_mfu=flops / t_pt / (peak * 1e9) if peak else None,
-               torch_loss=[s["loss"] for s in t["steps"]])
+               torch_loss=[s["loss"] for s in t["steps"]], torch_attention=t.get("attention"),
+               torch_lm_head_chunks=t.get("lm_head_chunks"))
     for p in res["phases"]:
         if all(p in s for s in steps):
-            res["phases"][p]["torch_s"] = statistics.median(s[p] for s in steps)
+            res["phases"][p]["torch_s"] = median(s[p] for s in steps)
     mem["torch_max_allocated_bytes"] = t.get("max_memory_allocated_bytes")
     return res, mem
 
@@ -210,7 +228,7 @@ def offload_part(out):
         if f is None:
             continue
         warm = int(f.attrs.get("warmup_steps", 1))
-        med = lambda n: statistics.median(measured(f[f"timings/{n}"][:, 0], warm)) if f"timings/{n}" in f else 0.0  # noqa
+        med = lambda n: (median(measured(f[f"timings/{n}"][:, 0], warm)) or 0.0) if f"timings/{n}" in f else 0.0  # noqa
         busy, waits = med("copy_engine_busy"), med("offload_wait") + med("prefetch_wait")
         rows.append({"policy": str(f.attrs.get("memory_policy", "")), "alpha": float(f.attrs.get("offload_alpha", math.nan))
                      if "offload_alpha" in f.attrs else None, "step_s": med("step"), "copy_busy_s": busy,
@@ -235,9 +253,20 @@ def main():
     args = ap.parse_args()
     out, work = args.out, os.path.join(args.out, "work")
     parts = {name: read_status(work, name) for name in PARTS}
-    device = device_part(work)
-    step, memory = step_part(out, work, device["name"])
-    attention = attention_part(work)
+    errors = {}
+
+    def guarded(name, fn, empty, *args):
+        """A part's figures, or `empty` and the error where its files cannot be read:
+        one bad file must not keep the summary of the others from being written."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001
+            errors[name] = f"{type(e).__name__}: {e}"
+            return empty
+
+    device = guarded("device", device_part, {"name": None}, work)
+    step, memory = guarded("step", step_part, ({"ratio": None}, {"tracked_over_plan": None}), out, work, device["name"])
+    attention = guarded("attention", attention_part, {"runs": [], "min_fraction_of_gemm": None}, work)
     mem_dev = memory["tracked_over_plan"]
     targets = {
         "attention_fraction_of_gemm": target(attention["min_fraction_of_gemm"], TARGETS["attention_fraction_of_gemm"], "higher"),
@@ -246,18 +275,25 @@ def main():
                                              TARGETS["memory_within"], "lower"),
     }
     manifest = os.path.join(args.bundle, "MANIFEST") if args.bundle else ""
+    # FAILED: a part failed or ran past its own limit; INCOMPLETE: parts were skipped or
+    # cut short by the budget (the check ran out of time, no part was wrong).
     failed = [n for n, p in parts.items() if p["status"] in ("failed", "timed_out")]
     done = [n for n, p in parts.items() if p["status"] == "passed"]
+    cut = [n for n, p in parts.items() if p["status"] in ("skipped", "cut_short", "not_run")]
     verdict = "FAILED" if failed else ("PASSED" if len(done) == len(PARTS) else "INCOMPLETE")
     headline = (f"{len(done)}/{len(PARTS)} parts passed" + (f"; failed: {', '.join(failed)}" if failed else "") +
+                (f"; not finished: {', '.join(cut)}" if cut else "") +
                 "; " + ", ".join(f"{k} {v['value']:.3g} ({'met' if v['met'] else 'missed'} {v['target']})"
                                  for k, v in targets.items() if v["value"] is not None))
     values = {
         "schema": "minilst-gpu-check", "schema_version": 1, "mode": args.mode, "budget_s": args.budget_s,
         "verdict": verdict, "headline": headline,
         "bundle": open(manifest).read().splitlines()[:6] if manifest and os.path.exists(manifest) else None,
-        "device": device, "parts": parts, "cuda_tests": cuda_tests_part(work), "layer_check": layer_check_part(out),
-        "attention": attention, "step": step, "memory": memory, "offload": offload_part(out), "targets": targets,
+        "device": device, "parts": parts,
+        "cuda_tests": guarded("cuda_tests", cuda_tests_part, {"programs": {}}, work),
+        "layer_check": guarded("layer_check", layer_check_part, {"verdict": None}, out),
+        "attention": attention, "step": step, "memory": memory,
+        "offload": guarded("offload", offload_part, {"runs": []}, out), "targets": targets, "errors": errors,
     }
     summary = {k: values[k] for k in SUMMARY_KEYS}
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".summary.")

@@ -29,6 +29,7 @@
 #include "attention/attention_work.hpp"
 #include "core/batch.hpp"
 #include "core/config.hpp"
+#include "core/host_threads.hpp"
 #include "core/kernel_choice.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/select.hpp"
@@ -39,13 +40,17 @@ using namespace minilst;
 
 namespace {
 
+// m := normal(0, scale), each block of 256 rows from its own stream, on every core.
 template <class T>
 void fill_random(const Mat<T>& m, std::uint64_t seed, double scale) {
   auto h = Kokkos::create_mirror_view(m);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  for (std::size_t i = 0; i < h.extent(0); ++i)
-    for (std::size_t j = 0; j < h.extent(1); ++j) h(i, j) = T(normal(rng));
+  constexpr std::size_t kRows = 256;
+  on_host_cores((h.extent(0) + kRows - 1) / kRows, [&](std::size_t b) {
+    std::mt19937_64 rng(seed ^ (b * 0x9E3779B97F4A7C15ull));
+    std::normal_distribution<double> normal(0.0, scale);
+    for (std::size_t i = b * kRows; i < std::min(h.extent(0), (b + 1) * kRows); ++i)
+      for (std::size_t j = 0; j < h.extent(1); ++j) h(i, j) = T(normal(rng));
+  });
   Kokkos::deep_copy(m, h);
 }
 

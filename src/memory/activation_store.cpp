@@ -181,7 +181,12 @@ ActivationStore<T>::ActivationStore(const ModelOptions& opts, int layers, const 
 
 template <class T>
 ActivationStore<T>::~ActivationStore() {
-  if (engine_) engine_->wait_all();  // no copy may outlive its buffers
+  // No copy may outlive its buffers. A failed wait (a device fault already being
+  // reported) must not throw from here: that would end the run in std::terminate.
+  try {
+    if (engine_) engine_->wait_all();
+  } catch (...) {
+  }
 }
 
 template <class T>

@@ -6,6 +6,7 @@
 
 #include "kernels/bf16.hpp"
 #include "memory/offload_alpha.hpp"
+#include "memory/step_arena.hpp"
 
 namespace minilst {
 
@@ -101,6 +102,9 @@ void OffloadController<T>::after_first_step(ActivationStore<T>& store, const Cop
   const AlphaInputs in{bytes.x, bytes.o, bytes.rest, bandwidth_, layer_seconds_, alpha_host_max_};
   double alpha = solve_alpha(in, settings_.values);  // the minimum over ranks of values of the set is one of them
   MPI_Allreduce(MPI_IN_PLACE, &alpha, 1, MPI_DOUBLE, MPI_MIN, comm);
+  // A new alpha changes the step's buffers (the recompute range): the next step records
+  // and plans them afresh rather than run beside step 0's arena.
+  if (alpha != store.alpha()) StepArena::instance().forget_plan();
   store.set_alpha(alpha);
   if (!print) return;
   std::printf("offload: alpha = %.4f (auto%s: measured %.2f GB/s and %.4f s of forward per layer; one layer moves "

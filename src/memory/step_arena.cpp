@@ -52,6 +52,12 @@ void StepArena::reset() {
   plans_made_ = 0;
 }
 
+void StepArena::forget_plan() {
+  if (in_step_) throw std::logic_error("step arena: the plan can be dropped between steps only");
+  arena_ = Kokkos::View<unsigned char*, MemSpace>();
+  planned_.clear();
+}
+
 void StepArena::begin_step() {
   in_step_ = true;
   replaying_ = plan_ && !planned_.empty();

@@ -6,10 +6,10 @@
 // allocated and freed, and the layer segments (planner.hpp plans each layer block
 // once). The plan gives every request an offset in one arena, allocated once per
 // memory space; every later step takes its buffers from the arena in order and
-// allocates nothing. A step whose requests differ from the record (alpha auto
-// changed the recompute workspace, say) allocates what no longer matches, is
-// recorded again, and planned again at its end; the allocation count in the
-// metrics shows it.
+// allocates nothing. A step whose requests differ from the record allocates what
+// no longer matches, is recorded again, and planned again at its end; the
+// allocation count in the metrics shows it. Where the change is known between
+// steps (alpha auto), forget_plan() drops the arena first.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -57,6 +57,10 @@ class StepArena {
   int plans_made() const { return plans_made_; }
   std::string solver_name() const;
   void reset();  // back to no plan, no arena (tests)
+  // Between steps: the next step records afresh, without the arena, and is planned at its
+  // end. For a change of the step's buffers known in advance (alpha auto's new alpha): a
+  // step that diverged from the plan mid-way would hold the old arena beside its own.
+  void forget_plan();
 
  private:
   static bool in_step_category(MemCategory c) {

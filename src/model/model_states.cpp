@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/host_threads.hpp"
 #include "kernels/bf16.hpp"
 #include "memory/make_copy_engine.hpp"
 
@@ -38,25 +39,39 @@ auto part(const V& v, std::size_t begin, std::size_t n) {
 // Unit u's initial values, in a padded unit's layout (P s_u elements, zero past the
 // unit's parameters): normal(0, init_std) for matrices; norm weights 1 + normal(0,
 // norm_noise) (norm_noise = 0 gives the usual ones; verification decks perturb them so
-// a dropped weight cannot go unnoticed). Each tensor draws from its own stream seeded by
-// (seed, name): independent of layout, order and sharding.
+// a dropped weight cannot go unnoticed). A tensor is drawn in chunks of kInitChunk
+// elements, each from its own stream: chunk 0 seeded by (seed, name), chunk c by (seed,
+// name, c). The values depend on neither the layout, the order nor the thread count,
+// and the chunks are drawn on all of the rank's cores (a Llama-3-8B embedding: 16).
+constexpr std::size_t kInitChunk = std::size_t(1) << 25;
+
 template <class M>
 std::vector<M> initial_unit(const ShardLayout& layout, const std::vector<TensorSlot>& slots, const ModelConfig& cfg,
                             int u, const TrainOptions& init) {
   std::vector<M> out(layout.padded_size(u), M(0));
   const std::size_t begin = layout.units[u].padded_begin;
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    if (unit_of_slot(cfg, i) != u) continue;
-    const auto& slot = slots[i];
-    std::mt19937_64 rng(init.seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull));
+  struct Chunk {
+    std::size_t slot, index;
+  };
+  std::vector<Chunk> chunks;
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    if (unit_of_slot(cfg, i) == u)
+      for (std::size_t c = 0; c * kInitChunk < slots[i].size(); ++c) chunks.push_back({i, c});
+  const auto draw = [&](const Chunk& chunk) {
+    const auto& slot = slots[chunk.slot];
+    const std::uint64_t tensor_seed = init.seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull);
+    std::mt19937_64 rng(chunk.index == 0 ? tensor_seed : tensor_seed ^ (chunk.index * 0xD1B54A32D192ED03ull));
     const bool is_norm = slot.shape.size() == 1;
     const double sd = is_norm ? init.norm_init_noise : init.init_std;
     std::normal_distribution<double> normal(0.0, sd);
-    for (std::size_t k = 0; k < slot.size(); ++k) {
+    const std::size_t k0 = chunk.index * kInitChunk, k1 = std::min(slot.size(), k0 + kInitChunk);
+    M* dst = out.data() + (slot.offset - begin);
+    for (std::size_t k = k0; k < k1; ++k) {
       const double noise = (is_norm && sd == 0.0) ? 0.0 : normal(rng);
-      out[slot.offset - begin + k] = M(is_norm ? 1.0 + noise : noise);
+      dst[k] = M(is_norm ? 1.0 + noise : noise);
     }
-  }
+  };
+  on_host_cores(chunks.size(), [&](std::size_t c) { draw(chunks[c]); });
   return out;
 }
 

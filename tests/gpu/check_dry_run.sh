@@ -20,8 +20,11 @@ assert not missing, f"summary keys missing: {missing}"
 assert set(s["parts"]) == set(S.PARTS), s["parts"].keys()
 bad = {n: p for n, p in s["parts"].items() if p["status"] != "passed"}
 assert not bad, f"parts not passed: {bad}"
-assert s["verdict"] == "PASSED", s["verdict"]
-assert s["cuda_tests"]["passed"] >= 2 and s["cuda_tests"]["failed"] == 0, s["cuda_tests"]
+assert s["verdict"] == "PASSED" and not s["errors"], (s["verdict"], s["errors"])
+assert s["device"]["preflight"]["libraries"] == "ok" and s["device"]["preflight"]["python"], s["device"]
+ct = s["cuda_tests"]
+assert ct["passed"] >= 2 and ct["failed"] == 0, ct
+assert all(p["tests_passed"] and p["tests_passed"] > 0 for p in ct["programs"].values()), ct  # GoogleTest's counts read
 lc = s["layer_check"]
 assert lc["verdict"] == "PASSED" and lc["reference"] and lc["max_rel_diff"] <= lc["rtol"], lc
 assert len(s["attention"]["runs"]) == 2 and all(r["fraction_of_gemm"] > 0 for r in s["attention"]["runs"]), s["attention"]
@@ -35,9 +38,9 @@ for k in ("attention_fraction_of_gemm", "step_ratio_to_torch", "memory_tracked_w
     assert s["targets"][k]["value"] is not None, k
 print("dry run: every part passed, every key present")
 PY
-# The budget: 20 s leave the first part (device, up to 20 s) its box and no other part a
-# quarter of its limit, so every later part is skipped (never started), what ran is kept,
-# and the summary still has every key.
+# The budget: 20 s leave the first part (device) its 5 s minimum and no later part its
+# own, so every later part is skipped (never started), what ran is kept, the summary
+# still has every key, and the verdict says the check is incomplete, not failed.
 MINILST=$MINILST TORCH_PYTHON=$PYTHON bash "$check" short --dry-run --budget-s 20 > short.log 2>&1 ||
   { tail -40 short.log; exit 1; }
 "$PYTHON" - short/summary.json "$MINILST_SOURCE/scripts/gpu" <<'PY'
@@ -51,6 +54,30 @@ assert status["device"] == "passed", status
 assert all(status[n] == "skipped" for n in S.PARTS[1:]), status
 assert s["verdict"] == "INCOMPLETE" and s["device"]["name"], s["verdict"]
 print("budget:", status)
+PY
+# A part stopped by the budget before its own limit is cut short (INCOMPLETE), one that
+# ran past its own limit timed out (FAILED); an unreadable metrics file leaves the other
+# parts' figures and names itself in errors.
+"$PYTHON" - full "$MINILST_SOURCE/scripts/gpu" <<'PY'
+import json, os, shutil, subprocess, sys
+sys.path.insert(0, sys.argv[2])
+def run(d):
+    subprocess.run([sys.executable, os.path.join(sys.argv[2], "summary.py"), d, "--mode", "dry-run", "--budget-s", "480"],
+                   check=True)
+    return json.load(open(os.path.join(d, "summary.json")))
+d = "cut"
+shutil.copytree(sys.argv[1], d)
+status = os.path.join(d, "work", "offload.status")
+open(status, "w").write("cut_short 40 200 124\n")
+assert run(d)["verdict"] == "INCOMPLETE"
+open(status, "w").write("timed_out 200 200 124\n")
+assert run(d)["verdict"] == "FAILED"
+import h5py
+with h5py.File(os.path.join(d, "layer_check.h5"), "w") as f:  # readable, but no losses
+    f.attrs["config"] = "model: {}"
+s = run(d)
+assert "layer_check" in s["errors"] and s["step"]["ratio"] > 0, s["errors"]
+print("statuses and a bad file: as documented")
 PY
 # A bad command line is refused before anything runs.
 if bash "$check" x --budget-s abc > bad.log 2>&1; then echo "FAIL: --budget-s abc accepted"; exit 1; fi

@@ -45,7 +45,9 @@ TEST(Rope, ForwardMatchesNaive) {
   K::rope_forward<double>(x, ids(kRopePos), kRopeDim, kRopeTheta);
   const double e = max_abs_diff(to_host(x), naive_rope(x0, kRopePos, W, kRopeDim));
   note("rope forward vs naive (max abs)", e);
-  EXPECT_LE(e, 1e-14);
+  // A GPU's pow, cos and sin may differ from glibc's by a few ulp: an angle error of
+  // about pos * ulp (position 4099: ~1e-12); a wrong rotation is off by O(1).
+  EXPECT_LE(e, 1e-11);
 }
 
 TEST(Rope, BackwardMatchesFiniteDifferencesMultiHeadArbitraryPositions) {

@@ -50,13 +50,31 @@ constexpr MPI_Op MPI_SUM = 1, MPI_MIN = 2, MPI_MAX = 3, MPI_LAND = 4, MPI_LOR = 
 
 namespace minilst::single_process {
 
+[[noreturn]] inline void fail(const char* what);
+
+#ifdef MINILST_SINGLE_PROCESS_CUDA
+// Whether p is host memory the CPU reads directly (plain or pinned), not device memory.
+inline bool host_memory(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // a pointer CUDA does not know: plain host memory
+    return true;
+  }
+  return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+#endif
+
+// Host to host by memcpy (no CUDA stream, so a rescue never waits behind a kernel);
+// a device buffer on either side through cudaMemcpy, whose error ends the run.
 inline void copy(void* to, const void* from, std::size_t bytes) {
   if (bytes == 0 || to == from) return;
 #ifdef MINILST_SINGLE_PROCESS_CUDA
-  cudaMemcpy(to, from, bytes, cudaMemcpyDefault);
-#else
-  std::memcpy(to, from, bytes);
+  if (!host_memory(to) || !host_memory(from)) {
+    if (cudaMemcpy(to, from, bytes, cudaMemcpyDefault) != cudaSuccess) fail("cudaMemcpy of a collective's buffer");
+    return;
+  }
 #endif
+  std::memcpy(to, from, bytes);
 }
 
 // A message sent to oneself and not yet received, and a receive posted before its send.
