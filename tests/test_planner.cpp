@@ -102,9 +102,12 @@ struct Run {
   double loss = 0;
   std::vector<double> grads;
   std::vector<std::uint64_t> allocations;  // per step
+  std::vector<std::uint64_t> arena_before;  // the arena's bytes as each step begins
 };
 
-Run steps(const ModelOptions& o, bool plan, int n_steps, const std::vector<double>& alpha_per_step = {}) {
+// forget: drop the plan between steps where alpha changes, as alpha auto does.
+Run steps(const ModelOptions& o, bool plan, int n_steps, const std::vector<double>& alpha_per_step = {},
+          bool forget = false) {
   auto& arena = StepArena::instance();
   arena.configure(plan, PlanSolver::greedy);
   Run r;
@@ -113,7 +116,11 @@ Run steps(const ModelOptions& o, bool plan, int n_steps, const std::vector<doubl
     Trainer<double> t(cfg, o, train_options(), iota(19), nullptr);
     const std::vector<Batch> batches = {synthetic_batch(cfg.vocab, 19, 3, 0, 0), synthetic_batch(cfg.vocab, 19, 3, 0, 1)};
     for (int s = 0; s < n_steps; ++s) {
-      if (s < int(alpha_per_step.size())) t.activations().set_alpha(alpha_per_step[s]);
+      if (s < int(alpha_per_step.size())) {
+        if (forget && alpha_per_step[s] != t.activations().alpha()) arena.forget_plan();
+        t.activations().set_alpha(alpha_per_step[s]);
+      }
+      r.arena_before.push_back(arena.arena_bytes());
       arena.begin_step();
       r.loss = t.compute_gradients(batches);
       arena.end_step();
@@ -151,4 +158,27 @@ TEST(StepArena, ChangedRequestsAreRecordedAndPlannedAgain) {
   EXPECT_EQ(r.allocations[1] > 0, true) << "the step whose requests changed allocates";
   EXPECT_EQ(r.allocations[2], 0u) << "and is planned again";
   EXPECT_EQ(r.allocations[3], 0u);
+}
+
+TEST(StepArena, AForgottenPlanIsRecordedAfreshWithoutTheOldArena) {
+  ModelOptions o;
+  o.policy = MemoryPolicy::offload;
+  // alpha 1, then 0.37 with the plan dropped between the steps (alpha auto's way)
+  const auto r = steps(o, true, 4, {1.0, 0.37, 0.37, 0.37}, true);
+  const auto fresh = steps(o, true, 2, {0.37});             // a run at 0.37 from its start
+  const auto without = steps(o, false, 4, {1.0, 0.37, 0.37, 0.37});
+  ASSERT_EQ(r.allocations.size(), 4u);
+  EXPECT_EQ(r.arena_before[1], 0u) << "step 0's arena is gone before step 1";
+  EXPECT_EQ(r.allocations[1], without.allocations[1]) << "step 1 allocates every buffer, as without a plan";
+  EXPECT_EQ(r.arena_before[2], fresh.arena_before[1]) << "and is planned as one";
+  EXPECT_EQ(r.allocations[2], 0u);
+  EXPECT_EQ(r.allocations[3], 0u);
+  EXPECT_NEAR(r.loss, without.loss, 1e-13 * std::abs(without.loss));
+  EXPECT_LT(rel_err(r.grads, without.grads), 1e-13);
+  auto& arena = StepArena::instance();
+  arena.configure(true, PlanSolver::greedy);
+  arena.begin_step();
+  EXPECT_THROW(arena.forget_plan(), std::logic_error) << "only between steps";
+  arena.end_step();
+  arena.reset();
 }

@@ -48,6 +48,11 @@ while (($#)); do
 done
 [[ -n $out ]] || { usage >&2; exit 2; }
 [[ $budget =~ ^[1-9][0-9]*$ ]] || { echo "check.sh: --budget-s '$budget': a positive number of seconds" >&2; exit 2; }
+# OUTDIR: new, empty, or an earlier check's (its check.log): nothing else of a user's is touched.
+if [[ -d $out && -n "$(ls -A "$out" 2> /dev/null)" && ! -f $out/check.log ]]; then
+  echo "check.sh: OUTDIR '$out' holds files but no earlier check's check.log: name a new or empty folder" >&2
+  exit 2
+fi
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 work=$out/work
@@ -74,14 +79,14 @@ fi
 # PyTorch runs with the node's own library path (orig_ld): its wheels bring their CUDA
 # libraries, and the toolkit's must not shadow them.
 orig_ld=${LD_LIBRARY_PATH:-}
-if ((!dry)) && ldd "$minilst" 2> /dev/null | grep -q 'not found'; then
+if ((!dry)) && [[ $(ldd "$minilst" 2> /dev/null) == *'not found'* ]]; then  # (no pipe: grep -q would SIGPIPE ldd)
   # cudart and cuBLAS come from the node: its loader's list, else the toolkit's lib64, else PyTorch's wheels.
   extra=""
   for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 \
            $(LD_LIBRARY_PATH=$orig_ld "$py" -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2> /dev/null); do
     [[ -d $d ]] && extra+=${extra:+:}$d
   done
-  export LD_LIBRARY_PATH=$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [[ -z $extra ]] || export LD_LIBRARY_PATH=$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -111,7 +116,7 @@ part() {
   timeout --kill-after=5 "$box" "$@" >> "$out/check.log" 2>&1
   rc=$?
   local status=passed
-  if ((rc == 124 || rc == 137)); then
+  if (((rc == 124 || rc == 137) && SECONDS - t0 >= box)); then  # the box ran out (not a crash's 137)
     status=timed_out
     ((box < limit)) && status=cut_short
   elif ((rc != 0)); then
@@ -199,7 +204,7 @@ step() {
   read -r chunks steps < <(LD_LIBRARY_PATH=$orig_ld "$py" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); print(f.attrs['lm_head_chunks'], len(f['loss']))" "$out/step_minilst.h5")
   [[ -n $steps ]] || return 1
   local c
-  for c in 1 "$chunks"; do
+  for c in $(printf '%s\n' 1 "$chunks" | uniq); do
     LD_LIBRARY_PATH=$orig_ld "$py" "$root/analysis/peer/torch_step.py" --config-from "$out/step_minilst.h5" \
       --steps "$steps" --threads 1 --device "$torch_device" --precision bf16 --lm-head-chunks "$c" \
       --out "$out/step_torch.json" && return 0

@@ -254,19 +254,21 @@ def main():
     out, work = args.out, os.path.join(args.out, "work")
     parts = {name: read_status(work, name) for name in PARTS}
     errors = {}
+    absent = os.path.join(work, ".absent")  # a folder with no files: a part's figures all null
 
-    def guarded(name, fn, empty, *args):
-        """A part's figures, or `empty` and the error where its files cannot be read:
-        one bad file must not keep the summary of the others from being written."""
+    def guarded(name, fn, *paths, **kw):
+        """A part's figures; where its files cannot be read, the error (in `errors`) and
+        the part's null figures, with the same keys: one bad file must not keep the
+        summary of the others from being written."""
         try:
-            return fn(*args)
+            return fn(*paths, **kw)
         except Exception as e:  # noqa: BLE001
             errors[name] = f"{type(e).__name__}: {e}"
-            return empty
+            return fn(*(absent for _ in paths), **kw)
 
-    device = guarded("device", device_part, {"name": None}, work)
-    step, memory = guarded("step", step_part, ({"ratio": None}, {"tracked_over_plan": None}), out, work, device["name"])
-    attention = guarded("attention", attention_part, {"runs": [], "min_fraction_of_gemm": None}, work)
+    device = guarded("device", device_part, work)
+    step, memory = guarded("step", step_part, out, work, device_name=device["name"])
+    attention = guarded("attention", attention_part, work)
     mem_dev = memory["tracked_over_plan"]
     targets = {
         "attention_fraction_of_gemm": target(attention["min_fraction_of_gemm"], TARGETS["attention_fraction_of_gemm"], "higher"),
@@ -275,9 +277,13 @@ def main():
                                              TARGETS["memory_within"], "lower"),
     }
     manifest = os.path.join(args.bundle, "MANIFEST") if args.bundle else ""
-    # FAILED: a part failed or ran past its own limit; INCOMPLETE: parts were skipped or
-    # cut short by the budget (the check ran out of time, no part was wrong).
-    failed = [n for n, p in parts.items() if p["status"] in ("failed", "timed_out")]
+    cuda_tests = guarded("cuda_tests", cuda_tests_part, work)
+    layer_check = guarded("layer_check", layer_check_part, out)
+    offload = guarded("offload", offload_part, out)
+    # FAILED: a part failed, ran past its own limit or left files that cannot be read;
+    # INCOMPLETE: parts were skipped or cut short by the budget (the check ran out of
+    # time, no part was wrong).
+    failed = [n for n, p in parts.items() if p["status"] in ("failed", "timed_out") or n in errors]
     done = [n for n, p in parts.items() if p["status"] == "passed"]
     cut = [n for n, p in parts.items() if p["status"] in ("skipped", "cut_short", "not_run")]
     verdict = "FAILED" if failed else ("PASSED" if len(done) == len(PARTS) else "INCOMPLETE")
@@ -290,10 +296,9 @@ def main():
         "verdict": verdict, "headline": headline,
         "bundle": open(manifest).read().splitlines()[:6] if manifest and os.path.exists(manifest) else None,
         "device": device, "parts": parts,
-        "cuda_tests": guarded("cuda_tests", cuda_tests_part, {"programs": {}}, work),
-        "layer_check": guarded("layer_check", layer_check_part, {"verdict": None}, out),
-        "attention": attention, "step": step, "memory": memory,
-        "offload": guarded("offload", offload_part, {"runs": []}, out), "targets": targets, "errors": errors,
+        "cuda_tests": cuda_tests, "layer_check": layer_check,
+        "attention": attention, "step": step, "memory": memory, "offload": offload, "targets": targets,
+        "errors": errors,
     }
     summary = {k: values[k] for k in SUMMARY_KEYS}
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".summary.")

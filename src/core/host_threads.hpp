@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <system_error>
 #include <thread>
 #include <vector>
 #ifdef __linux__
@@ -34,7 +35,13 @@ void on_host_cores(std::size_t n, F&& f) {
     for (std::size_t i; (i = next.fetch_add(1)) < n;) f(i);
   };
   std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  for (std::size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {  // no more threads to be had (a pids limit): fewer do it
+      break;
+    }
+  }
   worker();
   for (auto& t : pool) t.join();
 }

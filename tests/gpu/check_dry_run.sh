@@ -76,9 +76,15 @@ import h5py
 with h5py.File(os.path.join(d, "layer_check.h5"), "w") as f:  # readable, but no losses
     f.attrs["config"] = "model: {}"
 s = run(d)
-assert "layer_check" in s["errors"] and s["step"]["ratio"] > 0, s["errors"]
+assert "layer_check" in s["errors"] and s["step"]["ratio"] > 0 and s["verdict"] == "FAILED", s["errors"]
+assert s["layer_check"]["losses"] is None and "rtol" in s["layer_check"], s["layer_check"]  # null figures, same keys
 print("statuses and a bad file: as documented")
 PY
+# A folder of the user's (files, no check.log) is refused and left as it was.
+mkdir -p mine && echo keep > mine/notes.txt && mkdir -p mine/work && echo keep > mine/work/data.txt
+if bash "$check" mine --dry-run > mine.log 2>&1; then echo "FAIL: a folder of the user's accepted"; exit 1; fi
+grep -q "no earlier check" mine.log && [[ $(cat mine/notes.txt mine/work/data.txt) == $'keep\nkeep' ]] ||
+  { echo "FAIL: the user's folder was not refused untouched"; cat mine.log; exit 1; }
 # A bad command line is refused before anything runs.
 if bash "$check" x --budget-s abc > bad.log 2>&1; then echo "FAIL: --budget-s abc accepted"; exit 1; fi
 grep -q "budget-s 'abc'" bad.log
