@@ -57,7 +57,9 @@ namespace minilst::single_process {
 inline bool host_memory(const void* p) {
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // a pointer CUDA does not know: plain host memory
+    // CUDA answers for host memory too: an error is a device fault, already reported,
+    // after which only host buffers (the rescue's metrics) still move.
+    (void)cudaGetLastError();
     return true;
   }
   return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
