@@ -38,8 +38,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import minilst_metrics as mm  # noqa: E402
 
 KEY = ("deck", "layout", "ranks", "seq_len", "precision", "policy")
-PHASES = ("step", "forward", "backward", "attention", "mlp", "lm_head", "recompute", "alltoall", "ring_wait",
-          "offload_wait", "comm", "grad_reduce", "param_gather", "optimizer")
+# Phases not shown by default: the background time of posted collectives, the prefetch's part of
+# offload_wait and the copy engine's busy time (the rest: the files' own list, minilst_metrics.phases).
+HIDDEN_PHASES = ("grad_reduce_overlap", "param_gather_overlap", "prefetch_wait", "copy_engine_busy")
+
+
+def default_phases(measured) -> list:
+    """The phases the files time, in the program's order, less the hidden ones."""
+    for m in measured:
+        if m.run is not None:
+            return [p for p in mm.phases(m.run) if p not in HIDDEN_PHASES]
+    return []
 
 
 class UsageError(Exception):
@@ -710,7 +719,7 @@ def series_name(source, fam, kind, pts, multi) -> str:
     return name + (f" ({', '.join(extra)})" if extra else "")
 
 
-def plot(path, c: Comparison, wanted=PHASES):
+def plot(path, c: Comparison, wanted):
     """The three panels of the comparison into a PNG, titled with every source's machines, dates, commits, jobs."""
     points, sources, keys, series = c.points, c.sources, c.keys, c.series
     import matplotlib
@@ -796,7 +805,8 @@ def parse_args(argv):
     ap.add_argument("--scaling", choices=("auto", "strong", "weak"), default="auto",
                     help="strong: the tokens of a step fixed; weak: tokens per rank fixed; auto: per layout, the one "
                          "that pairs more points")
-    ap.add_argument("--phases", default=",".join(PHASES), help="the phases to show (comma-separated)")
+    ap.add_argument("--phases", default="", help="the phases to show (comma-separated; default: every phase the files "
+                                                  "time but " + ", ".join(HIDDEN_PHASES) + ")")
     return ap.parse_args(argv)
 
 
@@ -808,7 +818,7 @@ def main(argv=None):
         print(f"compare.py: error: {e}", file=sys.stderr)
         return 2
     measured, sources, points, keys = c.measured, c.sources, c.points, c.keys
-    wanted = [p for p in args.phases.split(",") if p]
+    wanted = [p for p in args.phases.split(",") if p] or default_phases(measured)
     print("sources (tokens/s per rank: median over repeats; spread: +-half of min..max; "
           "efficiency against the smallest rank count)")
     print("\n".join(describe_sources(measured, sources, args.markdown)))

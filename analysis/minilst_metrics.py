@@ -671,9 +671,24 @@ def energy(attrs: dict):
 # ----------------------------------------------------------------------------------------------------------------
 # Times and spread.
 
+def phases(run: Run) -> list:
+    """The run's timed phases in the program's order: the file's own list (its `phases` attribute, written from
+    the one table in src/core/phases.hpp); files written before it: the members of /timings."""
+    listed = text(run.attrs, "phases")
+    return listed.split() if listed else list(run.timings)
+
+
+def check_phase(run: Run, phase: str) -> str:
+    """`phase` itself, when the file times it; a name the file's list lacks (a misspelt phase) is an error."""
+    if text(run.attrs, "phases") and phase not in phases(run):
+        raise MetricsError(f"{run.path}: no phase '{phase}' (the file's phases: {', '.join(phases(run))})")
+    return phase
+
+
 def slowest_rank_steps(run: Run, phase: str) -> np.ndarray:
-    """Each measured step's seconds in a phase on its slowest rank (empty where the phase was not timed)."""
-    t = run.timings.get(phase)
+    """Each measured step's seconds in a phase on its slowest rank (empty where a file before the phase did not
+    time it; a phase the file's list lacks is an error)."""
+    t = run.timings.get(check_phase(run, phase))
     return t[run.measured].max(axis=1) if t is not None else np.zeros(0)
 
 

@@ -12,6 +12,7 @@ enum class Op { N, T };
 // The shape of C = op(A) op(B): {m, n, k}; throws std::invalid_argument, naming `who`, when they do not match.
 struct GemmShape {
   std::size_t m, n, k;
+  std::string text() const { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }  // "MxNxK"
 };
 template <class AV, class BV, class CV>
 GemmShape gemm_shape(const char* who, Op op_a, Op op_b, const AV& A, const BV& B, const CV& C) {

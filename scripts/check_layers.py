@@ -21,8 +21,9 @@ FLOORS = [
     "memory",     # tracked allocation, arena and planner, activation store and its offload controller, copy engines
     "parallel",   # communicators, sequence layout
     "attention",  # the attention strategies, their factory, the ring pass
-    "model",      # parameters, layers, model, trainer, memory and communication models
-    "io",         # deck, HDF5 writer, tensor dump, atomic file writes
+    "model",      # parameters, layers, model, trainer
+    "io",         # deck, HDF5 writer, tensor dump, atomic file writes, the number rules of text files
+    "predict",    # FLOPs, memory, communication and time models; the plan of a deck, the fit check, the layout search; machine files; device facts; a run's one prediction
     "job",        # batch-job duties: stop, watchdog, job clock, agreement (command line, deck, kernels), machine, subprocess, Kokkos flags, energy, step guard
     "results",    # what a run reports: metrics file, recorder, run record, run rules, JSON summary, MLPerf lines, provenance, report, the Run around the step loop
     "app",        # the program: main, command line, the model's parts (training), step loop, plan

@@ -167,7 +167,9 @@ TEST(MetricsRecorder, RescueWritesTheFinishedSteps) {
   MetricsRecorder recorder(MPI_COMM_SELF, m, path);
   EXPECT_FALSE(recorder.rescue("nothing yet"));  // no step finished: nothing written
   EXPECT_FALSE(fs::exists(path));
-  for (int s = 0; s < 3; ++s) recorder.add_step({9.0 - s, 1.0, {{"step", 0.5}}, {}, {}, 0});
+  PhaseSeconds half{};
+  half[Phase::step] = 0.5;
+  for (int s = 0; s < 3; ++s) recorder.add_step({9.0 - s, 1.0, half, {}, {}, 0});
   EXPECT_TRUE(recorder.rescue("the watchdog"));
   auto file = h5::open_file_readonly(path);
   EXPECT_EQ(h5::read_string_attr(file.id(), "complete"), "false");

@@ -11,12 +11,13 @@
 #include "core/config.hpp"
 #include "core/kernel_choice.hpp"
 #include "core/parallel_config.hpp"
+#include "core/comm_ops.hpp"
 #include "core/phases.hpp"
 #include "io/deck.hpp"
 #include "results/metrics.hpp"
 #include "memory/memory_context.hpp"
 #include "memory/planner.hpp"
-#include "model/memory_model.hpp"
+#include "predict/memory_model.hpp"
 #include "test_util.hpp"
 
 using namespace minilst;
@@ -98,20 +99,31 @@ TEST(Names, TheDeckOffersExactlyTheEnumsNames) {
   std::remove("test_core_deck.yaml");
 }
 
-TEST(Phases, TheMetricsFileListsEveryPhaseAndTimersAddUp) {
-  EXPECT_EQ(metric_phases(), names_of<Phase>());
-  EXPECT_EQ(metric_phases().front(), "step");
+TEST(Phases, OneTableNamesEveryPhaseInOrderAndTimersAddUp) {
+  EXPECT_TRUE(numbered_in_table_order<Phase>()) << "EnumMap<Phase, ...> indexes by the table's order";
+  EXPECT_EQ(count_of<Phase>(), std::size_t(kNumPhases));
+  EXPECT_EQ(name_of(all_of<Phase>().front()), "step");
   PhaseTimers t;
   t.add(Phase::attention, 0.25);
   t.add(Phase::attention, 0.5);
   t.add(Phase::ring_wait, 1.0);
   EXPECT_EQ(t.get(Phase::attention), 0.75);
-  const auto all = t.by_name();
-  EXPECT_EQ(all.size(), std::size_t(kNumPhases)) << "every phase is reported, 0 where it did not run";
-  EXPECT_EQ(all.at("ring_wait"), 1.0);
-  EXPECT_EQ(all.at("mlp"), 0.0);
+  const PhaseSeconds& all = t.seconds();
+  EXPECT_EQ(all.values.size(), std::size_t(kNumPhases)) << "every phase is reported, 0 where it did not run";
+  EXPECT_EQ(all[Phase::ring_wait], 1.0);
+  EXPECT_EQ(all[Phase::mlp], 0.0);
   t.clear();
   EXPECT_EQ(t.get(Phase::attention), 0.0);
+}
+
+TEST(CommOps, OneTableNamesEveryOperationAndTheStepsOnesAreTheMetricsFiles) {
+  EXPECT_TRUE(numbered_in_table_order<CommOp>());
+  std::vector<std::string> step;
+  for (const CommOp op : all_of<CommOp>())
+    if (step_op(op)) step.push_back(name_of(op));
+  EXPECT_EQ(step, (std::vector<std::string>{"alltoall", "ring", "rsa_allreduce", "allreduce", "reduce_scatter", "allgather",
+                                            "grad_norm"}))
+      << "the metrics file's /comm/<op>: what the readers in analysis/ expect";
 }
 
 TEST(CountingMemory, AReplayCountsWithoutAllocatingOrTouchingTheRunsCounters) {

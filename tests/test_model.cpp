@@ -19,7 +19,7 @@
 #include "attention/local_attention.hpp"
 #include "io/deck.hpp"
 #include "model/documents.hpp"
-#include "model/memory_model.hpp"
+#include "predict/memory_model.hpp"
 #include "model/trainer.hpp"
 #include "test_util.hpp"
 
@@ -225,7 +225,7 @@ TEST(Memory, TrackedHighWaterEqualsTheAnalyticModel) {
       for (int m : {1, 3, 1000}) {
         ModelOptions o;
         o.policy = policy;
-        const bool whole = store_plan(policy, cfg.layers).whole_sequence;  // the baselines have no mini-sequences
+        const bool whole = store_buffers(policy, cfg.layers).whole_sequence;  // the baselines have no mini-sequences
         o.mlp_chunks = whole ? 1 : m;
         o.lm_head_chunks = whole ? 1 : (m == 3 ? 5 : m);
         auto& tracker = MemoryTracker::instance();

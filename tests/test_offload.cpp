@@ -28,7 +28,7 @@
 #include "memory/host_copy_engine.hpp"
 #include "memory/offload_alpha.hpp"
 #include "memory/offload_controller.hpp"
-#include "model/memory_model.hpp"
+#include "predict/memory_model.hpp"
 #include "model/trainer.hpp"
 #include "test_util.hpp"
 

@@ -33,10 +33,10 @@
 #include "attention/strategy_factory.hpp"
 #include "io/deck.hpp"  // kBf16LossTolerance
 #include "kernels/bf16.hpp"
-#include "model/comm_model.hpp"
+#include "predict/comm_model.hpp"
 #include "model/documents.hpp"
-#include "model/flops.hpp"
-#include "model/memory_model.hpp"
+#include "predict/flops.hpp"
+#include "predict/memory_model.hpp"
 #include "model/step_reduce.hpp"
 #include "parallel/mpi_communicator.hpp"
 #include "parallel/mask_pairs.hpp"
@@ -114,7 +114,7 @@ Result reference(const Case& c, int replicas) {
 // Runs case c on the ranks of `comm` (the world, or a part of it) and checks it;
 // returns the bytes each operation sent on this rank.
 template <class T>
-std::map<std::string, std::uint64_t> check_case(const Case& c, MPI_Comm comm = MPI_COMM_WORLD) {
+CommBytes check_case(const Case& c, MPI_Comm comm = MPI_COMM_WORLD) {
   constexpr Precision P = precision_of<T>();
   int world = 1;
   MPI_Comm_size(comm, &world);
@@ -156,14 +156,12 @@ std::map<std::string, std::uint64_t> check_case(const Case& c, MPI_Comm comm = M
   const auto model = predict_comm_bytes(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), world, c.grad_accum, P);
   const auto fp32 = predict_comm_bytes(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), world, c.grad_accum,
                                        Precision::float32);
-  for (const auto& [op, bytes] : model) {
-    const auto it = measured.find(op);
-    EXPECT_EQ(it == measured.end() ? 0u : it->second, bytes) << name << ": " << op << " bytes";
-    const bool summed = op == "allreduce" || op == "rsa_allreduce";  // sums travel in fp32 under bf16 too
-    if (P == Precision::bf16 && !summed) EXPECT_EQ(2 * bytes, fp32.at(op)) << name << ": " << op << " not half of fp32's";
+  for (const CommOp op : all_of<CommOp>()) {  // every operation: sent and modelled alike (0 for both where none)
+    EXPECT_EQ(measured[op], model[op]) << name << ": " << name_of(op) << " bytes";
+    const bool summed = op == CommOp::allreduce || op == CommOp::rsa_allreduce;  // sums travel in fp32 under bf16 too
+    if (P == Precision::bf16 && !summed)
+      EXPECT_EQ(2 * model[op], fp32[op]) << name << ": " << name_of(op) << " not half of fp32's";
   }
-  for (const auto& [op, bytes] : measured)
-    EXPECT_TRUE(model.count(op)) << name << ": " << bytes << " bytes sent as '" << op << "', which the model lacks";
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   if (rank == 0)
@@ -368,20 +366,20 @@ class ForwardingCommunicator : public Communicator {
   bool device_ordered() const override { return inner_.device_ordered(); }
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                 DType type, const std::string& op) override {
+                 DType type, CommOp op) override {
     inner_.alltoallv(send, scounts, sdispls, recv, rcounts, rdispls, type, op);
   }
-  void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) override {
+  void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) override {
     inner_.allreduce_sum(buf, count, type, op);
   }
-  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, const std::string& op) override {
+  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, CommOp op) override {
     return inner_.iallgather(send, recv, count, type, op);
   }
   RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
-                                 const std::string& op) override {
+                                 CommOp op) override {
     return inner_.ireduce_scatter_sum(send, recv, count, type, op);
   }
-  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override {
+  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, CommOp op) override {
     return inner_.isend(buf, count, type, peer, tag, op);
   }
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override {
@@ -410,7 +408,7 @@ class DeferringCommunicator final : public ForwardingCommunicator {
 
   std::string backend() const override { return "deferring " + inner_.backend(); }
   bool overlaps_transfers() const override { return true; }
-  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override {
+  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, CommOp op) override {
     return hold(tag, [=] { return inner_.isend(buf, count, type, peer, tag, op); });
   }
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override {
@@ -471,7 +469,7 @@ class AlltoallLog final : public ForwardingCommunicator {
 
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                 DType type, const std::string& op) override {
+                 DType type, CommOp op) override {
     std::uint64_t sent = 0;
     for (int p = 0; p < size(); ++p)
       if (p != rank()) sent += std::uint64_t(scounts[p]) * dtype_bytes(type);
@@ -626,10 +624,7 @@ TEST(SequenceParallel, EveryLayoutInBf16WithinTheStatedTolerance) {
 }
 
 namespace {
-std::uint64_t op_bytes(const std::map<std::string, std::uint64_t>& m, const std::string& op) {
-  const auto it = m.find(op);
-  return it == m.end() ? 0 : it->second;
-}
+std::uint64_t op_bytes(const CommBytes& m, CommOp op) { return m[op]; }
 }  // namespace
 
 // RSA with the seed's backward (Li et al., "Sequence Parallelism: Long Sequence
@@ -689,7 +684,7 @@ TEST(RsaSeedBackward, ExactOnTwoThreeAndFourRanksWithThePapersVolumeAndMemory) {
       for (const bool half : {false, true}) {
         const auto measured = half ? check_case<bf16>(c, sub.comm()) : check_case<double>(c, sub.comm());
         const std::uint64_t T = half ? 2 : 8, acc = half ? 4 : 8;
-        const std::uint64_t ring = op_bytes(measured, "ring"), reduce = op_bytes(measured, "rsa_allreduce");
+        const std::uint64_t ring = op_bytes(measured, CommOp::ring), reduce = op_bytes(measured, CommOp::rsa_allreduce);
         EXPECT_EQ(ring, layers * (2 + 2) * pass_elements * T) << c.name << ": ring bytes (2 passes each way)";
         EXPECT_EQ(reduce, layers * 2 * allreduce_elements * acc) << c.name << ": all-reduce bytes";
         const std::uint64_t backward = ring / 2 + reduce;
@@ -708,7 +703,7 @@ TEST(RsaSeedBackward, ExactOnTwoThreeAndFourRanksWithThePapersVolumeAndMemory) {
     f.par.rsa_backward = RsaBackward::flash;
     f.seq_len = 48;
     const auto measured = check_case<double>(f, sub.comm());
-    EXPECT_EQ(op_bytes(measured, "rsa_allreduce"), 0u) << f.name;
+    EXPECT_EQ(op_bytes(measured, CommOp::rsa_allreduce), 0u) << f.name;
   }
 }
 
@@ -788,8 +783,8 @@ TEST(UlyssesAllToAll, BackwardSendsWhatForwardSendsInFourCalls) {
     const auto model = predict_comm_bytes(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), world, c.grad_accum,
                                           Precision::float64);
     const auto measured = setup.take_comm_bytes();
-    EXPECT_EQ(total, model.at("alltoall")) << c.name << ": logged all-to-all bytes against the model";
-    EXPECT_EQ(op_bytes(measured, "alltoall"), model.at("alltoall")) << c.name << ": counted against the model";
+    EXPECT_EQ(total, model[CommOp::alltoall]) << c.name << ": logged all-to-all bytes against the model";
+    EXPECT_EQ(op_bytes(measured, CommOp::alltoall), model[CommOp::alltoall]) << c.name << ": counted against the model";
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0)
@@ -1012,7 +1007,7 @@ TEST(SequenceParallel, DocumentsAndWindowReproduceTheSingleRankStepOnTwoThreeAnd
       c.opts.mask.doc_starts.push_back(40 / pieces / 2);  // and one more inside the first piece
       std::sort(c.opts.mask.doc_starts.begin(), c.opts.mask.doc_starts.end());
       const auto measured = check_case<double>(c, sub.comm());
-      EXPECT_EQ(op_bytes(measured, "ring"), 0u) << c.name << ": blocks nobody else sees were sent";
+      EXPECT_EQ(op_bytes(measured, CommOp::ring), 0u) << c.name << ": blocks nobody else sees were sent";
     }
   }
 }

@@ -139,7 +139,7 @@ TEST(StepArena, LaterStepsAllocateNothingAndChangeNothing) {
     ModelOptions o;
     o.policy = p;
     o.offload.alpha = 0.37;
-    o.mlp_chunks = store_plan(p, 2).whole_sequence ? 1 : 3;
+    o.mlp_chunks = store_buffers(p, 2).whole_sequence ? 1 : 3;
     const auto without = steps(o, false, 3), with = steps(o, true, 3);
     EXPECT_GT(with.allocations[0], 0u) << "the recorded step allocates";
     EXPECT_EQ(with.allocations[1], 0u) << "policy " << int(p);

@@ -14,8 +14,8 @@
 #include "attention/strategy_factory.hpp"
 #include "io/deck.hpp"  // kBf16LossTolerance
 #include "kernels/bf16.hpp"
-#include "model/comm_model.hpp"
-#include "model/memory_model.hpp"
+#include "predict/comm_model.hpp"
+#include "predict/memory_model.hpp"
 #include "model/step_reduce.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "test_util.hpp"
@@ -102,7 +102,7 @@ void check(const Case& c, const ZeroOptions& zero) {
   const double init_std = P == Precision::bf16 ? 0.02 : 0.3;
   const auto geometry = attention_geometry(cfg, c.par, setup.layout(), setup.sp_rank());
   Result got;
-  std::map<std::string, std::uint64_t> sent;
+  CommBytes sent{};
   {
     Trainer<T> t(cfg, c.opts, train(init_std), setup.local_positions(), nullptr,
                  make_attention_factory<T>(geometry, setup, c.opts.kernels, nullptr), zero, &setup.world());
@@ -118,7 +118,8 @@ void check(const Case& c, const ZeroOptions& zero) {
       }
       setup.take_comm_bytes();  // the test's own gathers
       t.apply_optimizer();
-      for (const auto& [op, b] : setup.take_comm_bytes()) bytes[op] += b;
+      const CommBytes optimizer = setup.take_comm_bytes();
+      for (const CommOp op : all_of<CommOp>()) bytes[op] += optimizer[op];
       if (step == 0) sent = bytes;
     }
     got.weights = t.states().gathered_weights();
@@ -149,12 +150,8 @@ void check(const Case& c, const ZeroOptions& zero) {
   }
   // Communication: the analytic volume, operation by operation (step 1).
   const auto model = predict_comm_bytes(cfg, c.opts, c.par, setup.layout(), setup.sp_rank(), world, c.grad_accum, P, zero);
-  for (const auto& [op, bytes] : model) {
-    const auto it = sent.find(op);
-    EXPECT_EQ(it == sent.end() ? 0u : it->second, bytes) << name << ": " << op << " bytes";
-  }
-  for (const auto& [op, bytes] : sent)
-    EXPECT_TRUE(model.count(op) > 0) << name << ": " << op << " sent but not modelled";
+  for (const CommOp op : all_of<CommOp>())  // every operation: sent and modelled alike
+    EXPECT_EQ(sent[op], model[op]) << name << ": " << name_of(op) << " bytes";
 
   const auto ref = reference<double>(c, setup.dp_size(), init_std);
   const double tol = P == Precision::float64 ? 1e-10 : kBf16LossTolerance;

@@ -239,7 +239,8 @@ cuda_tests() {
     if ((dry)) && [[ $name != test_core && $name != test_deck ]]; then continue; fi
     echo "== $name"
     # --foreground: the test stays in this part's process group, so the part's own limit stops it too.
-    OPENBLAS_NUM_THREADS=1 timeout --foreground --kill-after=5 "$per_test" "$t" "${args[@]}" 2>&1 | tee "$work/$name.log"
+    OPENBLAS_NUM_THREADS=1 MINILST_MACHINES="$machines" timeout --foreground --kill-after=5 "$per_test" "$t" "${args[@]}" 2>&1 |
+      tee "$work/$name.log"
     rc=${PIPESTATUS[0]}
     local passed skipped
     passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$work/$name.log" | tail -1)
@@ -249,7 +250,7 @@ cuda_tests() {
   ! awk '$2 != 0 { bad = 1 } END { exit !bad }' "$work/cuda_tests.txt"
 }
 per_test=$(scaled 60)
-part cuda_tests 150 60 bash -c "set -o pipefail; $(declare -f cuda_tests); dry=$dry tests='$tests' work='$work' per_test=$per_test; cuda_tests"
+part cuda_tests 150 60 bash -c "set -o pipefail; $(declare -f cuda_tests); dry=$dry tests='$tests' work='$work' per_test=$per_test machines='$root/machines'; cuda_tests"
 
 # offload: MEMO's swap with alpha chosen by the run, and ALST's checkpoint offload
 offload() {

@@ -70,12 +70,13 @@ log "miniLST for CUDA built in $((SECONDS - t0)) s"
 # The folder, made beside its final place and renamed into it: never half a bundle.
 tmp=$(mktemp -d "$(dirname "$out")/.gpu-bundle-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"/{bin,tests,lib,inputs,peer}
+mkdir -p "$tmp"/{bin,tests,lib,inputs,machines,peer}
 cp "$build"/minilst "$build"/minilst_bench_kernels "$build"/minilst_bench_mst "$tmp/bin/"
 cp -L "$build"/libminilst_core.so "$tmp/lib/"
 find "$build/tests" -maxdepth 1 -type f -name 'test_*' -perm -u+x -exec cp {} "$tmp/tests/" \;
 cp "$build/checks/copy_engine_check" "$tmp/tests/"
 cp "$root"/inputs/*.yaml "$tmp/inputs/"
+cp "$root"/machines/*.yaml "$tmp/machines/"  # test_predict reads the shipped machine files (MINILST_MACHINES)
 cp "$root"/analysis/peer/*.py "$tmp/peer/"
 
 # What the node provides: the C/C++ runtime, the driver, cudart and cuBLAS

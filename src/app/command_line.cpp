@@ -1,5 +1,7 @@
 #include "app/command_line.hpp"
 
+#include "predict/device_facts.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cctype>
@@ -39,36 +41,15 @@ CLI::Validator device_validator() {
         for (auto& ch : text) ch = char(std::tolower(static_cast<unsigned char>(ch)));
         if (text == "list" || find_device(text)) return "";
         std::string names;
-        for (const auto& d : device_presets()) names += std::string(names.empty() ? "" : ", ") + d.name;
+        for (const auto& d : device_table()) names += std::string(names.empty() ? "" : ", ") + d.name;
         return "unknown device '" + text + "' (the presets: " + names + "; `minilst plan --device list`)";
       },
       "NAME");
 }
 }  // namespace
 
-Command parse_command_line(int argc, const char* const* argv) {
-  Command c;
-  CLI::App app{"miniLST: the training step of a Llama-style decoder for long sequences, on Kokkos + MPI.\n"
-               "Writes timing, memory and loss metrics to HDF5. See README.md."};
-  app.set_version_flag("--version", version_string());
-  app.require_subcommand(1);
-  auto* run = app.add_subcommand("run", "run the training steps a deck describes (--kokkos-*=... flags go to Kokkos)");
-  run->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
-  run->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
-  std::string run_machine;
-  run->add_option("--machine", run_machine, "a machine file (machines/*.yaml, `minilst probe`): predict the step on "
-                  "it and report the prediction beside the measured times (run.machine; docs/time_model.md)");
-  run->allow_extras();
-  auto* verify = app.add_subcommand("verify", "certify the deck's layout: its first step against the single-rank "
-                                               "float64 reference, tensor by tensor (docs/verify.md)");
-  verify->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
-  verify->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
-  verify->add_option("--out", c.verify_out, "the table's HDF5 file (default: beside output.metrics, <stem>.verify.h5)");
-  verify->add_option("--export", c.verify_export, "write the reference step's tensors to this HDF5 file");
-  verify->allow_extras();
-  auto* keys = app.add_subcommand("keys", "list every deck key with its default and rule");
-  auto* result = app.add_subcommand("result", "print the RESULT line of a metrics file (exit code as its run's)");
-  result->add_option("metrics", c.deck_path, "a metrics file written by minilst run")->required();
+namespace {
+CLI::App* add_plan(CLI::App& app, Command& c) {
   auto* plan = app.add_subcommand("plan", "predict every rank's memory, FLOPs and communication for a deck, without running it");
   plan->add_option("deck", c.deck_path, "YAML input deck (not needed with --device list)");
   plan->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
@@ -98,6 +79,10 @@ Command parse_command_line(int argc, const char* const* argv) {
   plan->add_option("--machine", c.plan.machine, "a machine file (machines/*.yaml, `minilst probe`): predict the step "
                    "time per phase on it (docs/time_model.md)");
   plan->add_option("--top", c.plan.top, "--max-seq-len --machine: the layouts printed")->check(CLI::Range(1, 1000));
+  return plan;
+}
+
+CLI::App* add_probe(CLI::App& app, Command& c) {
   auto* probe = app.add_subcommand("probe", "measure this machine (GEMM, attention, bandwidths, links of the job's "
                                             "ranks) into a machine file for plan --machine (docs/time_model.md)");
   probe->add_option("--out", c.probe.out, "the machine file to write (YAML)")->required();
@@ -107,11 +92,41 @@ Command parse_command_line(int argc, const char* const* argv) {
   probe->add_option("--repeats", c.probe.repeats, "timed windows per figure (the median is kept)")->check(CLI::Range(1, 1000));
   probe->add_option("--head-dim", c.probe.head_dim, "the head dim of the attention probe and the calibration step "
                     "(even, as a deck's; probe at the decks' own)")->check(CLI::Range(2, 256));
-  probe->add_option("--comm-mib", c.probe.comm_mib, "the collectives' message per rank, MiB")->check(mib);
+  probe->add_option("--comm-mib", c.probe.comm_mib, "the collectives' message per rank, MiB")->check(mib_validator());
   probe->add_option("--link-floor-gbs", c.probe.link_floor_gbs, "a link slower than this is implausible (default 0.1)")
       ->check(CLI::PositiveNumber);
   probe->add_flag("--allow-implausible", c.probe.allow_implausible,
                   "write implausible figures (flagged under `implausible:`) instead of refusing");
+  return probe;
+}
+}  // namespace
+
+Command parse_command_line(int argc, const char* const* argv) {
+  Command c;
+  CLI::App app{"miniLST: the training step of a Llama-style decoder for long sequences, on Kokkos + MPI.\n"
+               "Writes timing, memory and loss metrics to HDF5. See README.md."};
+  app.set_version_flag("--version", version_string());
+  app.require_subcommand(1);
+  auto* run = app.add_subcommand("run", "run the training steps a deck describes (--kokkos-*=... flags go to Kokkos)");
+  run->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
+  run->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
+  std::string run_machine;
+  run->add_option("--machine", run_machine, "a machine file (machines/*.yaml, `minilst probe`): predict the step on "
+                  "it and report the prediction beside the measured times (run.machine; docs/time_model.md)");
+  run->allow_extras();
+  auto* verify = app.add_subcommand("verify", "certify the deck's layout: its first step against the single-rank "
+                                               "float64 reference, tensor by tensor (docs/verify.md)");
+  verify->add_option("deck", c.deck_path, "YAML input deck (see inputs/)")->required();
+  verify->add_option("--set", c.overrides, "override a deck key: section.key=value (repeatable)");
+  verify->add_option("--out", c.verify_out, "the table's HDF5 file (default: beside output.metrics, <stem>.verify.h5)");
+  verify->add_option("--export", c.verify_export, "write the reference step's tensors to this HDF5 file");
+  verify->allow_extras();
+  auto* keys = app.add_subcommand("keys", "list every deck key with its default and rule");
+  keys->add_flag("--machine", c.keys_machine, "list the machine file's keys instead (docs/time_model.md)");
+  auto* result = app.add_subcommand("result", "print the RESULT line of a metrics file (exit code as its run's)");
+  result->add_option("metrics", c.deck_path, "a metrics file written by minilst run")->required();
+  auto* plan = add_plan(app, c);
+  auto* probe = add_probe(app, c);
 
   std::ostringstream out, err;
   try {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "app/plan.hpp"
+#include "app/plan_command.hpp"
 #include "app/probe.hpp"
 
 namespace minilst {
@@ -21,6 +21,7 @@ struct Command {
   std::string deck_path;                // run, plan: the deck; result: the metrics file
   std::vector<std::string> overrides;  // --set section.key=value (run --machine FILE: run.machine=FILE, last)
   std::string verify_out, verify_export;  // verify: --out (the table), --export (the reference step)
+  bool keys_machine = false;  // keys --machine: the machine file's keys
   PlanArgs plan;
   ProbeArgs probe;  // probe: --out FILE.yaml and its sizes (app/probe.hpp)
 };

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <tuple>
 
-#include "app/plan.hpp"
 #include "app/run_prediction.hpp"
 #include "app/training.hpp"
 #include "attention/strategy_factory.hpp"
@@ -21,11 +20,10 @@
 #include "io/output_claim.hpp"
 #include "io/tensor_dump.hpp"
 #include "job/agreement.hpp"
-#include "job/machine.hpp"
+#include "job/node_resources.hpp"
 #include "job/step_guard.hpp"
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
-#include "model/memory_model.hpp"
 #include "model/trainer.hpp"
 #include "parallel/broadcast.hpp"
 #include "results/json_summary.hpp"
@@ -38,21 +36,19 @@ namespace minilst {
 namespace {
 
 template <class T>
-int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder) {
+int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder, const Prediction& prediction) {
   const bool root = ctx.rank == 0;
   // The kernels every rank runs (rank 0's probes, broadcast); the peak MFU is measured against; the time budget.
   const ResolvedKernels kernels = agree_on_kernels(deck.options.kernels, deck.run.precision, deck.model.head_dim(), ctx.comm);
   PeakRate peak = measure_peak<T>(kernels.choice, deck.run.precision, ctx.comm);
   StepGuard guard(deck, ctx.comm, ctx.rank, ctx.nranks, *ctx.watchdog, recorder.metrics().flops_per_step / ctx.nranks);
-  auto states = predict_model_states(deck.model, zero_options(deck, ctx.nranks), deck.run.precision);
   PhaseTimers timers;
-  Training<T> t(deck, ctx.comm, kernels.choice, double(states.at("host_optimizer")), timers);
+  Training<T> t(deck, ctx.comm, kernels.choice, double(prediction.states.at("host_optimizer")), timers);
   if (!t.offload.error().empty()) {  // before anything is allocated; the same verdict on every rank
     if (root) std::fprintf(stderr, "error: deck: %s\n", t.offload.error().c_str());
     return 2;
   }
-  Run run(deck, ctx.comm, ctx.rank, recorder, peak, t.par, [&] { return t.facts(kernels, ctx); }, timers,
-          std::move(states));
+  Run run(deck, ctx.comm, ctx.rank, recorder, peak, t.par, [&] { return t.facts(kernels, ctx); }, timers, prediction);
   run.print_setup(t.opts, kernels, t.geometry, t.offload.active() ? t.offload.describe(t.trainer.activations()) : "");
   if (root) ctx.watchdog->set_rescue([&](const std::string& why) { recorder.rescue(why); });  // a stuck peer
   guard.start();
@@ -93,8 +89,9 @@ std::string prepare_outputs(const Deck& deck, const std::string& path, OutputCla
   return claim.take(deck, path);
 }
 
-// Why the run cannot start (the same verdict on every rank, before any work), or "".
-std::string refuse(const Deck& deck, const RunContext& ctx) {
+// Why the run cannot start (the same verdict on every rank, before any work), or "": the run's one
+// prediction made on the way (predict/prediction.hpp: the memory fit is its plan's).
+std::string refuse(const Deck& deck, const RunContext& ctx, Prediction& prediction) {
   // srun started several tasks but MPI sees one: the PMI wiring is wrong and every
   // task would run alone (a silent singleton); refuse rather than mislead.
   const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
@@ -107,18 +104,18 @@ std::string refuse(const Deck& deck, const RunContext& ctx) {
   if (const auto kernels = kernel_choice_refusal(deck.options.kernels, deck.run.precision, deck.model.head_dim());
       !kernels.empty())
     return "deck: " + kernels;
-  return check_fits(deck, ctx.nranks, available_memory(ctx.comm));
+  return predict_for_run(deck, ctx.nranks, available_memory(ctx.comm), prediction);
 }
 
-// run.machine: every rank reads the machine file (as it reads the deck) and prices the deck on
-// it; one rank's failure stops every rank (rank 0 names it, else the rank that failed), before
-// any output is created. True when the run goes on (with `prediction` filled, or no machine).
-bool agree_on_prediction(const Deck& deck, const RunContext& ctx, StepPrediction& prediction) {
+// run.machine: every rank reads the machine file (as it reads the deck) and prices the run's plan
+// on it; one rank's failure stops every rank (rank 0 names it, else the rank that failed), before
+// any output is created. True when the run goes on (with prediction.time filled, or no machine).
+bool agree_on_prediction(const Deck& deck, const RunContext& ctx, Prediction& prediction) {
   if (deck.run.machine.empty()) return true;
   std::vector<std::string> warnings;
   if (deck.run.machine == kMachineProbeAtStart && ctx.rank == 0)
     std::printf("run.machine: probe: measuring this job's ranks first (about 20 s)\n"), std::fflush(stdout);
-  const std::string why = predict_run(deck, ctx.nranks, ctx.comm, prediction, warnings);
+  const std::string why = price_run(deck, ctx.comm, prediction, warnings);
   int failed[2] = {!why.empty(), !why.empty()};  // {this rank, rank 0}
   MPI_Bcast(&failed[1], 1, MPI_INT, 0, ctx.comm);
   int any = 0;
@@ -138,14 +135,15 @@ bool agree_on_prediction(const Deck& deck, const RunContext& ctx, StepPrediction
 
 int run_deck(const Deck& deck, const RunContext& ctx) {
   const int P = deck.parallel.sequence_parallel();
-  RunMetrics metrics = start_run_metrics(deck, std::max(1, ctx.nranks / P), P);
-  // The communicators, NCCL, the model: the first step's patience.
-  ctx.watchdog->arm(StepGuard::first_patience(deck, ctx.nranks, metrics.flops_per_step / ctx.nranks), "the set-up");
-  if (const auto why = refuse(deck, ctx); !why.empty()) {
+  Prediction prediction;  // the run's one: memory, communication, FLOPs, and time on run.machine
+  if (const auto why = refuse(deck, ctx, prediction); !why.empty()) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", why.c_str());
     return 2;
   }
-  if (!agree_on_prediction(deck, ctx, metrics.prediction)) return 2;
+  // The communicators, NCCL, the model: the first step's patience.
+  ctx.watchdog->arm(StepGuard::first_patience(deck, ctx.nranks, prediction.plan.flops_per_step / ctx.nranks), "the set-up");
+  if (!agree_on_prediction(deck, ctx, prediction)) return 2;
+  RunMetrics metrics = start_run_metrics(deck, std::max(1, ctx.nranks / P), P, prediction);
   std::string path, output_error;
   OutputClaim claim;  // rank 0's: held until the final write is done
   if (ctx.rank == 0) {
@@ -167,7 +165,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
                 deck.resolved_yaml.c_str());
     if (const auto& p = metrics.prediction; p.known())
       std::printf("prediction: step %.4g s on %s (%s machine file %s, digest %s); the summary sets it beside the "
-                  "measured step\n", p.seconds.at("step"), p.machine.c_str(), p.kind.c_str(), p.file.c_str(),
+                  "measured step\n", p.time.step_s, p.machine.c_str(), p.kind.c_str(), p.file.c_str(),
                   p.digest.c_str());
     std::fflush(stdout);
   }
@@ -177,9 +175,9 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   int code = 1;
   try {
     switch (deck.run.precision) {
-      case Precision::float32: code = run_typed<float>(deck, ctx, recorder); break;
-      case Precision::float64: code = run_typed<double>(deck, ctx, recorder); break;
-      case Precision::bf16: code = run_typed<bf16>(deck, ctx, recorder); break;
+      case Precision::float32: code = run_typed<float>(deck, ctx, recorder, prediction); break;
+      case Precision::float64: code = run_typed<double>(deck, ctx, recorder, prediction); break;
+      case Precision::bf16: code = run_typed<bf16>(deck, ctx, recorder, prediction); break;
     }
   } catch (const std::exception& e) {  // this rank alone: it writes the finished steps, main ends the job
     ctx.watchdog->set_rescue({});

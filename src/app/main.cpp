@@ -31,7 +31,8 @@
 
 #include "job/agreement.hpp"
 #include "app/driver.hpp"
-#include "app/plan.hpp"
+#include "app/plan_command.hpp"
+#include "predict/machine_keys.hpp"
 #include "app/probe.hpp"
 #include "app/command_line.hpp"
 #include "job/stop.hpp"
@@ -102,7 +103,8 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     return command.exit_code;
   }
   if (command.kind == Kind::keys) {
-    if (ctx.rank == 0) std::printf("%s", minilst::deck_key_reference().c_str());
+    if (ctx.rank == 0)
+      std::printf("%s", (command.keys_machine ? minilst::machine_keys_text() : minilst::deck_key_reference()).c_str());
     return 0;
   }
   if (command.kind == Kind::result) return ctx.rank == 0 ? answer_result(command.deck_path) : 0;  // options first

@@ -12,15 +12,15 @@
 
 #include <unistd.h>
 
-#include "app/machine_file.hpp"
-#include "app/plan.hpp"
 #include "app/training.hpp"
 #include "core/kernel_choice.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/select.hpp"
-#include "model/flops.hpp"
+#include "predict/flops.hpp"
+#include "predict/machine_file.hpp"
+#include "predict/prediction.hpp"
 #include "parallel/mpi_communicator.hpp"
 #include "io/deck.hpp"
 #include "results/provenance.hpp"
@@ -81,12 +81,6 @@ double mean_over(MPI_Comm comm, double v) {
   return v / n;
 }
 
-Precision precision_of(const std::string& prec) {
-  Precision p = Precision::float32;
-  parse_name(prec, p);
-  return p;
-}
-
 // The kernels a deck's `auto` gets for this precision (resolved here, per rank).
 KernelChoice choice_for(Precision p, int head_dim) {
   KernelChoice request;
@@ -97,41 +91,44 @@ KernelChoice choice_for(Precision p, int head_dim) {
   return resolve_kernel_choice(request, p, head_dim).choice;
 }
 
-struct GemmShape {  // C [m, n] = A [m, k] B [k, n]
-  int m = 0, n = 0, k = 0;
-  std::string text() const { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }
-};
-struct Shapes {  // the GEMM shape classes, around n (tokens x out x in)
-  GemmShape square, projection, mlp, lm_head;
-};
-// mlp: the intermediate 2.6875 n (688 at n = 256: Llama's 8/3 d rounded to a multiple of 16)
-Shapes shapes_of(int n) { return {{n, n, n}, {8 * n, n, n}, {8 * n, (43 * n / 16 + 15) / 16 * 16, n}, {4 * n, 16 * n, n}}; }
+// The GEMM shape classes around n (tokens x out x in); mlp: the intermediate 2.6875 n (688 at
+// n = 256: Llama's 8/3 d rounded to a multiple of 16).
+kernels::GemmShape class_shape(GemmClass c, int n) {
+  const std::size_t a = std::size_t(n);
+  switch (c) {
+    case GemmClass::square: return {a, a, a};
+    case GemmClass::projection: return {8 * a, a, a};
+    case GemmClass::mlp: return {8 * a, std::size_t((43 * n / 16 + 15) / 16 * 16), a};
+    case GemmClass::lm_head: break;
+  }
+  return {4 * a, 16 * a, a};
+}
 
 template <class T>
-void probe_gemm(MachineFile& m, const std::string& prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+void probe_gemm(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
   const int n = sizeof(T) == 8 ? std::max(32, a.size / 2) : a.size;  // double: half the size (its rate is half)
-  const Shapes s = shapes_of(n);
-  const std::pair<const char*, GemmShape> classes[] = {
-      {"square", s.square}, {"projection", s.projection}, {"mlp", s.mlp}, {"lm_head", s.lm_head}};
   std::string shapes;
   using kernels::Op;
-  for (const auto& [cls, g] : classes) {
+  for (const GemmClass cls : all_of<GemmClass>()) {
+    const kernels::GemmShape g = class_shape(cls, n);
+    const int gm = int(g.m), gn = int(g.n), gk = int(g.k);
     // as a training step runs each product: Y = X W (N N), dX = dY W^T (N T), dW = X^T dY (T N);
     // their FLOPs over their summed median times
-    const double flops = 2.0 * g.m * double(g.n) * g.k;
-    const double seconds = gemm_seconds<T>(choice, g.m, g.n, g.k, a.repeats, Op::N, Op::N) +
-                           gemm_seconds<T>(choice, g.m, g.k, g.n, a.repeats, Op::N, Op::T) +
-                           gemm_seconds<T>(choice, g.k, g.n, g.m, a.repeats, Op::T, Op::N);
+    const double flops = 2.0 * gm * double(gn) * gk;
+    const double seconds = gemm_seconds<T>(choice, gm, gn, gk, a.repeats, Op::N, Op::N) +
+                           gemm_seconds<T>(choice, gm, gk, gn, a.repeats, Op::N, Op::T) +
+                           gemm_seconds<T>(choice, gk, gn, gm, a.repeats, Op::T, Op::N);
     m.rates.gemm_gflops[prec][cls] = mean_over(comm, 3 * flops / seconds / 1e9);
-    shapes += std::string(shapes.empty() ? "" : ", ") + cls + " " + g.text();
+    shapes += std::string(shapes.empty() ? "" : ", ") + name_of(cls) + " " + g.text();
   }
-  m.provenance["gemm_gflops." + prec] = "measured: through " + describe(choice) + ", each class (tokens x out x in: " +
+  m.provenance[machine_key_prefix(MachineKey::gemm_gflops, {int(prec), 0, 0}, 2)] =
+      "measured: through " + describe(choice) + ", each class (tokens x out x in: " +
                                         shapes + ") as a step runs it: Y = X W, dX = dY W^T, dW = X^T dY, their FLOPs " +
                                         "over their summed medians (each " + windows(a.repeats) + ") after a warm-up; mean over ranks";
 }
 
 template <class T>
-void probe_attention(MachineFile& m, const std::string& prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+void probe_attention(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
   using Acc = accum_t<T>;
   const int S = sizeof(T) == 8 ? std::max(16, 2 * a.size) : 4 * a.size, heads = 4, kv_heads = 2, h = a.head_dim;
   const int Hh = heads * h, Gh = kv_heads * h;
@@ -148,11 +145,11 @@ void probe_attention(MachineFile& m, const std::string& prec, const KernelChoice
   });
   m.rates.attention_heads_per_kv = heads / kv_heads;
   m.rates.attention_head_dim = h;
-  m.rates.attention_kernel[prec] = attention_kernel_name(choice, precision_of(prec));
-  m.rates.attention_gflops[prec]["forward"] = mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9);
-  m.rates.attention_gflops[prec]["backward"] = mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9);
-  m.provenance["attention_gflops." + prec] =
-      "measured: causal attention forward and backward, " + attention_kernel_name(choice, precision_of(prec)) +
+  m.rates.attention_kernel[prec] = attention_kernel_name(choice, prec);
+  m.rates.attention_gflops[prec][AttentionPass::forward] = mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9);
+  m.rates.attention_gflops[prec][AttentionPass::backward] = mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9);
+  m.provenance[machine_key_prefix(MachineKey::attention_gflops, {int(prec), 0, 0}, 2)] =
+      "measured: causal attention forward and backward, " + attention_kernel_name(choice, prec) +
       ", S = " + std::to_string(S) + ", " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) +
       " kv), head dim " + std::to_string(h) + ", useful FLOPs (4 and 10 per causal pair and head dim), " +
       windows(a.repeats) + "; mean over ranks";
@@ -173,7 +170,7 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   const auto w1 = Kokkos::subview(w, Kokkos::make_pair(0, 16));
   const double t1 = median_seconds(5, [&] { kernels::rmsnorm_forward<float>(choice, y1, x1, w1, 1e-5); });
   m.rates.op_overhead_us = mean_over(comm, t1 * 1e6);
-  m.provenance["elementwise_gbs"] = "measured: rmsnorm forward (fp32) on [" + std::to_string(rows) + ", " +
+  m.provenance[machine_key_text(MachineKey::elementwise_gbs)] = "measured: rmsnorm forward (fp32) on [" + std::to_string(rows) + ", " +
                                     std::to_string(d) + "], bytes read + written, " + windows(std::max(5, a.repeats)) +
                                     "; mean over ranks";
   // AdamW over fp32 states (kernels/adamw.hpp): reads p, g, m, v, writes p, m, v: 28 bytes an element
@@ -187,10 +184,10 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
     kernels::adamw_update_on(ExecSpace(), p, Vec<const float>(g), mo, v, ++step, hp, Vec<float>());
   });
   m.rates.optimizer_gbs = mean_over(comm, 28.0 * double(n) / t_adam / 1e9);
-  m.provenance["optimizer_gbs"] = "measured: AdamW (kernels/adamw.hpp) over " + std::to_string(n) +
+  m.provenance[machine_key_text(MachineKey::optimizer_gbs)] = "measured: AdamW (kernels/adamw.hpp) over " + std::to_string(n) +
                                   " fp32 elements, 28 bytes an element, " + windows(std::max(3, a.repeats)) +
                                   "; mean over ranks";
-  m.provenance["op_overhead_us"] = "measured: the same kernel on one row of 16, fenced, " + windows(5) + "; mean over ranks";
+  m.provenance[machine_key_text(MachineKey::op_overhead_us)] = "measured: the same kernel on one row of 16, fenced, " + windows(5) + "; mean over ranks";
 }
 
 // The calibration step (step_scale): a small training step (2 layers, hidden 256 or the head
@@ -204,15 +201,15 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
 // share cores unevenly) is then in the file.
 constexpr int kCalibrationSteps = 7;
 template <class T>
-void calibrate_step(MachineFile& m, const std::string& prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+void calibrate_step(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
   const int h = a.head_dim, heads = std::max(4, 2 * ((128 + h - 1) / h)), hidden = heads * h;
   const int S = sizeof(T) == 8 ? std::max(64, 2 * a.size) : 4 * a.size;
   const auto n = [](long v) { return std::to_string(v); };
   const Deck deck = built_in_deck({"model.hidden=" + n(hidden), "model.layers=2", "model.heads=" + n(heads),
                                    "model.kv_heads=" + n(heads / 2), "model.intermediate=" + n((43 * hidden / 16 + 15) / 16 * 16),
                                    "model.vocab=4096", "run.seq_len=" + n(S), "run.steps=" + n(kCalibrationSteps + 1),
-                                   "run.warmup_steps=1", "run.precision=" + prec});
-  std::map<std::string, double> measured;
+                                   "run.warmup_steps=1", "run.precision=" + name_of(prec)});
+  PhaseSeconds measured;
   {
     struct ArenaReset {  // the arena is the process's: released before Kokkos is finalized
       ~ArenaReset() { StepArena::instance().reset(); }
@@ -220,35 +217,35 @@ void calibrate_step(MachineFile& m, const std::string& prec, const KernelChoice&
     StepArena::instance().configure(deck.memory.plan, deck.memory.solver);
     PhaseTimers timers;
     Training<T> t(deck, MPI_COMM_SELF, choice, 0.0, timers);
-    std::map<std::string, std::vector<double>> times;  // phase -> its seconds in each measured step
+    EnumMap<Phase, std::vector<double>> times;  // each phase's seconds in each measured step
     for (long step = 0; step <= kCalibrationSteps; ++step) {
       timers.clear();
       train_step(t, deck, step, timers, MPI_COMM_SELF, false, [](StepResult&) {});
       if (step > 0)
-        for (const auto& [phase, seconds] : timers.by_name()) times[phase].push_back(seconds);
+        for (const Phase ph : all_of<Phase>()) times[ph].push_back(timers.get(ph));
     }
-    for (auto& [phase, t] : times) {  // the median step's (a step the machine's other work slowed does not count)
-      std::sort(t.begin(), t.end());
-      measured[phase] = t[t.size() / 2];
+    for (const Phase ph : all_of<Phase>()) {  // the median step's (a step the machine's other work slowed does not count)
+      auto& v = times[ph];
+      std::sort(v.begin(), v.end());
+      measured[ph] = v[v.size() / 2];
     }
   }
   MachineRates raw = m.rates;
-  raw.step_scale.erase(prec);
+  raw.step_scale[prec] = {};
   std::string error;
-  std::map<std::string, double> predicted = predict_deck_time(deck, 1, raw, error).phases;
+  const DeckPlan plan = plan_deck(deck, deck.run.seq_len, {1, false, false}, error);
   if (!error.empty()) throw std::runtime_error("calibration step: " + error);
-  // "other": the forward and backward less the timed blocks (projections, norms, RoPE, residuals)
-  for (auto* ph : {&measured, &predicted})
-    (*ph)["other"] = (*ph)["forward"] + (*ph)["backward"] - (*ph)["attention"] - (*ph)["mlp"] - (*ph)["lm_head"];
+  const auto predicted = family_seconds(price_plan(deck, plan, raw).phases);
+  const auto timed = family_seconds(measured);
   // the slowest rank's: a run's ranks meet at every exchange, so its step goes at the slowest one's pace
-  for (const char* family : {"attention", "mlp", "lm_head", "other", "optimizer"}) {
-    double ratio = measured[family] / std::max(predicted[family], 1e-12);
+  for (const PhaseFamily family : all_of<PhaseFamily>()) {
+    double ratio = timed[family] / std::max(predicted[family], 1e-12);
     MPI_Allreduce(MPI_IN_PLACE, &ratio, 1, MPI_DOUBLE, MPI_MAX, comm);
     m.rates.step_scale[prec][family] = ratio;
   }
-  m.provenance["step_scale." + prec] =
+  m.provenance[machine_key_prefix(MachineKey::step_scale, {int(prec), 0, 0}, 2)] =
       "measured: a training step (2 layers, hidden " + n(hidden) + ", " + n(heads) + " heads, " + n(heads / 2) +
-      " kv, S = " + n(S) + ", vocab 4096, " + prec + ") on every rank at once, each phase's median over " +
+      " kv, S = " + n(S) + ", vocab 4096, " + name_of(prec) + ") on every rank at once, each phase's median over " +
       n(kCalibrationSteps) + " steps after one; each phase family's time over the same family priced from this file's rates; the slowest rank's";
 }
 
@@ -264,12 +261,12 @@ void probe_host_link(MachineFile& m, const ProbeArgs& a, MPI_Comm comm) {
   m.rates.host_link_gbs = mean_over(comm, bytes / std::max(down, up) / 1e9);
 #ifdef KOKKOS_ENABLE_CUDA
   m.rates.host_same_memory = false;
-  m.provenance["host_link"] = "measured: Kokkos::deep_copy device <-> pageable host memory of " +
+  m.provenance[machine_key_prefix(MachineKey::host_link_gbs, {}, 1)] = "measured: Kokkos::deep_copy device <-> pageable host memory of " +
                               std::to_string(bytes / 1048576.0) + " MiB, the slower direction, " +
                               windows(a.repeats) + "; mean over ranks";
 #else
   m.rates.host_same_memory = true;
-  m.provenance["host_link"] = "host: same memory; measured: memcpy (Kokkos::deep_copy) between two host allocations of " +
+  m.provenance[machine_key_prefix(MachineKey::host_link_gbs, {}, 1)] = "host: same memory; measured: memcpy (Kokkos::deep_copy) between two host allocations of " +
                               std::to_string(long(bytes / 1048576.0)) + " MiB, " + windows(a.repeats) +
                               "; mean over ranks";
 #endif
@@ -299,9 +296,66 @@ constexpr int kSyncRounds = 30;
 // one-element call; the mean time in the call over kSyncRounds, less the latency, mean over
 // ranks. Ranks with a core each arrive together (about 0); ranks sharing cores wait for a peer
 // the scheduler has paused (about a time slice), as a run's exchanges between kernels do.
-void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const ProbeArgs& a) {
+// One collective the probe times: a call moving n floats per rank in total (n a multiple of P),
+// and its bytes as comm_model counts them.
+struct LinkCall {
+  LinkOp op;
+  std::function<void(std::size_t)> call;
+  std::function<double(std::size_t)> counted;
+};
+
+// The five collectives over `comm`, on the buffers send and recv.
+std::vector<LinkCall> link_calls(MpiCommunicator& comm, std::vector<float>& send, std::vector<float>& recv) {
+  const int P = comm.size(), peer = comm.rank() ^ 1;  // pairs exchange both ways at once, as ring hops do (an odd last rank idles)
+  const auto others = [P](std::size_t n) { return double(n / P) * (P - 1) * 4; };
+  const auto payload = [](std::size_t n) { return double(n) * 4; };
+  return {
+      {LinkOp::p2p,
+       [&comm, &send, &recv, P, peer](std::size_t n) {
+         if (peer >= P) return;
+         auto rq = comm.irecv(recv.data(), n, DType::f32, peer, 7);
+         auto sq = comm.isend(send.data(), n, DType::f32, peer, 7, CommOp::probe);
+         comm.launch(7);
+         comm.wait(sq);
+         comm.wait(rq);
+       },
+       payload},
+      {LinkOp::alltoall,
+       [&comm, &send, &recv, P](std::size_t n) {
+         const std::vector<std::int64_t> counts(P, std::int64_t(n / P));
+         std::vector<std::int64_t> displs(P);
+         for (int p = 0; p < P; ++p) displs[p] = p * counts[p];
+         comm.alltoallv(send.data(), counts, displs, recv.data(), counts, displs, DType::f32, CommOp::probe);
+       },
+       others},
+      {LinkOp::allreduce, [&comm, &recv](std::size_t n) { comm.allreduce_sum(recv.data(), n, DType::f32, CommOp::probe); },
+       payload},
+      {LinkOp::allgather,
+       [&comm, &send, &recv, P](std::size_t n) {
+         auto rq = comm.iallgather(send.data(), recv.data(), n / P, DType::f32, CommOp::probe);
+         comm.wait(rq);
+       },
+       others},
+      {LinkOp::reduce_scatter,
+       [&comm, &send, &recv, P](std::size_t n) {
+         auto rq = comm.ireduce_scatter_sum(send.data(), recv.data(), n / P, DType::f32, CommOp::probe);
+         comm.wait(rq);
+       },
+       others},
+  };
+}
+
+// The five collectives over `comm` (all its ranks): latency from a message of one element
+// per block, bandwidth from --comm-mib per rank: bytes as comm_model counts them over the
+// large call's time less the small call's. Timed as the slowest rank's, the median of --repeats.
+// sync_us: the wait of a call that follows compute. Each rank computes kSyncWorkSeconds of its
+// own CPU time (the OS may pause it in between: the wall time is then longer), then makes the
+// one-element call; the mean time in the call over kSyncRounds, less the latency, mean over
+// ranks. Ranks with a core each arrive together (about 0); ranks sharing cores wait for a peer
+// the scheduler has paused (about a time slice), as a run's exchanges between kernels do.
+void probe_links(MachineFile& m, LinkScope scope, MPI_Comm mpi, const ProbeArgs& a) {
   MpiCommunicator comm(mpi);
-  const int P = comm.size(), me = comm.rank();
+  const int P = comm.size();
   const std::size_t big = std::max<std::size_t>(P, std::size_t(a.comm_mib * 1048576.0 / 4) / P * P);  // floats
   std::vector<float> send(big, 1.0f), recv(big, 0.0f);
   const auto timed = [&](auto&& call) {  // the median of the slowest rank's times, after a warm-up
@@ -317,48 +371,8 @@ void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const P
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
   };
-  const int peer = me ^ 1;  // pairs exchange both ways at once, as ring hops do (an odd last rank idles)
-  struct Op {
-    const char* name;
-    std::function<void(std::size_t)> call;        // one call moving n floats per rank in total (n a multiple of P)
-    std::function<double(std::size_t)> counted;  // its bytes as comm_model counts them
-  };
-  const auto others = [P](std::size_t n) { return double(n / P) * (P - 1) * 4; };
-  const Op ops[] = {
-      {"p2p",
-       [&](std::size_t n) {
-         if (peer >= P) return;
-         auto rq = comm.irecv(recv.data(), n, DType::f32, peer, 7);
-         auto sq = comm.isend(send.data(), n, DType::f32, peer, 7, "probe");
-         comm.launch(7);
-         comm.wait(sq);
-         comm.wait(rq);
-       },
-       [](std::size_t n) { return double(n) * 4; }},
-      {"alltoall",
-       [&](std::size_t n) {
-         const std::vector<std::int64_t> counts(P, std::int64_t(n / P));
-         std::vector<std::int64_t> displs(P);
-         for (int p = 0; p < P; ++p) displs[p] = p * counts[p];
-         comm.alltoallv(send.data(), counts, displs, recv.data(), counts, displs, DType::f32, "probe");
-       },
-       others},
-      {"allreduce", [&](std::size_t n) { comm.allreduce_sum(recv.data(), n, DType::f32, "probe"); },
-       [](std::size_t n) { return double(n) * 4; }},
-      {"allgather",
-       [&](std::size_t n) {
-         auto rq = comm.iallgather(send.data(), recv.data(), n / P, DType::f32, "probe");
-         comm.wait(rq);
-       },
-       others},
-      {"reduce_scatter",
-       [&](std::size_t n) {
-         auto rq = comm.ireduce_scatter_sum(send.data(), recv.data(), n / P, DType::f32, "probe");
-         comm.wait(rq);
-       },
-       others},
-  };
-  for (const Op& op : ops) {
+  const auto ops = link_calls(comm, send, recv);
+  for (const LinkCall& op : ops) {
     const double small = timed([&] { op.call(std::size_t(P)); });
     const double large = timed([&] { op.call(big); });
     LinkRate l;
@@ -373,7 +387,7 @@ void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const P
       waited += MPI_Wtime() - t0;
     }
     l.sync_us = std::max(0.0, mean_over(mpi, waited / kSyncRounds * 1e6) - l.latency_us);
-    m.rates.links[scope][op.name] = l;
+    m.rates.links[scope][op.op] = l;
   }
   char text[600];
   std::snprintf(text, sizeof text,
@@ -382,7 +396,7 @@ void probe_links(MachineFile& m, const std::string& scope, MPI_Comm mpi, const P
                 "rank, median of %d; sync_us: the mean time of the one-float call after %.0f ms of each rank's own "
                 "CPU work, less the latency, over %d rounds, mean over ranks", P, a.comm_mib, a.repeats,
                 kSyncWorkSeconds * 1e3, kSyncRounds);
-  m.provenance["links." + scope] = text;
+  m.provenance[machine_key_prefix(MachineKey::link_gbs, {int(scope), 0, 0}, 2)] = text;
 }
 
 }  // namespace
@@ -424,15 +438,15 @@ MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slo
     } catch (...) {
     }
     if (hosts > 1) {
-      probe_links(m, "inter_node", world, a);
+      probe_links(m, LinkScope::inter_node, world, a);
       int nsize = 1;
       MPI_Comm_size(node, &nsize);
       // every node's ranks at once (the smallest node decides whether there is a pair)
       int smallest = nsize;
       MPI_Allreduce(MPI_IN_PLACE, &smallest, 1, MPI_INT, MPI_MIN, world);
-      if (smallest > 1) probe_links(m, "intra_node", node, a);
+      if (smallest > 1) probe_links(m, LinkScope::intra_node, node, a);
     } else {
-      probe_links(m, "intra_node", world, a);
+      probe_links(m, LinkScope::intra_node, world, a);
     }
   }
   MPI_Comm_free(&node);
@@ -443,30 +457,30 @@ MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slo
   const KernelChoice f32 = choice_for(Precision::float32, a.head_dim), b16 = choice_for(Precision::bf16, a.head_dim),
                      f64 = choice_for(Precision::float64, a.head_dim);
   MPI_Barrier(world);  // the ranks measure together, as a run's ranks compute together
-  probe_gemm<float>(m, "float", f32, a, world);
-  probe_gemm<bf16>(m, "bf16", b16, a, world);
-  probe_gemm<double>(m, "double", f64, a, world);
-  probe_attention<float>(m, "float", f32, a, world);
-  probe_attention<bf16>(m, "bf16", b16, a, world);
-  probe_attention<double>(m, "double", f64, a, world);
+  probe_gemm<float>(m, Precision::float32, f32, a, world);
+  probe_gemm<bf16>(m, Precision::bf16, b16, a, world);
+  probe_gemm<double>(m, Precision::float64, f64, a, world);
+  probe_attention<float>(m, Precision::float32, f32, a, world);
+  probe_attention<bf16>(m, Precision::bf16, b16, a, world);
+  probe_attention<double>(m, Precision::float64, f64, a, world);
   probe_elementwise(m, f32, a, world);
   probe_host_link(m, a, world);
   MPI_Barrier(world);
-  calibrate_step<float>(m, "float", f32, a, world);
-  calibrate_step<bf16>(m, "bf16", b16, a, world);
-  calibrate_step<double>(m, "double", f64, a, world);
+  calibrate_step<float>(m, Precision::float32, f32, a, world);
+  calibrate_step<bf16>(m, Precision::bf16, b16, a, world);
+  calibrate_step<double>(m, Precision::float64, f64, a, world);
 
   // Plausibility: the ISA's nominal per core x the rank's threads (or a GPU's floor).
   std::string isa;
   const ThreadCounts threads = thread_counts();
-  for (const char* prec : {"float", "bf16", "double"})
+  for (const Precision prec : all_of<Precision>())
     m.nominal_gemm[prec] = isa_nominal_gflops(prec, isa) *
 #ifdef KOKKOS_ENABLE_CUDA
                            1;
 #else
                            std::max(1, std::max(threads.kokkos, threads.blas));
 #endif
-  m.provenance["nominal"] = "the ISA floor (" + isa + ", app/machine_file.hpp) x the rank's threads; links: the floor " +
+  m.provenance[machine_key_prefix(MachineKey::nominal_gemm_gflops, {}, 1)] = "the ISA floor (" + isa + ", predict/machine_file.hpp) x the rank's threads; links: the floor " +
                             "given by --link-floor-gbs (default 0.1 GB/s)";
   return m;
 }
@@ -493,6 +507,10 @@ int run_probe(const ProbeArgs& a, MPI_Comm world) {
   if (rank != 0) return 0;
   for (const auto& b : bad) std::fprintf(stderr, "warning: probe: implausible: %s\n", b.c_str());
   m.implausible = bad;
+  if (const auto missing = missing_machine_keys(m); !missing.empty()) {  // the key table's required keys
+    std::fprintf(stderr, "error: probe: the measured file is incomplete: %s\n", missing.c_str());
+    return 1;
+  }
   try {
     write_machine_file(a.out, m);
   } catch (const std::exception& e) {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "app/machine_file.hpp"
+#include "predict/machine_file.hpp"
 
 namespace minilst {
 

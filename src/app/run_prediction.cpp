@@ -7,9 +7,8 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "app/machine_file.hpp"
-#include "app/plan.hpp"
 #include "app/probe.hpp"
+#include "predict/machine_file.hpp"
 #include "core/fnv1a.hpp"
 
 namespace minilst {
@@ -41,16 +40,18 @@ MachineFile probe_at_start(const Deck& deck, MPI_Comm comm) {
 }
 }  // namespace
 
-std::string predict_run(const Deck& deck, int ranks, MPI_Comm comm, StepPrediction& out, std::vector<std::string>& warnings) {
+std::string price_run(const Deck& deck, MPI_Comm comm, Prediction& prediction, std::vector<std::string>& warnings) {
   const std::string& path = deck.run.machine;
   try {
     const bool probe = path == kMachineProbeAtStart;
     const MachineFile machine = probe ? probe_at_start(deck, comm) : load_machine_file(path);  // throws naming the key
-    std::string error;
-    const StepTime t = predict_deck_time(deck, ranks, machine.rates, error);
-    if (!error.empty()) return "run.machine: machine file " + path + ": cannot price this deck on " +
-                               std::to_string(ranks) + " rank(s): " + error;
-    out.seconds = t.phases;
+    PredictedTime& out = prediction.time;
+    try {
+      out.time = price_plan(deck, prediction.plan, machine.rates);
+    } catch (const std::exception& e) {
+      return "run.machine: machine file " + path + ": cannot price this deck on " + std::to_string(prediction.plan.ranks) +
+             " rank(s): " + e.what();
+    }
     out.machine = machine.rates.name;
     out.kind = machine.kind;
     out.file = path;

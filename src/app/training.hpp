@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "app/run_context.hpp"
-#include "app/plan.hpp"
+#include "predict/deck_plan.hpp"
 #include "attention/strategy_factory.hpp"
 #include "core/kernel_choice.hpp"
 #include "io/tensor_dump.hpp"
-#include "job/machine.hpp"
+#include "job/node_resources.hpp"
 #include "memory/offload_controller.hpp"
 #include "memory/step_arena.hpp"
 #include "model/data.hpp"
@@ -84,7 +84,7 @@ struct Training {
       : par(comm, deck.parallel, deck.run.seq_len, deck.options.mask),
         geometry(attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank())),
         opts(options(deck, geometry, kernels)),
-        // Optimizer offload's states come out of the host budget first (check_fits saw that they fit).
+        // Optimizer offload's states come out of the host budget first (the fit check saw that they fit).
         offload(opts, deck.model.layers,
                 activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape(), geometry.saved_layout()),
                 {deck.memory.alpha_auto, host_budget_bytes(deck.memory, comm) - host_states, deck.memory.host_budget_auto,
@@ -138,7 +138,8 @@ StepResult train_step(Training<T>& t, const Deck& deck, long step, PhaseTimers& 
   t.par.take_comm_bytes();  // what before_optimizer gathered is not the step's
   t.trainer.apply_optimizer();
   compat::fence("end of step");
-  for (const auto& [op, bytes] : t.par.take_comm_bytes()) r.comm_bytes[op] += bytes;  // ZeRO 1, 2: the weights' gathers
+  const CommBytes gathers = t.par.take_comm_bytes();  // ZeRO 1, 2: the weights' gathers
+  for (const CommOp op : all_of<CommOp>()) r.comm_bytes[op] += gathers[op];
   return r;
 }
 

@@ -8,14 +8,14 @@
 #include <limits>
 #include <numeric>
 
-#include "app/plan.hpp"
+#include "predict/deck_plan.hpp"
+#include "predict/memory_model.hpp"
 #include "app/training.hpp"
 #include "attention/local_attention.hpp"
 #include "core/kernel_choice.hpp"
 #include "io/h5.hpp"
 #include "job/agreement.hpp"
 #include "job/watchdog.hpp"
-#include "model/memory_model.hpp"
 #include "model/step_reduce.hpp"
 #include "parallel/broadcast.hpp"
 #include "results/run_record.hpp"
@@ -170,7 +170,7 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
   const auto heads = g.U() > 1 ? ulysses_q_heads(g.me_ulysses, g.U(), g.heads) : HeadRange{0, g.heads};
   where.head_first = heads.first;
   where.head_count = heads.count;
-  verify::StepShape shape{deck.run.seq_len, deck.model.layers, deck.model.heads, deck.model.kv_heads,
+  verify::CaptureShape shape{deck.run.seq_len, deck.model.layers, deck.model.heads, deck.model.kv_heads,
                           deck.model.head_dim(), deck.run.grad_accum, D, lse};
   const StepCapture run = verify::gather_to_root(mine, where, shape, ctx.comm);
 

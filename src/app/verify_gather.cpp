@@ -48,7 +48,7 @@ std::vector<V> gather(const std::vector<V>& mine, MPI_Datatype type, std::vector
 }
 }  // namespace
 
-StepCapture gather_to_root(const StepCapture& mine, const RankPlacement& where, const StepShape& shape, MPI_Comm comm) {
+StepCapture gather_to_root(const StepCapture& mine, const RankPlacement& where, const CaptureShape& shape, MPI_Comm comm) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);

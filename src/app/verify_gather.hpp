@@ -26,7 +26,7 @@ struct RankPlacement {
 };
 
 // The step's shape as rank 0 assembles it.
-struct StepShape {
+struct CaptureShape {
   std::int64_t seq_len = 0;
   int layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int micro_per_replica = 0, replicas = 1;
@@ -41,6 +41,6 @@ struct StepShape {
 
 // Collective over comm. Rank 0 returns [D A micro-steps][L layers] of global [S, cols]
 // tensors (lse empty when !shape.lse); the other ranks return an empty capture.
-StepCapture gather_to_root(const StepCapture& mine, const RankPlacement& where, const StepShape& shape, MPI_Comm comm);
+StepCapture gather_to_root(const StepCapture& mine, const RankPlacement& where, const CaptureShape& shape, MPI_Comm comm);
 
 }  // namespace minilst::verify

@@ -266,7 +266,7 @@ void RingAttention<T>::backward_rsa(const Mat<T>& dq, const Mat<T>& dk, const Ma
   const auto offsets = block_elements(col_, Gh), elements = block_elements(rows_, Gh);
   for (const Mat<A>& part : {dk_part, dv_part})
     ring_allreduce(ring_, timers_, Vec<A>(part.data(), part.size()), b.allreduce_in.view(), offsets, elements,
-                   kTagAllreduce, "rsa_allreduce");
+                   kTagAllreduce, CommOp::rsa_allreduce);
   const auto own = [&](const Mat<A>& part) { return Mat<A>(rows(part, col_[me_], col_[me_] + rows_[me_])); };
   cast_copy(dq, b.dq_acc.view());
   cast_copy(dk, own(dk_part));

@@ -35,8 +35,8 @@ class RingHop {
     open_.push_back(ring_.irecv(buf, count, type, from, tag));
     posted(tag);
   }
-  // op: the label the communicator counts the bytes under ("ring": the K/V blocks and their gradients).
-  void send(const void* buf, std::size_t count, DType type, int to, int tag, const char* op = "ring") {
+  // op: the label the communicator counts the bytes under (CommOp::ring: the K/V blocks and their gradients).
+  void send(const void* buf, std::size_t count, DType type, int to, int tag, CommOp op = CommOp::ring) {
     hand_over("ring: buffer ready to send");
     open_.push_back(ring_.isend(buf, count, type, to, tag, op));
     posted(tag);

@@ -58,7 +58,7 @@ void ring_pass(Communicator& ring, PhaseTimers* timers, bool overlap, const Vec<
 template <class A>
 void ring_allreduce(Communicator& ring, PhaseTimers* timers, const Vec<A>& data, const Vec<A>& scratch,
                     const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& elements, int tag,
-                    const char* op) {
+                    CommOp op) {
   const int R = ring.size(), me = ring.rank(), next = (me + 1) % R, prev = (me - 1 + R) % R;
   const auto chunk = [R](int c) { return ((c % R) + R) % R; };
   const auto hop = [&](A* into, int in, int out) {  // receive chunk `in`, send chunk `out`; both complete

@@ -85,7 +85,7 @@ void UlyssesAttention<T>::scatter_heads(const Mat<T>& y, const Mat<const T>& x, 
   }
   compat::fence("ulysses: packed");
   ScopedPhase phase(timers_, Phase::alltoall);
-  group_.alltoallv(send.view().data(), sc, sd, y.data(), rc, rd, dtype_of<T>(), "alltoall");
+  group_.alltoallv(send.view().data(), sc, sd, y.data(), rc, rd, dtype_of<T>(), CommOp::alltoall);
 }
 
 template <class T>
@@ -106,7 +106,7 @@ void UlyssesAttention<T>::gather_heads(const Mat<T>& x, const Mat<const T>& y, b
   compat::fence("ulysses: ready to send");
   {
     ScopedPhase phase(timers_, Phase::alltoall);
-    group_.alltoallv(y.data(), sc, sd, recv.view().data(), rc, rd, dtype_of<T>(), "alltoall");
+    group_.alltoallv(y.data(), sc, sd, recv.view().data(), rc, rd, dtype_of<T>(), CommOp::alltoall);
   }
   if (accumulate) Kokkos::deep_copy(ExecSpace(), x, T(0));
   for (int p = 0; p < U_; ++p) {  // members in order: replicas summed deterministically

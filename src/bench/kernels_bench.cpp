@@ -34,7 +34,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/select.hpp"
 #include "model/documents.hpp"
-#include "model/flops.hpp"
+#include "predict/flops.hpp"
 
 using namespace minilst;
 
@@ -160,6 +160,63 @@ int attention_bench(const AttentionBench& b) {
               b.sgemm, rate / b.sgemm, masked_json.c_str());
   return 0;
 }
+
+// The command line's values.
+struct BenchArgs {
+  int m = 2048, n = 2048, k = 2048, repeats = 3;
+  bool ta = false, tb = false;
+  int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64, gemm_size = 2048;
+  std::string documents;
+  std::int64_t window = 0;
+  std::string precision = "float", kernel = "auto", gemm_bf16 = "auto", gemm_fp32 = "auto";
+  bool bf16gemm = false, sgemm = false;  // the subcommand (else attention)
+};
+
+// The benchmark asked for, after Kokkos is up: its JSON line on stdout; the exit code.
+int run_bench(const BenchArgs& a) {
+  KernelChoice request;
+  parse_name(a.kernel, request.attention);
+  parse_name(a.gemm_bf16, request.gemm_bf16);
+  parse_name(a.gemm_fp32, request.gemm_fp32);
+  const Precision p = a.bf16gemm || a.precision == "bf16" ? Precision::bf16 : Precision::float32;
+  if (const auto why = kernel_choice_refusal(request, p, a.head_dim); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return 2;
+  }
+  const ResolvedKernels resolved = resolve_kernel_choice(request, p, a.head_dim);
+  g_choice = resolved.choice;
+  const bool shaped = a.sgemm || a.bf16gemm;
+  const int g = shaped ? 2048 : a.gemm_size;  // the attention's comparison: its --gemm-size
+  const int m = a.m, n = a.n, k = a.k, repeats = a.repeats;
+  const bool ta = a.ta, tb = a.tb;
+  const double sgemm = sgemm_gflops(shaped ? m : g, shaped ? n : g, shaped ? k : g, repeats);
+  if (a.bf16gemm) {
+    const double s32 = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
+    const double s16 = gemm_gflops<bf16>(m, n, k, repeats, ta, tb);
+    std::printf("{\"kernel\": \"bf16gemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, "
+                "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"ratio_to_sgemm\": %.3f, \"path\": \"%s\", "
+                "\"reason\": \"%s\"}\n",
+                m, n, k, int(ta), int(tb), s16, s32, s16 / s32, gemm_path_record(g_choice.gemm_bf16, true).c_str(),
+                resolved.gemm_bf16_reason.c_str());
+    return 0;
+  }
+  if (a.sgemm) {
+    const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
+    std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f, "
+                "\"path\": \"%s\"}\n",
+                m, n, k, int(ta), int(tb), rate, gemm_path_record(g_choice.gemm_fp32, false).c_str());
+    return 0;
+  }
+  SequenceMask mask;
+  try {
+    mask = {document_starts(a.documents, a.seq, 1), a.window};
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "error: --documents %s\n", e.what());
+    return 2;
+  }
+  const AttentionBench b{a.seq, a.heads, a.kv_heads, a.head_dim, repeats, a.gemm_size, sgemm, mask, a.documents};
+  return a.precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,92 +224,39 @@ int main(int argc, char** argv) {
   CLI::App app{"miniLST kernel benchmarks against the machine's SGEMM rate (JSON on stdout)"};
   app.require_subcommand(1);
   app.fallthrough();  // --gemm-bf16 after the subcommand too
-  int m = 2048, n = 2048, k = 2048, repeats = 3;
-  bool ta = false, tb = false;
-  int seq = 8192, heads = 16, kv_heads = 4, head_dim = 64, gemm_size = 2048;
+  BenchArgs a;
   auto* sg = app.add_subcommand("sgemm", "float GEMM rate");
-  sg->add_option("--m", m);
-  sg->add_option("--n", n);
-  sg->add_option("--k", k);
-  sg->add_option("--repeats", repeats);
-  sg->add_flag("--ta", ta, "A transposed");
-  sg->add_flag("--tb", tb, "B transposed");
   auto* bg = app.add_subcommand("bf16gemm", "bf16 GEMM rate (fp32 accumulation) beside SGEMM's");
-  bg->add_option("--m", m);
-  bg->add_option("--n", n);
-  bg->add_option("--k", k);
-  bg->add_option("--repeats", repeats);
-  bg->add_flag("--ta", ta, "A transposed");
-  bg->add_flag("--tb", tb, "B transposed");
-  auto* at = app.add_subcommand("attention", "causal attention forward + backward");
-  at->add_option("--seq-len", seq);
-  at->add_option("--heads", heads);
-  at->add_option("--kv-heads", kv_heads);
-  at->add_option("--head-dim", head_dim);
-  at->add_option("--repeats", repeats);
-  at->add_option("--gemm-size", gemm_size, "the GEMM rate compared with: n^3 in the attention's type (a GPU needs n >= 8192)")
-      ->check(CLI::Range(64, 32768));
-  std::string documents;
-  std::int64_t window = 0;
-  at->add_option("--documents", documents, "packed documents, run.documents' syntax (\"fixed:1024\", \"lognormal:6.5:1\"): "
-                                           "timed beside plain causal attention");
-  at->add_option("--window", window, "a sliding window of W keys (model.sliding_window), timed beside causal")
-      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
-  std::string precision = "float", kernel = "auto";
-  at->add_option("--precision", precision, "float | bf16")->check(CLI::IsMember({"float", "bf16"}));
-  at->add_option("--kernel", kernel, "auto | portable | tensor_core (run.attention_kernel)")
-      ->check(CLI::IsMember(names_of<AttentionKernel>()));
-  std::string gemm_bf16 = "auto";
-  app.add_option("--gemm-bf16", gemm_bf16, "the bf16 GEMM path (run.gemm_bf16)")->check(CLI::IsMember(names_of<GemmPath>()));
-  std::string gemm_fp32 = "auto";
-  app.add_option("--gemm-fp32", gemm_fp32, "the fp32 GEMM path (run.gemm_fp32)")->check(CLI::IsMember(names_of<GemmPath>()));
-  CLI11_PARSE(app, argc, argv);
-  int rc = 0;
-  Kokkos::initialize(argc, argv);
-  {
-    KernelChoice request;
-    parse_name(kernel, request.attention);
-    parse_name(gemm_bf16, request.gemm_bf16);
-    parse_name(gemm_fp32, request.gemm_fp32);
-    const Precision p = bg->parsed() || precision == "bf16" ? Precision::bf16 : Precision::float32;
-    if (const auto why = kernel_choice_refusal(request, p, head_dim); !why.empty()) {
-      std::fprintf(stderr, "error: %s\n", why.c_str());
-      Kokkos::finalize();
-      MPI_Finalize();
-      return 2;
-    }
-    const ResolvedKernels resolved = resolve_kernel_choice(request, p, head_dim);
-    g_choice = resolved.choice;
-    const bool shaped = sg->parsed() || bg->parsed();
-    const int g = at->parsed() ? gemm_size : 2048;  // the attention's comparison: its --gemm-size
-    const double sgemm = sgemm_gflops(shaped ? m : g, shaped ? n : g, shaped ? k : g, repeats);
-    if (bg->parsed()) {
-      const double s32 = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
-      const double s16 = gemm_gflops<bf16>(m, n, k, repeats, ta, tb);
-      std::printf("{\"kernel\": \"bf16gemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, "
-                  "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"ratio_to_sgemm\": %.3f, \"path\": \"%s\", "
-                  "\"reason\": \"%s\"}\n",
-                  m, n, k, int(ta), int(tb), s16, s32, s16 / s32, gemm_path_record(g_choice.gemm_bf16, true).c_str(),
-                  resolved.gemm_bf16_reason.c_str());
-    } else if (sg->parsed()) {
-      const double rate = ta || tb ? sgemm_gflops(m, n, k, repeats, ta, tb) : sgemm;
-      std::printf("{\"kernel\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f, "
-                  "\"path\": \"%s\"}\n",
-                  m, n, k, int(ta), int(tb), rate, gemm_path_record(g_choice.gemm_fp32, false).c_str());
-    } else {
-      SequenceMask mask;
-      try {
-        mask = {document_starts(documents, seq, 1), window};
-      } catch (const std::invalid_argument& e) {
-        std::fprintf(stderr, "error: --documents %s\n", e.what());
-        Kokkos::finalize();
-        MPI_Finalize();
-        return 2;
-      }
-      const AttentionBench b{seq, heads, kv_heads, head_dim, repeats, gemm_size, sgemm, mask, documents};
-      rc = precision == "bf16" ? attention_bench<bf16>(b) : attention_bench<float>(b);
-    }
+  for (auto* sub : {sg, bg}) {
+    sub->add_option("--m", a.m);
+    sub->add_option("--n", a.n);
+    sub->add_option("--k", a.k);
+    sub->add_option("--repeats", a.repeats);
+    sub->add_flag("--ta", a.ta, "A transposed");
+    sub->add_flag("--tb", a.tb, "B transposed");
   }
+  auto* at = app.add_subcommand("attention", "causal attention forward + backward");
+  at->add_option("--seq-len", a.seq);
+  at->add_option("--heads", a.heads);
+  at->add_option("--kv-heads", a.kv_heads);
+  at->add_option("--head-dim", a.head_dim);
+  at->add_option("--repeats", a.repeats);
+  at->add_option("--gemm-size", a.gemm_size, "the GEMM rate compared with: n^3 in the attention's type (a GPU needs n >= 8192)")
+      ->check(CLI::Range(64, 32768));
+  at->add_option("--documents", a.documents, "packed documents, run.documents' syntax (\"fixed:1024\", \"lognormal:6.5:1\"): "
+                                             "timed beside plain causal attention");
+  at->add_option("--window", a.window, "a sliding window of W keys (model.sliding_window), timed beside causal")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
+  at->add_option("--precision", a.precision, "float | bf16")->check(CLI::IsMember({"float", "bf16"}));
+  at->add_option("--kernel", a.kernel, "auto | portable | tensor_core (run.attention_kernel)")
+      ->check(CLI::IsMember(names_of<AttentionKernel>()));
+  app.add_option("--gemm-bf16", a.gemm_bf16, "the bf16 GEMM path (run.gemm_bf16)")->check(CLI::IsMember(names_of<GemmPath>()));
+  app.add_option("--gemm-fp32", a.gemm_fp32, "the fp32 GEMM path (run.gemm_fp32)")->check(CLI::IsMember(names_of<GemmPath>()));
+  CLI11_PARSE(app, argc, argv);
+  a.sgemm = sg->parsed();
+  a.bf16gemm = bg->parsed();
+  Kokkos::initialize(argc, argv);
+  const int rc = run_bench(a);
   Kokkos::finalize();
   MPI_Finalize();
   return rc;

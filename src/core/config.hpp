@@ -52,7 +52,7 @@ struct ZeroOptions {
 };
 
 // What the forward keeps for the backward (memory/activation_store.hpp, whose
-// store_plan() is the one place that says what each policy keeps):
+// store_buffers() is the one place that says what each policy keeps):
 //   full                every layer's input and saved tensors on the device
 //   checkpoint          every layer's input on the device; the attention block recomputed
 //   hf_checkpoint       Hugging Face's activation recomputation, the papers' measured

@@ -10,7 +10,6 @@
 
 #include <Kokkos_Core.hpp>
 #include <array>
-#include <map>
 #include <string>
 
 #include "core/names.hpp"
@@ -64,20 +63,19 @@ struct EnumNames<Phase> {
   }};
 };
 
+// Seconds per phase (of one step): what a run measures and what the time model predicts.
+using PhaseSeconds = EnumMap<Phase, double>;
+
 // Seconds per phase over one step.
 class PhaseTimers {
  public:
-  void add(Phase p, double seconds) { seconds_[int(p)] += seconds; }
-  double get(Phase p) const { return seconds_[int(p)]; }
-  void clear() { seconds_.fill(0.0); }
-  std::map<std::string, double> by_name() const {  // every phase, by its name
-    std::map<std::string, double> out;
-    for (int p = 0; p < kNumPhases; ++p) out[name_of(Phase(p))] = seconds_[p];
-    return out;
-  }
+  void add(Phase p, double seconds) { seconds_[p] += seconds; }
+  double get(Phase p) const { return seconds_[p]; }
+  void clear() { seconds_ = PhaseSeconds{}; }
+  const PhaseSeconds& seconds() const { return seconds_; }
 
  private:
-  std::array<double, kNumPhases> seconds_{};
+  PhaseSeconds seconds_{};
 };
 
 class ScopedPhase {

@@ -1,4 +1,5 @@
 #include "io/deck.hpp"
+#include "io/number_text.hpp"
 
 #include "core/fnv1a.hpp"
 #include "core/kernel_choice.hpp"
@@ -366,29 +367,6 @@ std::string yaml_float(double x) {
   std::string mantissa = t.substr(0, e), exponent = e == std::string::npos ? "" : t.substr(e);
   if (mantissa.find('.') == std::string::npos) mantissa += ".0";
   return mantissa + exponent;
-}
-
-// A whole decimal integer: digits with an optional leading '-', nothing else
-// (no blanks, no '+', no exponent); false also when it overflows 64 bits.
-// A decimal integer; "-0" is refused (a sign on nothing is a typo, not a value).
-bool parse_integer(const std::string& text, long long& out) {
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return !text.empty() && ec == std::errc() && ptr == end && !(out == 0 && text[0] == '-');
-}
-
-// A finite decimal number, subnormals included (strtod reports their underflow, yet they are
-// exact values); hexadecimal floats, blanks, infinities and NaNs are refused, as is a value
-// so small it rounds to zero.
-bool parse_decimal(const std::string& text, double& out) {
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) ||
-      text.find_first_of("xXpP") != std::string::npos)
-    return false;
-  errno = 0;
-  char* end = nullptr;
-  out = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || !std::isfinite(out)) return false;
-  return errno != ERANGE || out != 0.0;
 }
 
 std::string integer_text(double x) {

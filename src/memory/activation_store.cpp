@@ -103,8 +103,8 @@ std::array<std::uint64_t, kFamilies.size()> family_bytes(const ActivationShapes&
 
 }  // namespace
 
-StorePlan store_plan(MemoryPolicy policy, int L, double alpha, std::int64_t tokens, int mlp_chunks) {
-  StorePlan p;
+StoreBuffers store_buffers(MemoryPolicy policy, int L, double alpha, std::int64_t tokens, int mlp_chunks) {
+  StoreBuffers p;
   const auto buffers = [&p](int x, int saved, int rows) {  // the kept tensors go with the whole ones
     p.x_buffers = x;
     p.saved_buffers = p.kept_buffers = saved;
@@ -133,7 +133,7 @@ StorePlan store_plan(MemoryPolicy policy, int L, double alpha, std::int64_t toke
       buffers(L + 1, L, L);
       p.mlp_saved = p.whole_sequence = true;
       break;
-    default: throw std::logic_error("store_plan: unknown policy");
+    default: throw std::logic_error("store_buffers: unknown policy");
   }
   return p;
 }
@@ -146,7 +146,7 @@ template <class T>
 std::uint64_t ActivationStore<T>::host_bytes(MemoryPolicy policy, int L, const ActivationShapes& shapes, double alpha,
                                              int mlp_chunks) {
   const std::int64_t rows = policy == MemoryPolicy::offload ? offload_host_rows(alpha, shapes.tokens) : 0;
-  const StorePlan plan = store_plan(policy, L, alpha, shapes.tokens, effective_chunks(shapes.tokens, mlp_chunks));
+  const StoreBuffers plan = store_buffers(policy, L, alpha, shapes.tokens, effective_chunks(shapes.tokens, mlp_chunks));
   if (!plan.host) return 0;
   const auto layer = family_bytes<T>(shapes, rows, plan.mlp_saved);
   std::uint64_t bytes = 0;
@@ -160,7 +160,7 @@ template <class T>
 typename ActivationStore<T>::LayerCopyBytes ActivationStore<T>::layer_copy_bytes(const ActivationShapes& shapes,
                                                                                   int mlp_chunks) {
   // offload's swap set at alpha > 0, every token
-  const auto plan = store_plan(MemoryPolicy::offload, 1, 1.0, shapes.tokens, effective_chunks(shapes.tokens, mlp_chunks));
+  const auto plan = store_buffers(MemoryPolicy::offload, 1, 1.0, shapes.tokens, effective_chunks(shapes.tokens, mlp_chunks));
   const auto b = family_bytes<T>(shapes, shapes.tokens, plan.mlp_saved);
   const auto at = [&b](Family f) { return double(b[std::size_t(f)]); };
   return {at(Family::input), at(Family::whole) + at(Family::kept), at(Family::rows)};
@@ -195,7 +195,7 @@ void ActivationStore<T>::set_alpha(double alpha) {
   if (engine_) engine_->wait_all();  // a larger alpha regrows the pinned buffers copies may still read
   alpha_ = alpha;
   host_rows_ = policy_ == MemoryPolicy::offload ? offload_host_rows(alpha, shapes_.tokens) : 0;
-  plan_ = store_plan(policy_, L_, alpha_, shapes_.tokens, mlp_chunks_);  // between steps: every saved set was released
+  plan_ = store_buffers(policy_, L_, alpha_, shapes_.tokens, mlp_chunks_);  // between steps: every saved set was released
   for (const Family f : kSavedFamilies) reset_family(f);
 }
 

@@ -90,7 +90,7 @@ struct LayerActivations {  // views into the store's buffers, one layer
   Mat<accum_t<T>> stats;   // the attention strategy's statistics
   Mat<T> y;                // [S, d]
   bool local = true;       // q, k, v are the layer's own (local layout): token rows can be recomputed
-  bool mlp_saved = false;  // the store keeps the MLP's tensors (StorePlan::mlp_saved):
+  bool mlp_saved = false;  // the store keeps the MLP's tensors (StoreBuffers::mlp_saved):
   Mat<T> mlp_in;           //   [S, d] rmsnorm(y), the MLP's input
   Mat<T> mlp_gate, mlp_up, mlp_act;  // [S, I] b Wg, b Wu, silu(b Wg) * b Wu
 };
@@ -129,7 +129,7 @@ constexpr std::array<Family, 4> kFamilies = {Family::input, Family::whole, Famil
 
 // The buffer counts and host traffic of a policy (see the table above): the one
 // place that says what each policy keeps.
-struct StorePlan {
+struct StoreBuffers {
   int x_buffers = 0;      // device buffers of layer inputs
   int saved_buffers = 0;  // device buffers of the whole tensors (o, stats); 0 = transient
   int row_buffers = 0;    // device buffers of the row tensors (q, k, v, y, ...); 0 = transient
@@ -158,7 +158,7 @@ struct StorePlan {
 // kept set too (decided by alpha, the same on every rank: re-deriving it is collective).
 // mlp_chunks: the MLP's mini-sequences on these tokens (effective_chunks); only a
 // one-chunk MLP keeps its tensors.
-StorePlan store_plan(MemoryPolicy policy, int layers, double alpha = 1.0, std::int64_t tokens = 1, int mlp_chunks = 1);
+StoreBuffers store_buffers(MemoryPolicy policy, int layers, double alpha = 1.0, std::int64_t tokens = 1, int mlp_chunks = 1);
 inline bool uses_host_memory(MemoryPolicy p) {
   return p == MemoryPolicy::checkpoint_offload || p == MemoryPolicy::offload;
 }
@@ -185,7 +185,7 @@ class ActivationStore {
   LayerActivations<T> backward_begin(int l, const LayerRecompute<T>& redo);
   void backward_end(int l);                   // layer l's buffers may go
 
-  const StorePlan& plan() const { return plan_; }
+  const StoreBuffers& plan() const { return plan_; }
   double alpha() const { return alpha_; }
   void set_alpha(double alpha);               // offload: between micro-steps
   std::int64_t host_rows() const { return host_rows_; }
@@ -274,7 +274,7 @@ class ActivationStore {
   ActivationShapes shapes_;
   int mlp_chunks_;                      // the MLP's effective mini-sequences
   PhaseTimers* timers_;
-  StorePlan plan_;
+  StoreBuffers plan_;
   double alpha_ = 1.0;
   std::int64_t host_rows_ = 0;
   std::unique_ptr<CopyEngine> engine_;  // only when the policy uses host memory

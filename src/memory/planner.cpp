@@ -219,11 +219,11 @@ Placement solve(const std::vector<PlanItem>& items, PlanSolver solver) {
 std::uint64_t round_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
 }  // namespace
 
-StepPlan plan_step(const std::vector<TraceBuffer>& buffers, const std::vector<TraceSegment>& segments,
+ArenaPlan plan_step(const std::vector<TraceBuffer>& buffers, const std::vector<TraceSegment>& segments,
                    PlanSolver solver, std::uint64_t alignment) {
   std::vector<PlanItem> all;
   for (const auto& b : buffers) all.push_back({round_up(b.bytes, alignment), b.begin, b.end});
-  StepPlan best;
+  ArenaPlan best;
   best.lower_bound_bytes = plan_lower_bound(all);
 
   // Flat: every buffer one item (greedy is quadratic: long traces are planned bi-level only).

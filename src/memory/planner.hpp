@@ -60,14 +60,14 @@ struct TraceSegment {
   std::string kind;          // "fwd" | "bwd": layers of one kind are alike
   std::int64_t begin = 0, end = 0;
 };
-struct StepPlan {
+struct ArenaPlan {
   std::vector<std::uint64_t> offsets;  // per buffer
   std::uint64_t arena_bytes = 0, lower_bound_bytes = 0;
   std::string method;                  // "bi-level greedy", "flat exact", ...
 };
 // Plans a step bi-level and flat with the solver, keeps the smaller arena.
 // Offsets are multiples of `alignment`.
-StepPlan plan_step(const std::vector<TraceBuffer>& buffers, const std::vector<TraceSegment>& segments,
+ArenaPlan plan_step(const std::vector<TraceBuffer>& buffers, const std::vector<TraceSegment>& segments,
                    PlanSolver solver, std::uint64_t alignment);
 
 }  // namespace minilst

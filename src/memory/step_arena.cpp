@@ -43,7 +43,7 @@ void StepArena::configure(bool plan, PlanSolver solver) {
 
 void StepArena::reset() {
   arena_ = Kokkos::View<unsigned char*, MemSpace>();
-  plan_result_ = StepPlan();
+  plan_result_ = ArenaPlan();
   planned_.clear();
   trace_.clear();
   segments_.clear();

@@ -48,7 +48,7 @@ class StepArena {
   // Reports.
   std::uint64_t allocations_in_step() const { return step_allocations_; }  // of the last finished step
   std::uint64_t arena_bytes() const { return std::uint64_t(arena_.extent(0)); }
-  const StepPlan& plan() const { return plan_result_; }
+  const ArenaPlan& plan() const { return plan_result_; }
   std::uint64_t unplanned_peak_bytes() const { return unplanned_peak_; }
   double plan_seconds() const { return plan_seconds_; }
   // The last step's requests and layer segments, as recorded (the memory model's replay reads them).
@@ -72,7 +72,7 @@ class StepArena {
   PlanSolver solver_ = PlanSolver::greedy;
   bool in_step_ = false, replaying_ = false, diverged_ = false;
   Kokkos::View<unsigned char*, MemSpace> arena_;
-  StepPlan plan_result_;
+  ArenaPlan plan_result_;
   std::vector<TraceBuffer> planned_;            // the requests the plan serves, in order
   std::vector<TraceBuffer> trace_;              // this step's requests
   std::vector<TraceSegment> segments_;

@@ -8,7 +8,7 @@
 namespace minilst {
 
 namespace {
-LogitsKeeping logits_keeping(const StorePlan& plan) {
+LogitsKeeping logits_keeping(const StoreBuffers& plan) {
   return plan.hf_head ? LogitsKeeping::hf_upcast
                       : plan.whole_sequence ? LogitsKeeping::separate : LogitsKeeping::in_place;
 }
@@ -83,7 +83,7 @@ Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, const LayerAtt
           throw std::logic_error("model: the windowed and the other layers' strategies keep different shapes");
         return layers;
       }()),
-      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_plan(opts.policy, cfg.layers))),
+      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_buffers(opts.policy, cfg.layers))),
       store_(opts, cfg.layers, activation_shapes(cfg, tokens_, any_layer().stats_shape(), any_layer().saved_layout()),
              timers),
       timers_(timers) {}

@@ -231,7 +231,7 @@ void ModelStates<T>::post_gather(Gathered& g, int unit) {
   const T* send = param_shard_.view().data() + s.shard;
   if (world_ && zero_.ranks > 1) {
     compat::fence("gather buffer free");  // the unit that used it last has finished reading it
-    g.request = world_->iallgather(send, g.buffer.view().data(), s.count, dtype_of<T>(), "allgather");
+    g.request = world_->iallgather(send, g.buffer.view().data(), s.count, dtype_of<T>(), CommOp::allgather);
     g.posted = clock_.seconds();
   } else {
     Kokkos::deep_copy(ExecSpace(), part(g.buffer.view(), 0, s.count), part(param_shard_.view(), s.shard, s.count));
@@ -274,7 +274,7 @@ void ModelStates<T>::gradients_done(int unit) {
     ScopedPhase phase(timers_, Phase::grad_reduce);  // fences: the bucket is complete
     compat::fence("gradient bucket ready");
     b.request = world_->ireduce_scatter_sum(b.grads.view().data(), b.recv.view().data(), s, dtype_of<M>(),
-                                            "reduce_scatter");
+                                            CommOp::reduce_scatter);
     b.posted = clock_.seconds();
   }
 }
@@ -338,7 +338,7 @@ void ModelStates<T>::reduce_gradients() {
   if (world_ && world_->size() > 1) {
     ScopedPhase phase(timers_, Phase::grad_reduce);
     compat::fence("gradients ready");
-    world_->allreduce_sum(grads_->flat().data(), grads_->flat().extent(0), dtype_of<M>(), "allreduce");
+    world_->allreduce_sum(grads_->flat().data(), grads_->flat().extent(0), dtype_of<M>(), CommOp::allreduce);
   }
   if (zero_.optimizer_offload) gradients_to_host();
 }
@@ -358,7 +358,7 @@ double ModelStates<T>::grad_norm() {
                                        : square_sum(ExecSpace(), grad_shard_.view());
   if (world_ && zero_.ranks > 1) {  // the shards' sums, over the ranks
     Kokkos::deep_copy(norm_.view(), sum);
-    world_->allreduce_sum(norm_.view().data(), 1, dtype_of<double>(), "grad_norm");
+    world_->allreduce_sum(norm_.view().data(), 1, dtype_of<double>(), CommOp::grad_norm);
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), norm_.view());
     sum = h(0);
   }
@@ -409,7 +409,7 @@ void ModelStates<T>::gather_weights_after_update() {  // stages 1, 2: every unit
     const Span s = span(u);
     T* unit = params_->flat().data() + layout_.units[u].padded_begin;
     requests.push_back(world_->iallgather(unit + (s.full - layout_.units[u].padded_begin), unit, s.count,
-                                          dtype_of<T>(), "allgather"));
+                                          dtype_of<T>(), CommOp::allgather));
   }
   for (auto& r : requests) world_->wait(r);
 }
@@ -445,7 +445,7 @@ std::vector<double> ModelStates<T>::gather_shards(const V& shard, std::size_t ma
       Kokkos::deep_copy(part(staging, std::size_t(rank_) * n, n), part(shard, unit.shard_begin + k, n));
       compat::fence("shard staged");
       auto request =
-          world_->iallgather(staging.data() + std::size_t(rank_) * n, staging.data(), n, dtype_of<E>(), "tensor_dump");
+          world_->iallgather(staging.data() + std::size_t(rank_) * n, staging.data(), n, dtype_of<E>(), CommOp::tensor_dump);
       world_->wait(request);
       const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part(staging, 0, P * n));
       for (std::size_t r = 0; r < P; ++r)  // rank r's elements k .. k+n of its shard of the unit

@@ -20,6 +20,8 @@
 #include <map>
 #include <memory>
 #include <string>
+
+#include "core/comm_ops.hpp"
 #include <vector>
 
 namespace minilst {
@@ -59,9 +61,9 @@ class Communicator {
   virtual void alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
                          const std::vector<std::int64_t>& sdispls, void* recv,
                          const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                         DType type, const std::string& op) = 0;
+                         DType type, CommOp op) = 0;
   // In-place sum over all ranks.
-  virtual void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) = 0;
+  virtual void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) = 0;
   // Non-blocking collectives of equal blocks (ZeRO), complete with wait():
   //   all-gather      recv[p count, (p+1) count) := rank p's send[0, count); send may be
   //                   recv + rank count (in place)
@@ -69,15 +71,15 @@ class Communicator {
   // Each counts (size - 1) x count elements sent: what a ring algorithm puts on the
   // wire per rank (its block to every other rank; every other rank's partial sum).
   virtual RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type,
-                                const std::string& op) = 0;
+                                CommOp op) = 0;
   virtual RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
-                                         const std::string& op) = 0;
+                                         CommOp op) = 0;
   // Non-blocking point to point (ring hops). A backend may hold posted transfers
   // back until launch(tag) or the first wait on the tag (NCCL: the transfers of a
   // hop must start as one group), so both sides post a tag's transfers in the same
   // order and launch it at corresponding points.
   virtual RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag,
-                           const std::string& op) = 0;
+                           CommOp op) = 0;
   virtual RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) = 0;
   virtual void launch(int tag) = 0;  // starts the tag's transfers posted so far
   virtual void wait(RequestPtr& request) = 0;  // completes and clears it (null: no-op)
@@ -90,14 +92,14 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) const = 0;
 
   // Bytes sent to other ranks per operation name since the last reset.
-  const std::map<std::string, std::uint64_t>& bytes_sent() const { return bytes_; }
-  void reset_bytes() { bytes_.clear(); }
+  const CommBytes& bytes_sent() const { return bytes_; }
+  void reset_bytes() { bytes_ = CommBytes{}; }
 
  protected:
-  void count(const std::string& op, std::uint64_t bytes) { bytes_[op] += bytes; }
+  void count(CommOp op, std::uint64_t bytes) { bytes_[op] += bytes; }
 
  private:
-  std::map<std::string, std::uint64_t> bytes_;
+  CommBytes bytes_{};
 };
 
 }  // namespace minilst

@@ -46,7 +46,7 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
                                 const std::vector<std::int64_t>& sdispls, void* recv,
                                 const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                                DType type, const std::string& op) {
+                                DType type, CommOp op) {
   std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
   std::uint64_t sent = 0;
   for (int p = 0; p < size_; ++p) {
@@ -60,7 +60,7 @@ void MpiCommunicator::alltoallv(const void* send, const std::vector<std::int64_t
   count(op, sent);
 }
 
-void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const std::string& op) {
+void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, CommOp op) {
   if (type == DType::bf16) throw std::logic_error("MpiCommunicator::allreduce_sum: bf16 is moved, not summed (sum in fp32)");
   if (size_ == 1) return;
   MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(std::int64_t(n)), mpi_type(type), MPI_SUM, comm_);
@@ -68,7 +68,7 @@ void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const 
 }
 
 RequestPtr MpiCommunicator::iallgather(const void* send, void* recv, std::size_t n, DType type,
-                                       const std::string& op) {
+                                       CommOp op) {
   auto r = std::make_unique<MpiRequest>();
   const int c = checked_count(std::int64_t(n));
   checked_count(std::int64_t(n) * size_);  // the receive buffer's extent, too
@@ -79,7 +79,7 @@ RequestPtr MpiCommunicator::iallgather(const void* send, void* recv, std::size_t
 }
 
 RequestPtr MpiCommunicator::ireduce_scatter_sum(const void* send, void* recv, std::size_t n, DType type,
-                                                const std::string& op) {
+                                                CommOp op) {
   if (type == DType::bf16)
     throw std::logic_error("MpiCommunicator::ireduce_scatter_sum: bf16 is moved, not summed (sum in fp32)");
   auto r = std::make_unique<MpiRequest>();
@@ -90,7 +90,7 @@ RequestPtr MpiCommunicator::ireduce_scatter_sum(const void* send, void* recv, st
 }
 
 RequestPtr MpiCommunicator::isend(const void* buf, std::size_t n, DType type, int peer, int tag,
-                                  const std::string& op) {
+                                  CommOp op) {
   auto r = std::make_unique<MpiRequest>();
   MPI_Isend(buf, checked_count(std::int64_t(n)), mpi_type(type), peer, tag, comm_, &r->request);
   if (peer != rank_) count(op, n * dtype_bytes(type));

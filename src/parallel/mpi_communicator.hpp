@@ -25,12 +25,12 @@ class MpiCommunicator final : public Communicator {
 
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                 DType type, const std::string& op) override;
-  void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) override;
-  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, const std::string& op) override;
+                 DType type, CommOp op) override;
+  void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) override;
+  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, CommOp op) override;
   RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
-                                 const std::string& op) override;
-  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override;
+                                 CommOp op) override;
+  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, CommOp op) override;
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override;
   void launch(int) override {}  // isend/irecv are under way from the call
   void wait(RequestPtr& request) override;

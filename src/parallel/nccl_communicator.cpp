@@ -168,7 +168,7 @@ NcclCommunicator::NcclRequest& NcclCommunicator::request_of(const RequestPtr& re
 void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
                                  const std::vector<std::int64_t>& sdispls, void* recv,
                                  const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                                 DType type, const std::string& op) {
+                                 DType type, CommOp op) {
   const std::size_t n = std::size_t(size_);
   if (scounts.size() < n || sdispls.size() < n || rcounts.size() < n || rdispls.size() < n)
     throw std::runtime_error("NcclCommunicator::alltoallv: count/displacement vectors shorter than the communicator");
@@ -206,7 +206,7 @@ void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_
   count(op, sent);
 }
 
-void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const std::string& op) {
+void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, CommOp op) {
   if (type == DType::bf16) throw std::logic_error("NcclCommunicator::allreduce_sum: bf16 is moved, not summed (sum in fp32)");
   if (size_ == 1) return;
   after_compute();
@@ -215,7 +215,7 @@ void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, const
   count(op, n * dtype_bytes(type));  // the payload each rank contributes, as the MPI backend counts it
 }
 
-RequestPtr NcclCommunicator::launched(const std::string& op, std::uint64_t bytes) {
+RequestPtr NcclCommunicator::launched(CommOp op, std::uint64_t bytes) {
   auto batch = std::make_shared<Batch>();
   complete(*batch);
   count(op, bytes);
@@ -223,14 +223,14 @@ RequestPtr NcclCommunicator::launched(const std::string& op, std::uint64_t bytes
 }
 
 RequestPtr NcclCommunicator::iallgather(const void* send, void* recv, std::size_t n, DType type,
-                                        const std::string& op) {
+                                        CommOp op) {
   after_compute();
   nccl_check(ncclAllGather(send, recv, n, nccl_type(type), nccl_, stream_), "ncclAllGather", nccl_);
   return launched(op, std::uint64_t(size_ - 1) * n * dtype_bytes(type));
 }
 
 RequestPtr NcclCommunicator::ireduce_scatter_sum(const void* send, void* recv, std::size_t n, DType type,
-                                                 const std::string& op) {
+                                                 CommOp op) {
   if (type == DType::bf16)
     throw std::logic_error("NcclCommunicator::ireduce_scatter_sum: bf16 is moved, not summed (sum in fp32)");
   after_compute();
@@ -239,7 +239,7 @@ RequestPtr NcclCommunicator::ireduce_scatter_sum(const void* send, void* recv, s
 }
 
 RequestPtr NcclCommunicator::isend(const void* buf, std::size_t n, DType type, int peer, int tag,
-                                   const std::string& op) {
+                                   CommOp op) {
   RequestPtr r = post(PendingOp{true, const_cast<void*>(buf), n, type, peer}, tag);
   if (peer != rank_) count(op, n * dtype_bytes(type));
   return r;

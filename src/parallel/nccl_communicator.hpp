@@ -65,13 +65,13 @@ class NcclCommunicator final : public Communicator {
 
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                 DType type, const std::string& op) override;
-  void allreduce_sum(void* buf, std::size_t count, DType type, const std::string& op) override;
-  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, const std::string& op) override;
+                 DType type, CommOp op) override;
+  void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) override;
+  RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, CommOp op) override;
   RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
-                                 const std::string& op) override;
+                                 CommOp op) override;
   // Queued; launched (one NCCL group per tag) by launch(tag) or the first wait on the tag.
-  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, const std::string& op) override;
+  RequestPtr isend(const void* buf, std::size_t count, DType type, int peer, int tag, CommOp op) override;
   RequestPtr irecv(void* buf, std::size_t count, DType type, int peer, int tag) override;
   void launch(int tag) override;
   void wait(RequestPtr& request) override;
@@ -100,7 +100,7 @@ class NcclCommunicator final : public Communicator {
   NcclRequest& request_of(const RequestPtr& request, const char* call) const;
   void after_compute();          // stream_ waits (device side) for the work compute_ holds now
   void complete(Batch& batch);   // records the batch's event after what stream_ holds now
-  RequestPtr launched(const std::string& op, std::uint64_t bytes);  // a collective just enqueued: its event
+  RequestPtr launched(CommOp op, std::uint64_t bytes);  // a collective just enqueued: its event
   void release() noexcept;       // frees what the constructor made (the destructor's, and a failed constructor's)
   using SharedStream = std::shared_ptr<CUstream_st>;
   // A part made by split(): it shares its parent's communication stream.

@@ -51,10 +51,10 @@ std::vector<Batch> ParallelSetup::shard(const std::vector<Batch>& globals) const
   return local;
 }
 
-std::map<std::string, std::uint64_t> ParallelSetup::take_comm_bytes() {
-  std::map<std::string, std::uint64_t> out;
+CommBytes ParallelSetup::take_comm_bytes() {
+  CommBytes out{};
   for (auto* c : {world_.get(), sp_.get(), ulysses_.get(), ring_.get()}) {
-    for (const auto& [op, bytes] : c->bytes_sent()) out[op] += bytes;
+    for (const CommOp op : all_of<CommOp>()) out[op] += c->bytes_sent()[op];
     c->reset_bytes();
   }
   return out;

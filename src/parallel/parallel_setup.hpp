@@ -44,7 +44,7 @@ class ParallelSetup {
   std::vector<Batch> shard(const std::vector<Batch>& globals) const;
 
   // Bytes each operation sent since the last call, summed over all communicators.
-  std::map<std::string, std::uint64_t> take_comm_bytes();
+  CommBytes take_comm_bytes();
 
  private:
   ParallelConfig config_;

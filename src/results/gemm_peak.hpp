@@ -15,22 +15,21 @@
 
 #include "core/kernel_choice.hpp"
 #include "kernels/gemm_rate.hpp"
+#include "kernels/gemm_shape.hpp"
 
 namespace minilst {
 
-struct GemmShape {
-  int m = 0, n = 0, k = 0;
-  std::string text() const { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }
-};
-
 struct GemmPeak {
   double gflops = 0;   // per rank: the mean over ranks of each rank's best
-  GemmShape best;      // the shape that gave rank 0's best
+  kernels::GemmShape best{0, 0, 0};  // the shape that gave rank 0's best
   std::string source;  // how it was measured, for the metrics file (peak_source)
 };
 
 // The shapes measured, around `n` (n^3, and n/2 x 2n x n, 2n x n/2 x n).
-inline std::vector<GemmShape> peak_shapes(int n) { return {{n, n, n}, {n / 2, 2 * n, n}, {2 * n, n / 2, n}}; }
+inline std::vector<kernels::GemmShape> peak_shapes(int n) {
+  const std::size_t a = std::size_t(n);
+  return {{a, a, a}, {a / 2, 2 * a, a}, {2 * a, a / 2, a}};
+}
 
 // Collective: the peak of precision T through `choice`'s GEMM path, `repeats` timed calls per shape.
 template <class T>
@@ -43,7 +42,7 @@ GemmPeak measure_gemm_peak(const KernelChoice& choice, const std::string& precis
   const auto shapes = peak_shapes(n);
   GemmPeak peak;
   for (const auto& s : shapes) {
-    const double gflops = kernels::best_gemm_gflops<T>(choice, s.m, s.n, s.k, repeats);
+    const double gflops = kernels::best_gemm_gflops<T>(choice, int(s.m), int(s.n), int(s.k), repeats);
     if (gflops > peak.gflops) {
       peak.gflops = gflops;
       peak.best = s;

@@ -117,19 +117,17 @@ Json job_json(const RunAttributes& a) {
 // measured step) and their ratio predicted / measured; null where no step was measured.
 Json prediction_json(const RunSummary& s) {
   const auto& p = s.prediction;
-  const auto value_or_null = [](const std::map<std::string, double>& m, const std::string& k) {
-    const auto it = m.find(k);
-    return it == m.end() ? Json() : Json(it->second);
-  };
+  const auto value_or_null = [](const std::optional<double>& v) { return v ? Json(*v) : Json(); };
   Json phases = Json::object(), ratios = Json::object();
-  for (const auto& [phase, seconds] : p.seconds) {
-    phases[phase] = seconds;
-    ratios[phase] = value_or_null(s.prediction_ratio, phase);
+  for (const Phase phase : all_of<Phase>()) {
+    if (!priced_phase(phase)) continue;
+    phases[name_of(phase)] = p.time.phases[phase];
+    ratios[name_of(phase)] = value_or_null(s.prediction_ratio[phase]);
   }
   return Json{{"machine", {{"name", p.machine}, {"kind", p.kind}, {"file", p.file}, {"digest", p.digest}}},
-              {"step_s", value_or_null(p.seconds, "step")},
-              {"measured_step_s", value_or_null(s.prediction_measured, "step")},
-              {"ratio", value_or_null(s.prediction_ratio, "step")},
+              {"step_s", p.time.phases[Phase::step]},
+              {"measured_step_s", value_or_null(s.prediction_measured[Phase::step])},
+              {"ratio", value_or_null(s.prediction_ratio[Phase::step])},
               {"phases_s", phases},
               {"ratios", ratios}};
 }
@@ -174,16 +172,17 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
   j["build"] = build_json(a);
   j["job"] = job_json(a);
   Json phases = Json::object();  // mean over ranks of each rank's mean over the measured steps
-  for (const auto& [phase, per_rank] : s.phase_avg_per_rank) {
+  for (const Phase phase : all_of<Phase>()) {
+    const auto& per_rank = s.phase_avg_per_rank[phase];
     const double mean = per_rank.empty() ? 0.0 : std::accumulate(per_rank.begin(), per_rank.end(), 0.0) / per_rank.size();
-    if (mean > 0) phases[phase] = mean;
+    if (mean > 0) phases[name_of(phase)] = mean;
   }
   j["timings_s"] = phases;
   Json memory = Json::object(), model = Json::object(), comm = Json::object();  // max over ranks
   for (const auto& [k, v] : s.memory) memory[k] = max_of(v);
   for (const auto& [k, v] : s.memory_model) model[k] = max_of(v);
-  for (const auto& [op, v] : s.comm_bytes)
-    if (max_of(v) > 0) comm[op] = max_of(v);
+  for (const CommOp op : metric_comm_ops())
+    if (max_of(s.comm_bytes[op]) > 0) comm[name_of(op)] = max_of(s.comm_bytes[op]);
   j["memory_bytes"] = memory;
   j["memory_model_bytes"] = model;
   j["comm_bytes_per_step"] = comm;

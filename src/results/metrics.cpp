@@ -20,15 +20,18 @@
 
 namespace minilst {
 
-std::vector<std::string> metric_phases() { return names_of<Phase>(); }
-
 const std::vector<std::string>& metric_offload_directions() {
   static const std::vector<std::string> directions = {"to_host", "to_device"};
   return directions;
 }
 
-const std::vector<std::string>& metric_comm_ops() {
-  static const std::vector<std::string> ops = {"alltoall", "ring", "rsa_allreduce", "allreduce", "reduce_scatter", "allgather", "grad_norm"};
+const std::vector<CommOp>& metric_comm_ops() {
+  static const std::vector<CommOp> ops = [] {
+    std::vector<CommOp> v;
+    for (const CommOp op : all_of<CommOp>())
+      if (step_op(op)) v.push_back(op);
+    return v;
+  }();
   return ops;
 }
 
@@ -55,25 +58,44 @@ template <class V> MPI_Datatype mpi_type();
 template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 template <> MPI_Datatype mpi_type<std::uint64_t>() { return MPI_UINT64_T; }
 
-// Every rank's [rows, keys] table (value(row, key) on each rank), on every rank, as
-// key -> [rows x ranks], row-major. Collective (an all-gather).
+// Every rank's [rows, keys] table (value(row, k) on each rank, for the keys' indices k), on every
+// rank, as [keys][rows x ranks], row-major. Collective (an all-gather).
 template <class V, class Value>
-std::map<std::string, std::vector<V>> allgather_by_key(MPI_Comm comm, const std::vector<std::string>& keys, int rows,
-                                                       Value value) {
+std::vector<std::vector<V>> allgather_table(MPI_Comm comm, std::size_t nk, int rows, Value value) {
   int nranks = 1;
   MPI_Comm_size(comm, &nranks);
-  const std::size_t nk = keys.size(), per_rank = std::size_t(rows) * nk;
+  const std::size_t per_rank = std::size_t(rows) * nk;
   std::vector<V> mine(per_rank), all(per_rank * nranks);
   for (int row = 0; row < rows; ++row)
-    for (std::size_t k = 0; k < nk; ++k) mine[row * nk + k] = value(row, keys[k]);
+    for (std::size_t k = 0; k < nk; ++k) mine[row * nk + k] = value(row, k);
   MPI_Allgather(mine.data(), int(per_rank), mpi_type<V>(), all.data(), int(per_rank), mpi_type<V>(), comm);
-  std::map<std::string, std::vector<V>> out;
+  std::vector<std::vector<V>> out(nk);
   for (std::size_t k = 0; k < nk; ++k) {
-    auto& v = out[keys[k]];
+    auto& v = out[k];
     v.resize(std::size_t(rows) * nranks);
     for (int row = 0; row < rows; ++row)
       for (int r = 0; r < nranks; ++r) v[std::size_t(row) * nranks + r] = all[std::size_t(r) * per_rank + row * nk + k];
   }
+  return out;
+}
+
+// The same by name: key -> [rows x ranks].
+template <class V, class Value>
+std::map<std::string, std::vector<V>> allgather_by_key(MPI_Comm comm, const std::vector<std::string>& keys, int rows,
+                                                       Value value) {
+  auto table = allgather_table<V>(comm, keys.size(), rows, [&](int row, std::size_t k) { return value(row, keys[k]); });
+  std::map<std::string, std::vector<V>> out;
+  for (std::size_t k = 0; k < keys.size(); ++k) out[keys[k]] = std::move(table[k]);
+  return out;
+}
+
+// One value per comm operation of a step: op -> [rows x ranks].
+template <class V, class Value>
+EnumMap<CommOp, std::vector<V>> allgather_comm(MPI_Comm comm, Value value) {
+  const auto& ops = metric_comm_ops();
+  auto table = allgather_table<V>(comm, ops.size(), 1, [&](int, std::size_t k) { return V(value(ops[k])); });
+  EnumMap<CommOp, std::vector<V>> out;
+  for (std::size_t k = 0; k < ops.size(); ++k) out[ops[k]] = std::move(table[k]);
   return out;
 }
 
@@ -90,11 +112,9 @@ std::vector<std::int64_t> as_int64(const std::vector<std::uint64_t>& v) { return
 GatheredMetrics gather_step(MPI_Comm comm, const StepMetrics& step) {
   GatheredMetrics g;
   MPI_Comm_size(comm, &g.nranks);
-  g.seconds = allgather_by_key<double>(comm, metric_phases(), 1,
-                                      [&](int, const std::string& p) { return get_or_zero(step.seconds, p); });
-  g.comm_bytes = allgather_by_key<std::uint64_t>(comm, metric_comm_ops(), 1, [&](int, const std::string& op) {
-    return get_or_zero(step.comm_bytes, op);
-  });
+  auto seconds = allgather_table<double>(comm, count_of<Phase>(), 1, [&](int, std::size_t p) { return step.seconds[Phase(p)]; });
+  for (const Phase p : all_of<Phase>()) g.seconds[p] = std::move(seconds[std::size_t(p)]);
+  g.comm_bytes = allgather_comm<std::uint64_t>(comm, [&](CommOp op) { return step.comm_bytes[op]; });
   g.offload_bytes = allgather_by_key<std::uint64_t>(comm, metric_offload_directions(), 1, [&](int, const std::string& d) {
     return get_or_zero(step.offload_bytes, d);
   });
@@ -111,8 +131,9 @@ void append_steps(GatheredMetrics& to, const GatheredMetrics& from) {
   const auto append = [](auto& a, const auto& b) {
     for (const auto& [key, values] : b) a[key].insert(a[key].end(), values.begin(), values.end());
   };
-  append(to.seconds, from.seconds);
-  append(to.comm_bytes, from.comm_bytes);
+  for (const Phase p : all_of<Phase>()) to.seconds[p].insert(to.seconds[p].end(), from.seconds[p].begin(), from.seconds[p].end());
+  for (const CommOp op : metric_comm_ops())
+    to.comm_bytes[op].insert(to.comm_bytes[op].end(), from.comm_bytes[op].begin(), from.comm_bytes[op].end());
   append(to.offload_bytes, from.offload_bytes);
   to.allocations.insert(to.allocations.end(), from.allocations.begin(), from.allocations.end());
   to.energy.insert(to.energy.end(), from.energy.begin(), from.energy.end());
@@ -122,8 +143,7 @@ void append_steps(GatheredMetrics& to, const GatheredMetrics& from) {
 
 void gather_totals(MPI_Comm comm, const RunMetrics& local, GatheredMetrics& g) {
   MPI_Comm_size(comm, &g.nranks);
-  g.comm_model = allgather_by_key<std::uint64_t>(comm, metric_comm_ops(), 1,
-                                                 [&](int, const std::string& op) { return get_or_zero(local.comm_model, op); });
+  g.comm_model = allgather_comm<std::uint64_t>(comm, [&](CommOp op) { return local.comm_model[op]; });
   g.memory = allgather_by_key<std::uint64_t>(comm, memory_keys(), 1,
                                              [&](int, const std::string& k) { return get_or_zero(local.memory, k); });
   g.memory_model = allgather_by_key<std::uint64_t>(comm, memory_keys(), 1, [&](int, const std::string& k) {
@@ -185,15 +205,15 @@ void summarise_energy(RunSummary& summary, const GatheredMetrics& g, const RunMe
 namespace {
 // The prediction beside the busiest rank's mean of each phase (Max time/rank), and their ratio
 // predicted / measured where a step was measured and the phase took time.
-void summarise_prediction(RunSummary& summary, const StepPrediction& prediction) {
+void summarise_prediction(RunSummary& summary, const PredictedTime& prediction) {
   summary.prediction = prediction;
-  if (summary.measured_steps == 0) return;
-  for (const auto& [phase, predicted] : prediction.seconds) {
-    const auto it = summary.phase_avg_per_rank.find(phase);
-    if (it == summary.phase_avg_per_rank.end() || it->second.empty()) continue;
-    const double measured = *std::max_element(it->second.begin(), it->second.end());
+  if (summary.measured_steps == 0 || !prediction.known()) return;
+  for (const Phase phase : all_of<Phase>()) {
+    const auto& avg = summary.phase_avg_per_rank[phase];
+    if (!priced_phase(phase) || avg.empty()) continue;
+    const double measured = *std::max_element(avg.begin(), avg.end());
     summary.prediction_measured[phase] = measured;
-    if (measured > 0) summary.prediction_ratio[phase] = predicted / measured;
+    if (measured > 0) summary.prediction_ratio[phase] = prediction.time.phases[phase] / measured;
   }
 }
 }  // namespace
@@ -205,7 +225,7 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   bool valid = measured > 0;
   for (const auto& st : local.steps) valid = valid && std::isfinite(st.loss) && std::isfinite(st.grad_norm);
   summary.valid = valid && check_reference(summary, local);
-  const auto& step = g.seconds.at(name_of(Phase::step));
+  const auto& step = g.seconds[Phase::step];
   double measured_seconds = 0;  // sum over measured steps of the slowest rank's step time
   for (int s = 0; s < nsteps; ++s) {
     const double slowest = *std::max_element(step.begin() + std::ptrdiff_t(s) * nranks, step.begin() + std::ptrdiff_t(s + 1) * nranks);
@@ -228,17 +248,17 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     for (int s = first; s < nsteps; ++s) sum += double(per_step[std::size_t(s) * nranks + r]);
     return measured > 0 ? sum / measured : 0.0;
   };
-  for (const auto& [phase, t] : g.seconds)
-    for (int r = 0; r < nranks; ++r) summary.phase_avg_per_rank[phase].push_back(mean_measured(t, r));
-  for (const char* phase : {"attention", "mlp", "lm_head"}) {  // this rank's FLOPs of the phase over its mean time
-    const auto flops = local.attributes.reals.find(std::string("flops_per_step_") + phase);
+  for (const Phase phase : all_of<Phase>())
+    for (int r = 0; r < nranks; ++r) summary.phase_avg_per_rank[phase].push_back(mean_measured(g.seconds[phase], r));
+  for (const Phase phase : {Phase::attention, Phase::mlp, Phase::lm_head}) {  // this rank's FLOPs of the phase over its mean time
+    const auto flops = local.attributes.reals.find("flops_per_step_" + name_of(phase));
     const auto& t = summary.phase_avg_per_rank[phase];
     const double seconds = std::accumulate(t.begin(), t.end(), 0.0) / double(nranks);
     if (flops != local.attributes.reals.end() && seconds > 0 && local.peak_gflops > 0)
       summary.mfu_phase[phase] = flops->second / seconds / (local.peak_gflops * 1e9);
   }
-  for (const auto& [op, b] : g.comm_bytes)
-    for (int r = 0; r < nranks; ++r) summary.comm_bytes[op].push_back(mean_measured(b, r));
+  for (const CommOp op : metric_comm_ops())
+    for (int r = 0; r < nranks; ++r) summary.comm_bytes[op].push_back(mean_measured(g.comm_bytes[op], r));
   summary.memory = g.memory;
   for (const auto& [k, v] : g.memory_model)
     if (local.memory_model.count(k)) summary.memory_model[k] = v;
@@ -391,14 +411,13 @@ namespace {
 void write_prediction(hid_t f, const RunSummary& summary) {
   const auto& p = summary.prediction;
   if (!p.known()) return;
-  for (const auto& [phase, seconds] : p.seconds) {
-    const std::string name = "predicted/" + phase;
-    h5::write(f, name, std::vector<double>{seconds}, std::vector<hsize_t>{}, "s per step (predicted, busiest rank)");
+  for (const Phase phase : all_of<Phase>()) {
+    if (!priced_phase(phase)) continue;
+    const std::string name = "predicted/" + name_of(phase);
+    h5::write(f, name, std::vector<double>{p.time.phases[phase]}, std::vector<hsize_t>{}, "s per step (predicted, busiest rank)");
     const auto ds = h5::Handle(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose, "open " + name);
-    if (const auto m = summary.prediction_measured.find(phase); m != summary.prediction_measured.end())
-      h5::attr(ds.id(), "measured", m->second);
-    if (const auto r = summary.prediction_ratio.find(phase); r != summary.prediction_ratio.end())
-      h5::attr(ds.id(), "ratio", r->second);  // predicted / measured
+    if (const auto& m = summary.prediction_measured[phase]) h5::attr(ds.id(), "measured", *m);
+    if (const auto& r = summary.prediction_ratio[phase]) h5::attr(ds.id(), "ratio", *r);  // predicted / measured
   }
   const auto group = h5::group(f, "/predicted");
   h5::attr(group.id(), "machine", p.machine);
@@ -409,19 +428,9 @@ void write_prediction(hid_t f, const RunSummary& summary) {
 }
 }  // namespace
 
-void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
-                        const RunMetrics& local, const std::string& partial_suffix) {
-  const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
-  std::vector<double> loss, tokens_per_s, tflops, mfu;
-  for (const auto& st : local.steps) loss.push_back(st.loss);
-  const double peak = local.peak_gflops * 1e9 * double(g.nranks);  // all ranks
-  for (const double slowest : summary.slowest_step_seconds) {
-    tokens_per_s.push_back(slowest > 0 ? local.tokens_per_step / slowest : 0.0);
-    tflops.push_back(slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0);
-    mfu.push_back(slowest > 0 && peak > 0 ? local.flops_per_step / slowest / peak : 0.0);
-  }
-  h5::AtomicFile file(path, partial_suffix);
-  const hid_t f = file.id();
+namespace {
+// The root attributes: what the run is, its verdict, its figures of merit and their denominators.
+void write_root_attributes(hid_t f, const GatheredMetrics& g, const RunSummary& summary, const RunMetrics& local) {
   h5::attr(f, "schema", std::string("minilst-metrics"));
   h5::attr(f, "schema_version", std::int64_t(1));
   h5::attr(f, "valid", std::string(summary.valid ? "PASSED" : "FAILED"));
@@ -433,6 +442,9 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   h5::attr(f, "fom_unit", std::string("tokens/s per rank"));
   h5::attr(f, "config", local.config_yaml);
   h5::attr(f, "warmup_steps", std::int64_t(local.warmup_steps));
+  std::string phases;  // the phases of /timings in their order: what readers in analysis/ iterate
+  for (const Phase phase : all_of<Phase>()) phases += (phases.empty() ? "" : " ") + name_of(phase);
+  h5::attr(f, "phases", phases);
   for (const auto& [k, v] : local.attributes.text) h5::attr(f, k, v);
   for (const auto& [k, v] : local.attributes.integers) h5::attr(f, k, v);
   for (const auto& [k, v] : local.attributes.reals) h5::attr(f, k, v);
@@ -441,7 +453,8 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   h5::attr(f, "peak_gflops_per_rank", local.peak_gflops);
   if (summary.mfu_known) {  // absent: no measured step or no rate (the RESULT line then has no MFU)
     h5::attr(f, "mfu", summary.mfu);
-    for (const auto& [phase, v] : summary.mfu_phase) h5::attr(f, "mfu_" + phase, v);
+    for (const Phase phase : all_of<Phase>())
+      if (summary.mfu_phase[phase] > 0) h5::attr(f, "mfu_" + name_of(phase), summary.mfu_phase[phase]);
   }
   if (summary.mfu_known && local.nominal_peak_gflops > 0) {
     h5::attr(f, "nominal_peak_gflops_per_rank", local.nominal_peak_gflops);
@@ -464,24 +477,62 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
     h5::attr(f, "reference_steps_compared", std::int64_t(summary.reference_steps));
     h5::write(f, "reference/loss", local.expected_loss, {hsize_t(local.expected_loss.size())}, "1");
   }
+}
 
+// /loss, /throughput/*: per step (each step timed on its slowest rank).
+void write_steps(hid_t f, const GatheredMetrics& g, const RunSummary& summary, const RunMetrics& local) {
+  const hsize_t steps = hsize_t(g.nsteps);
+  std::vector<double> loss, tokens_per_s, tflops, mfu;
+  for (const auto& st : local.steps) loss.push_back(st.loss);
+  const double peak = local.peak_gflops * 1e9 * double(g.nranks);  // all ranks
+  for (const double slowest : summary.slowest_step_seconds) {
+    tokens_per_s.push_back(slowest > 0 ? local.tokens_per_step / slowest : 0.0);
+    tflops.push_back(slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0);
+    mfu.push_back(slowest > 0 && peak > 0 ? local.flops_per_step / slowest / peak : 0.0);
+  }
   h5::write(f, "loss", loss, {steps}, "1");
   h5::write(f, "throughput/tokens_per_s", tokens_per_s, {steps}, "tokens/s (all ranks)");
   h5::write(f, "throughput/model_tflops", tflops, {steps}, "TFLOP/s (all ranks)");
   h5::write(f, "throughput/mfu", mfu, {steps}, "1 (model FLOP/s over the measured GEMM rate, all ranks)");
-  for (const auto& [phase, t] : g.seconds) {
-    const std::string name = "timings/" + phase;
-    h5::write(f, name, t, {steps, ranks}, "s");
-    const auto& avg = summary.phase_avg_per_rank.at(phase);
+}
+
+// /attention/*: the attention work of every step and rank, and per ring hop.
+void write_attention(hid_t f, const GatheredMetrics& g, const RunSummary& summary) {
+  if (summary.attention_imbalance <= 0) return;  // every step does the run's attention work (its mask is fixed)
+  const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
+  h5::attr(f, "attention_imbalance", summary.attention_imbalance);
+  for (const auto& k : attention_keys()) {
+    std::vector<double> per_step;
+    for (int s = 0; s < g.nsteps; ++s) per_step.insert(per_step.end(), g.attention.at(k).begin(), g.attention.at(k).end());
+    const bool flops = k.rfind("flops", 0) == 0;
+    h5::write(f, "attention/" + k, per_step, {steps, ranks}, flops ? "FLOP" : "B");
+  }
+  const hsize_t R = ranks > 0 ? hsize_t(g.attention.at("hop_flops").size()) / ranks : 0;
+  h5::write(f, "attention/hop_flops", g.attention.at("hop_flops"), {ranks, R}, "FLOP per step (forward + backward)");
+  h5::write(f, "attention/hop_bytes", g.attention.at("hop_bytes"), {ranks, R}, "B sent per step");
+}
+}  // namespace
+
+void write_metrics_file(const std::string& path, const GatheredMetrics& g, const RunSummary& summary,
+                        const RunMetrics& local, const std::string& partial_suffix) {
+  const hsize_t steps = hsize_t(g.nsteps), ranks = hsize_t(g.nranks);
+  h5::AtomicFile file(path, partial_suffix);
+  const hid_t f = file.id();
+  write_root_attributes(f, g, summary, local);
+  write_steps(f, g, summary, local);
+  for (const Phase phase : all_of<Phase>()) {
+    const std::string name = "timings/" + name_of(phase);
+    h5::write(f, name, g.seconds[phase], {steps, ranks}, "s");
+    const auto& avg = summary.phase_avg_per_rank[phase];
     auto ds = h5::Handle(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose, "open " + name);
     h5::attr(ds.id(), "Min time/rank", *std::min_element(avg.begin(), avg.end()));
     h5::attr(ds.id(), "Max time/rank", *std::max_element(avg.begin(), avg.end()));
     h5::attr(ds.id(), "Avg time/rank", std::accumulate(avg.begin(), avg.end(), 0.0) / double(g.nranks));
   }
   for (const auto& [k, v] : summary.memory) h5::write(f, "memory/" + k, as_int64(v), {ranks}, "B");
-  for (const auto& [op, b] : g.comm_bytes) {
-    h5::write(f, "comm/" + op + "/bytes", as_int64(b), {steps, ranks}, "B");
-    h5::write(f, "comm/" + op + "/model_bytes", as_int64(g.comm_model.at(op)), {ranks}, "B per step");
+  for (const CommOp op : metric_comm_ops()) {
+    h5::write(f, "comm/" + name_of(op) + "/bytes", as_int64(g.comm_bytes[op]), {steps, ranks}, "B");
+    h5::write(f, "comm/" + name_of(op) + "/model_bytes", as_int64(g.comm_model[op]), {ranks}, "B per step");
   }
   for (const auto& [dir, b] : g.offload_bytes) h5::write(f, "offload/bytes_" + dir, as_int64(b), {steps, ranks}, "B");
   h5::write(f, "memory/plan/allocations_per_step", as_int64(g.allocations), {steps, ranks}, "1");
@@ -490,18 +541,7 @@ void write_metrics_file(const std::string& path, const GatheredMetrics& g, const
   for (const auto& [k, v] : summary.plan) h5::write(f, "memory/plan/" + k, as_int64(v), {ranks}, "B");
   for (const auto& [k, v] : summary.memory_model) h5::write(f, "memory/model/" + k, as_int64(v), {ranks}, "B");
   write_prediction(f, summary);
-  if (summary.attention_imbalance > 0) {  // every step does the run's attention work (its mask is fixed)
-    h5::attr(f, "attention_imbalance", summary.attention_imbalance);
-    for (const auto& k : attention_keys()) {
-      std::vector<double> per_step;
-      for (int s = 0; s < g.nsteps; ++s) per_step.insert(per_step.end(), g.attention.at(k).begin(), g.attention.at(k).end());
-      const bool flops = k.rfind("flops", 0) == 0;
-      h5::write(f, "attention/" + k, per_step, {steps, ranks}, flops ? "FLOP" : "B");
-    }
-    const hsize_t R = ranks > 0 ? hsize_t(g.attention.at("hop_flops").size()) / ranks : 0;
-    h5::write(f, "attention/hop_flops", g.attention.at("hop_flops"), {ranks, R}, "FLOP per step (forward + backward)");
-    h5::write(f, "attention/hop_bytes", g.attention.at("hop_bytes"), {ranks, R}, "B sent per step");
-  }
+  write_attention(f, g, summary);
   file.commit();
 }
 

@@ -19,38 +19,32 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/attributes.hpp"
+#include "core/comm_ops.hpp"
+#include "core/phases.hpp"
+#include "predict/prediction.hpp"
 #include "results/run_rules.hpp"
 
 namespace minilst {
 
-// The phases every rank reports (0 where a phase did not run): core/phases.hpp's, in its order.
-std::vector<std::string> metric_phases();
-// The communication operations every rank reports (/comm/<op>/bytes).
-const std::vector<std::string>& metric_comm_ops();
+// The communication operations every rank reports (/comm/<op>/bytes): a step's (core/comm_ops.hpp).
+const std::vector<CommOp>& metric_comm_ops();
 // The copy engine's directions every rank reports (/offload/bytes_<direction>).
 const std::vector<std::string>& metric_offload_directions();
 
 struct StepMetrics {
   double loss = 0;
   double grad_norm = 0;
-  std::map<std::string, double> seconds;  // phase -> seconds (this rank)
-  std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes sent to other ranks
+  PhaseSeconds seconds{};  // phase -> seconds (this rank)
+  CommBytes comm_bytes{};  // operation -> bytes sent to other ranks
   std::map<std::string, std::uint64_t> offload_bytes;  // to_host | to_device -> bytes the copy engine moved
   std::uint64_t allocations = 0;                     // buffers allocated (not taken from the step arena)
   double energy_joules = 0;  // energy of the step that this rank's meters read (its node's CPUs, its GPU); 0: none
-};
-
-// The step time the run predicted for itself on a machine file (run.machine; app/run_prediction.hpp).
-struct StepPrediction {
-  std::map<std::string, double> seconds;  // phase (the /timings names) -> predicted s per step, busiest rank
-  std::string machine, kind, file, digest;  // the file's machine name, measured | nominal, path, FNV-1a of its bytes
-  std::string text;                         // run.machine: probe: the machine file measured at start (else "")
-  bool known() const { return !seconds.empty(); }
 };
 
 struct RunMetrics {
@@ -58,7 +52,7 @@ struct RunMetrics {
   std::map<std::string, std::uint64_t> memory;     // category -> high-water bytes (this rank)
   std::map<std::string, std::uint64_t> memory_model;  // category -> analytic prediction (this rank)
   std::map<std::string, std::uint64_t> plan;          // arena_bytes, lower_bound_bytes, unplanned_peak_bytes
-  std::map<std::string, std::uint64_t> comm_model;    // operation -> analytic bytes per step (this rank)
+  CommBytes comm_model{};                             // operation -> analytic bytes per step (this rank)
   // The attention work of every step (this rank; the mask is the run's, so every step's):
   // flops_forward, flops_backward, bytes_forward, bytes_backward; and per ring hop [R].
   std::map<std::string, double> attention;
@@ -80,16 +74,16 @@ struct RunMetrics {
   // Where the steps' energy comes from ("rapl", "nvml", "rapl+nvml"), or "unavailable" with the reason in energy_note.
   std::string energy_source = "unavailable";
   std::string energy_note = "not measured";
-  StepPrediction prediction;  // empty: no run.machine
+  PredictedTime prediction;  // the run's prediction on run.machine (not known: none)
 };
 
 struct RunSummary {  // what rank 0 prints
   bool valid = false;
   double fom = 0;  // tokens/s per rank: tokens of a step / ranks / mean measured step time (slowest rank)
-  std::map<std::string, std::vector<double>> phase_avg_per_rank;  // phase -> [ranks] mean s/step
+  EnumMap<Phase, std::vector<double>> phase_avg_per_rank;         // phase -> [ranks] mean s/step
   std::map<std::string, std::vector<std::uint64_t>> memory;       // category -> [ranks]
   std::map<std::string, std::vector<std::uint64_t>> memory_model; // category -> [ranks], predicted
-  std::map<std::string, std::vector<double>> comm_bytes;          // operation -> [ranks] mean B per measured step
+  EnumMap<CommOp, std::vector<double>> comm_bytes;                // operation -> [ranks] mean B per measured step
   std::map<std::string, std::vector<std::uint64_t>> plan;         // arena_bytes, ... -> [ranks]
   std::vector<std::uint64_t> allocations_after_first;             // [ranks] most allocations in a step after the first
   std::vector<double> slowest_step_seconds;                       // [steps] the slowest rank's step time
@@ -102,7 +96,7 @@ struct RunSummary {  // what rank 0 prints
   // FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
   bool mfu_known = false;  // measured steps and a measured rate
   double mfu = 0, mfu_nominal = 0;
-  std::map<std::string, double> mfu_phase;
+  EnumMap<Phase, double> mfu_phase{};  // attention, mlp, lm_head (0: not known)
   double peak_gflops = 0, nominal_peak_gflops = 0;  // per rank (RunMetrics')
   std::string reference_check = "none";   // none | PASSED | FAILED: the losses against the deck's reference
   double reference_max_rel_error = 0;     // over the steps compared
@@ -116,16 +110,16 @@ struct RunSummary {  // what rank 0 prints
   double energy_joules = 0, energy_joules_run = 0, tokens_per_joule = 0;
   // With run.machine: the prediction, the measured side (the busiest rank's mean over the measured
   // steps: the Max time/rank of /timings/<phase>) and predicted / measured per phase (where measured > 0).
-  StepPrediction prediction;
-  std::map<std::string, double> prediction_measured, prediction_ratio;
+  PredictedTime prediction;
+  EnumMap<Phase, std::optional<double>> prediction_measured, prediction_ratio;
 };
 
 // Every rank's records on rank 0, by name: [steps x ranks] (row-major) or [ranks].
 struct GatheredMetrics {
   int nranks = 1, nsteps = 0;
-  std::map<std::string, std::vector<double>> seconds;                // phase -> [steps x ranks]
-  std::map<std::string, std::vector<std::uint64_t>> comm_bytes;      // operation -> [steps x ranks]
-  std::map<std::string, std::vector<std::uint64_t>> comm_model;      // operation -> [ranks]
+  EnumMap<Phase, std::vector<double>> seconds;                       // phase -> [steps x ranks]
+  EnumMap<CommOp, std::vector<std::uint64_t>> comm_bytes;            // operation -> [steps x ranks] (a step's ops)
+  EnumMap<CommOp, std::vector<std::uint64_t>> comm_model;            // operation -> [ranks]
   std::map<std::string, std::vector<std::uint64_t>> offload_bytes;   // to_host | to_device -> [steps x ranks]
   std::vector<std::uint64_t> allocations;                            // [steps x ranks]
   std::vector<double> energy;                                         // [steps x ranks] J

@@ -8,7 +8,7 @@
 #include "results/provenance.hpp"
 #include "memory/tracker.hpp"
 #include "model/lm_head.hpp"
-#include "model/memory_model.hpp"
+#include "predict/memory_model.hpp"
 #include "model/mlp_block.hpp"
 #include "model/parameters.hpp"
 
@@ -31,13 +31,14 @@ void print_threads() {
 // Where the model states live and what they cost per rank (the memory model's bytes).
 void print_model_states(const Deck& deck, const std::map<std::string, std::uint64_t>& b, int nranks) {
   const auto zero = zero_options(deck, nranks);
-  const double device = double(b.at("weights") + b.at("gradients") + b.at("optimizer"));
+  const auto of = [&](MemCategory c) { return double(b.at(category_name(c))); };
+  const double device = of(MemCategory::weights) + of(MemCategory::gradients) + of(MemCategory::optimizer);
   const auto sl = shard_layout(deck.model, nranks, zero.stage > 0);
   std::printf("model states: ZeRO stage %d over %d rank(s)%s: %.2f MiB on the device per rank (weights %.2f, "
               "gradients %.2f, optimizer %.2f)", zero.stage, nranks, zero.optimizer_offload ? ", optimizer offload" : "",
-              device / kMiB, double(b.at("weights")) / kMiB, double(b.at("gradients")) / kMiB,
-              double(b.at("optimizer")) / kMiB);
-  if (zero.optimizer_offload) std::printf(", %.2f MiB in host memory", double(b.at("host_optimizer")) / kMiB);
+              device / kMiB, of(MemCategory::weights) / kMiB, of(MemCategory::gradients) / kMiB,
+              of(MemCategory::optimizer) / kMiB);
+  if (zero.optimizer_offload) std::printf(", %.2f MiB in host memory", of(MemCategory::host_optimizer) / kMiB);
   if (zero.stage > 0)
     std::printf("; %zu units in shards of %zu elements per rank (padding %zu)", sl.units.size(), sl.shard_total,
                 sl.shard_total * std::size_t(nranks) - parameter_count(deck.model));
@@ -49,23 +50,23 @@ void print_model_states(const Deck& deck, const std::map<std::string, std::uint6
 void print_prediction(const RunSummary& s) {
   const auto& p = s.prediction;
   if (!p.known()) return;
-  const double predicted = p.seconds.count("step") ? p.seconds.at("step") : 0;
-  const auto measured = s.prediction_measured.find("step");
-  const auto ratio = s.prediction_ratio.find("step");
-  if (measured == s.prediction_measured.end() || ratio == s.prediction_ratio.end()) {
+  const double predicted = p.time.phases[Phase::step];
+  const auto& measured = s.prediction_measured[Phase::step];
+  const auto& ratio = s.prediction_ratio[Phase::step];
+  if (!measured || !ratio) {
     std::printf("  predicted step %.4g s on %s (%s), not measured: no step after the warm-up\n", predicted,
                 p.machine.c_str(), p.file.c_str());
     return;
   }
   std::printf("  predicted step %.4g s, measured %.4g s (%.2fx) on %s (%s machine file %s)", predicted,
-              measured->second, ratio->second, p.machine.c_str(), p.kind.c_str(), p.file.c_str());
+              *measured, *ratio, p.machine.c_str(), p.kind.c_str(), p.file.c_str());
   const char* sep = "; phases, predicted/measured: ";
-  for (const auto& phase : metric_phases()) {
-    const auto r = s.prediction_ratio.find(phase);
-    if (phase == "step" || r == s.prediction_ratio.end()) continue;
-    const double pred = p.seconds.at(phase), meas = s.prediction_measured.at(phase);
-    if (std::max(pred, meas) < 0.02 * measured->second) continue;
-    std::printf("%s%s %.2fx", sep, phase.c_str(), r->second);
+  for (const Phase phase : all_of<Phase>()) {
+    const auto& r = s.prediction_ratio[phase];
+    if (phase == Phase::step || !r) continue;
+    const double pred = p.time.phases[phase], meas = *s.prediction_measured[phase];
+    if (std::max(pred, meas) < 0.02 * *measured) continue;
+    std::printf("%s%s %.2fx", sep, name_of(phase).c_str(), *r);
     sep = ", ";
   }
   std::printf("\n");
@@ -136,11 +137,11 @@ void print_step(long step, const Deck& deck, double loss, double grad_norm, doub
 
 void print_summary(const RunSummary& s, const std::string& path) {
   std::printf("\n== summary (mean per measured step; min .. max over ranks) ==\n");
-  for (const auto& phase : metric_phases()) {
-    const auto& v = s.phase_avg_per_rank.at(phase);
+  for (const Phase phase : all_of<Phase>()) {
+    const auto& v = s.phase_avg_per_rank[phase];
     const double avg = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
     if (avg == 0.0) continue;
-    std::printf("  %-20s %10.4f s   (%.4f .. %.4f)\n", phase.c_str(), avg, *std::min_element(v.begin(), v.end()),
+    std::printf("  %-20s %10.4f s   (%.4f .. %.4f)\n", name_of(phase).c_str(), avg, *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()));
   }
   std::printf("  memory high-water, MiB (max over ranks)   measured      model\n");
@@ -160,7 +161,11 @@ void print_summary(const RunSummary& s, const std::string& path) {
                                                                   s.allocations_after_first.end())));
   }
   std::printf("  communication, MiB sent per step (max over ranks):");
-  for (const auto& [op, v] : s.comm_bytes) std::printf("  %s %.2f", op.c_str(), *std::max_element(v.begin(), v.end()) / kMiB);
+  std::vector<std::pair<std::string, double>> sent;  // by name
+  for (const CommOp op : metric_comm_ops())
+    sent.push_back({name_of(op), *std::max_element(s.comm_bytes[op].begin(), s.comm_bytes[op].end())});
+  std::sort(sent.begin(), sent.end());
+  for (const auto& [op, v] : sent) std::printf("  %s %.2f", op.c_str(), v / kMiB);
   if (s.attention_imbalance > 0)  // the kernels' computed tiles (attention/attention_work.hpp)
     std::printf("\n  attention work: %.4g GFLOP per step (max over ranks), imbalance max/mean %.3f",
                 *std::max_element(s.attention_flops.begin(), s.attention_flops.end()) / 1e9, s.attention_imbalance);
@@ -175,8 +180,9 @@ void print_summary(const RunSummary& s, const std::string& path) {
     if (s.nominal_peak_gflops > 0)
       std::printf(", %.3f of the device's nominal %.0f GFLOP/s", s.mfu_nominal, s.nominal_peak_gflops);
     const char* sep = "; per phase: ";
-    for (const auto& [phase, v] : s.mfu_phase) {
-      std::printf("%s%s %.3f", sep, phase.c_str(), v);
+    for (const Phase phase : {Phase::attention, Phase::lm_head, Phase::mlp}) {
+      if (s.mfu_phase[phase] <= 0) continue;
+      std::printf("%s%s %.3f", sep, name_of(phase).c_str(), s.mfu_phase[phase]);
       sep = ", ";
     }
     std::printf("\n");

@@ -12,17 +12,17 @@
 namespace minilst {
 
 Run::Run(const Deck& deck, MPI_Comm comm, int rank, MetricsRecorder& recorder, PeakRate peak, ParallelSetup& par,
-         FactsSource facts, PhaseTimers& timers, std::map<std::string, std::uint64_t> model_states)
+         FactsSource facts, PhaseTimers& timers, const Prediction& prediction)
     : deck_(deck), comm_(comm), root_(rank == 0), recorder_(recorder), peak_(std::move(peak)), par_(par),
       facts_(std::move(facts)), timers_(timers), energy_(comm), energy_facts_(energy_.attributes(false)),
-      states_(std::move(model_states)) {
+      prediction_(prediction) {
   MPI_Comm_size(comm, &nranks_);
 }
 
 void Run::print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, const AttentionGeometry& g,
                       const std::string& offload) const {
   if (!root_) return;
-  minilst::print_setup(deck_, opts, kernels, states_, g, nranks_, par_.dp_size(), scalar_bytes(deck_.run.precision),
+  minilst::print_setup(deck_, opts, kernels, prediction_.states, g, nranks_, par_.dp_size(), scalar_bytes(deck_.run.precision),
                        offload);
   std::printf("peak for MFU: %s GEMM at %.1f GFLOP/s per rank (measured: the best of several shapes, %s on rank 0; "
               "mean over ranks)",
@@ -45,7 +45,7 @@ void Run::after_step(long step, StepResult r, const std::function<void()>& befor
   timers_.add(Phase::copy_engine_busy, r.moved.busy_seconds);
   timers_.add(Phase::step, wall_.seconds() - r.dump_seconds);
   const double joules = energy_.joules_since_last();
-  recorder_.add_step({r.loss, r.grad_norm, timers_.by_name(), std::move(r.comm_bytes),
+  recorder_.add_step({r.loss, r.grad_norm, timers_.seconds(), r.comm_bytes,
                       {{"to_host", r.moved.bytes_to_host}, {"to_device", r.moved.bytes_to_device}},
                       StepArena::instance().allocations_in_step(), joules});
   if (step == 0) record();  // what a rescue writes besides the steps
@@ -98,19 +98,15 @@ std::string Run::steps_done(long step) const {
 }
 
 // What the metrics file holds besides the steps (collective): the parts' facts, this
-// rank's memory prediction (recomputed only when the offload alpha changed), the peak
-// and the energy.
+// rank's part of the run's prediction (at the alpha the last step used), the peak and the energy.
 void Run::record() {
   RunFacts facts = facts_();
-  const double alpha = facts.options.offload.alpha;
-  if (alpha != predicted_alpha_ || facts.host_alpha != predicted_host_alpha_) {
-    prediction_ = predict_rank_memory(deck_.model, facts.options, deck_.parallel, par_.layout(), par_.sp_rank(),
-                                      deck_.run.grad_accum, deck_.run.precision, facts.host_alpha,
-                                      zero_options(deck_, nranks_));
-    predicted_alpha_ = alpha;
-    predicted_host_alpha_ = facts.host_alpha;
+  if (facts.options.offload.alpha != rank_alpha_ || facts.host_alpha != rank_host_alpha_) {
+    rank_ = rank_at_alpha(deck_, prediction_.plan, par_.sp_rank(), facts.options, facts.host_alpha);
+    rank_alpha_ = facts.options.offload.alpha;
+    rank_host_alpha_ = facts.host_alpha;
   }
-  facts.prediction = prediction_;
+  facts.predicted = rank_;
   recorder_.record([&](RunMetrics& m) {
     m.peak_gflops = peak_.gflops;
     m.nominal_peak_gflops = peak_.nominal.gflops;

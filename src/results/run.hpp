@@ -2,9 +2,9 @@
 // (measured once, before the first step), the energy meter, every step's records (the
 // metrics recorder, the progress line, the MLPerf-style line, the flushes: a snapshot
 // after step 1 and every output.flush_seconds of rank 0's clock, every
-// output.flush_every steps), what the metrics file holds besides the steps (the
-// memory prediction computed once per offload alpha and carried), and the end: the
-// final write, the summary and the RESULT line.
+// output.flush_every steps), what the metrics file holds besides the steps (this rank's part
+// of the run's one prediction, predict/prediction.hpp; re-modelled only where alpha auto chose
+// another alpha), and the end: the final write, the summary and the RESULT line.
 //   Run run(...);  run.print_setup(...);
 //   for each step: run.begin_step(); ... the step ...; run.after_step(step, result);
 //   return run.finish(stop_reason);
@@ -22,10 +22,10 @@
 #include "core/phases.hpp"
 #include "io/deck.hpp"
 #include "job/energy_meter.hpp"
-#include "job/machine.hpp"
+#include "job/node_resources.hpp"
 #include "kernels/gemm_rate.hpp"
 #include "memory/copy_engine.hpp"
-#include "model/memory_model.hpp"
+#include "predict/prediction.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "results/gemm_peak.hpp"
 #include "results/metrics_recorder.hpp"
@@ -52,7 +52,7 @@ PeakRate measure_peak(const KernelChoice& kernels, Precision precision, MPI_Comm
 // One step as the loop saw it.
 struct StepResult {
   double loss = 0, grad_norm = 0;
-  std::map<std::string, std::uint64_t> comm_bytes;  // operation -> bytes this rank sent
+  CommBytes comm_bytes{};                           // operation -> bytes this rank sent
   CopyEngine::Counters moved;                       // what the copy engine moved in the step
   double dump_seconds = 0;                          // the tensor dump's (not the step's)
 };
@@ -64,10 +64,9 @@ class Run {
   using FactsSource = std::function<RunFacts()>;
 
   // Collective (the energy meter's agreement). timers: the step's phase timers (the
-  // model's parts add to them); model_states: the memory model's bytes of the model
-  // states per rank (model/memory_model.hpp: predict_model_states), computed once.
+  // model's parts add to them); prediction: the run's one prediction (predict/prediction.hpp).
   Run(const Deck& deck, MPI_Comm comm, int rank, MetricsRecorder& recorder, PeakRate peak, ParallelSetup& par,
-      FactsSource facts, PhaseTimers& timers, std::map<std::string, std::uint64_t> model_states);
+      FactsSource facts, PhaseTimers& timers, const Prediction& prediction);
 
   // Rank 0: the set-up lines (model, kernels, layout, chunks, offload, states, peak, energy) and
   // the first MLPerf-style lines.
@@ -107,11 +106,11 @@ class Run {
   PhaseTimers& timers_;
   EnergyMeter energy_;
   RunAttributes energy_facts_;
-  std::map<std::string, std::uint64_t> states_;
+  const Prediction& prediction_;
+  double rank_alpha_ = -1, rank_host_alpha_ = -1;  // the alphas of rank_ (-1: none yet)
+  RankPrediction rank_;                            // this rank's part of the prediction at them
   Kokkos::Timer wall_;
   Kokkos::Timer since_flush_;  // rank 0's clock since the run's start or its last flush
-  double predicted_alpha_ = -1, predicted_host_alpha_ = -1;  // the alphas of the cached prediction (-1: none yet)
-  MemoryPrediction prediction_;
 };
 
 }  // namespace minilst

@@ -20,21 +20,20 @@
 #include "memory/step_arena.hpp"
 #include "attention/attention_work.hpp"
 #include "memory/activation_store.hpp"
-#include "model/comm_model.hpp"
-#include "model/flops.hpp"
-#include "model/memory_model.hpp"
+#include "predict/flops.hpp"
 #include "model/parameters.hpp"
 #include "parallel/mpi_communicator.hpp"
 
 namespace minilst {
 
-RunMetrics start_run_metrics(const Deck& deck, int D, int P) {
+RunMetrics start_run_metrics(const Deck& deck, int D, int P, const Prediction& prediction) {
   RunMetrics m;
   const double S = double(deck.run.seq_len), sequences = double(deck.run.grad_accum) * D;
   m.tokens_per_step = sequences * S;
-  m.flops_per_step = sequences * model_flops_per_sequence(deck.model, S);
+  m.flops_per_step = prediction.plan.flops_per_step;
+  m.prediction = prediction.time;
   // per phase (the step benchmark's roofline): FLOPs of this rank's share of its sequences, forward + backward
-  const auto f = phase_flops_per_sequence(deck.model, S);
+  const auto& f = prediction.phase_flops;
   const double local = double(deck.run.grad_accum) * (1.0 / double(P));
   m.attributes.reals["flops_per_step_attention"] = local * f.attention;
   m.attributes.reals["flops_per_step_projections"] = local * f.projections;
@@ -83,10 +82,8 @@ void record_memory(RunMetrics& m, const Deck& deck, ParallelSetup& par, const Ru
   for (int c = 0; c < kNumMemCategories; ++c) m.memory[category_name(MemCategory(c))] = tracker.high_water(MemCategory(c));
   m.memory["device_total"] = tracker.device_high_water();
   // The analytic model of this rank: the last step's alpha; host buffers sized by the run's largest.
-  const MemoryPrediction& pred = facts.prediction;
-  m.memory_model = pred.bytes;
-  if (deck.memory.plan)
-    m.plan["model_arena_bytes"] = plan_step(pred.trace, pred.segments, deck.memory.solver, kArenaAlignment).arena_bytes;
+  m.memory_model = facts.predicted.memory.bytes;
+  if (deck.memory.plan) m.plan["model_arena_bytes"] = facts.predicted.arena_bytes;
 }
 
 // The measured steps' MFU as the metrics file computes it (each step timed on its slowest
@@ -98,8 +95,7 @@ double measured_mfu(const RunMetrics& m, MPI_Comm comm) {
   MPI_Allreduce(MPI_IN_PLACE, &nsteps, 1, MPI_INT, MPI_MIN, comm);  // the steps every rank finished
   std::vector<double> slowest;
   for (int s = 0; s < nsteps; ++s) {
-    const auto it = m.steps[std::size_t(s)].seconds.find(name_of(Phase::step));
-    slowest.push_back(it == m.steps[std::size_t(s)].seconds.end() ? 0.0 : it->second);
+    slowest.push_back(m.steps[std::size_t(s)].seconds[Phase::step]);
   }
   if (nsteps > 0) MPI_Allreduce(MPI_IN_PLACE, slowest.data(), nsteps, MPI_DOUBLE, MPI_MAX, comm);
   const int first = std::min(m.warmup_steps, nsteps);
@@ -120,12 +116,14 @@ void record_rule_facts(RunMetrics& m, MPI_Comm comm) {
 
 void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFacts& facts) {
   record_memory(m, deck, par, facts);
-  const int world = par.world().size();
-  m.comm_model = predict_comm_bytes(deck.model, facts.options, deck.parallel, par.layout(), par.sp_rank(), world,
-                                    deck.run.grad_accum, deck.run.precision, zero_options(deck, world));
+  m.comm_model = facts.predicted.comm;
+  // The plans this process made (a run plans once: predict/prediction.hpp; run.machine: probe adds its
+  // calibration steps' own) and the ranks re-modelled at alpha auto's choice.
+  m.attributes.integers["deck_plans"] = deck_plans_made();
+  m.attributes.integers["rank_remodels"] = rank_remodels();
   {  // the attention work the kernels do in a step (the computed tiles only)
     const AttentionGeometry& g = facts.geometry;
-    const bool recompute = store_plan(facts.options.policy, deck.model.layers, facts.options.offload.alpha)
+    const bool recompute = store_buffers(facts.options.policy, deck.model.layers, facts.options.offload.alpha)
                                .recompute_attention();
     const auto w = step_attention_work(deck.model, g, par.layout(), deck.options.mask,
                                        attention_tiles(facts.kernels.choice, deck.run.precision,

@@ -15,21 +15,22 @@
 #include "core/kernel_choice.hpp"
 #include "core/range.hpp"
 #include "io/deck.hpp"
-#include "model/memory_model.hpp"
+#include "predict/prediction.hpp"
 #include "results/metrics.hpp"
 #include "parallel/parallel_setup.hpp"
 
 namespace minilst {
 
-// Before the first step. D data-parallel replicas, P sequence-parallel ranks.
-RunMetrics start_run_metrics(const Deck& deck, int data_parallel, int sequence_parallel);
+// Before the first step. D data-parallel replicas, P sequence-parallel ranks; the FLOPs and the
+// predicted time from the run's prediction.
+RunMetrics start_run_metrics(const Deck& deck, int data_parallel, int sequence_parallel, const Prediction& prediction);
 
 // What the run decided, for the record.
 struct RunFacts {
   AttentionGeometry geometry;   // this rank's
   ModelOptions options;         // chunk counts as resolved; offload alpha: the last step's
   ResolvedKernels kernels;      // the run's kernel choice, with its reasons and probes
-  MemoryPrediction prediction;  // this rank's memory model at the options' alpha (filled by results/run.hpp)
+  RankPrediction predicted;     // this rank's part of the run's prediction at the options' alpha (results/run.hpp)
   double host_alpha = 0;        // the run's largest offload alpha (sized the host buffers)
   RunAttributes reported;       // from the run's parts (the offload controller, ...)
   int argc = 0;

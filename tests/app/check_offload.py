@@ -70,6 +70,13 @@ check(moved[0] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + S * row), "auto:
 check(np.all(auto["timings"]["recompute"][0] == 0), "auto: the warm-up step (alpha = 1, full swap) recomputes nothing")
 check(np.all(off["timings"]["recompute"][:] > 0), "offload: alpha 0.37 recomputes the other tokens")
 r_auto = int(auto.attrs["offload_host_rows"])
+# One plan per run (predict/prediction.hpp); alpha auto re-models its rank once at the alpha it chose.
+for name, f in (("full", full), ("offload", off), ("checkpoint_offload", ckpt), ("chunked", chunked)):
+    check(int(f.attrs["deck_plans"]) == 1 and int(f.attrs["rank_remodels"]) == 0,
+          f"{name}: one plan, no rank re-modelled ({int(f.attrs['deck_plans'])}, {int(f.attrs['rank_remodels'])})")
+remodels = 0 if a == 1.0 else 1  # another alpha than the warm-up step's: its memory and bytes re-modelled
+check(int(auto.attrs["deck_plans"]) == 1 and int(auto.attrs["rank_remodels"]) == remodels,
+      f"auto: one plan, {remodels} re-model at the chosen alpha ({int(auto.attrs['rank_remodels'])})")
 check(np.all(moved[1:] == x_bytes + (L - 2) * (S * Hh * T + S * H * T + r_auto * row)),
       f"auto: later steps move the chosen alpha ({r_auto} tokens)")
 

@@ -96,7 +96,7 @@ bad() {  # bad NAME KEY-IN-MESSAGE < file
   if "$MINILST" plan "$tiny" --machine "$1.yaml" 2> "$1.err"; then echo "FAIL: $1 accepted"; exit 1; fi
   grep -q -- "$2" "$1.err" || { echo "FAIL: $1: no '$2' in:"; cat "$1.err"; exit 1; }
 }
-grep -v "^elementwise_gbs" "$h100" | bad missing "elementwise_gbs: expected a number"
+grep -v "^elementwise_gbs" "$h100" | bad missing "elementwise_gbs: missing: expected a number"
 sed 's/^op_overhead_us: 5/op_overhead_us: fast/' "$h100" | bad nan "op_overhead_us: expected a number"
 sed 's/^ranks_per_node: 8/ranks_per_node: 8\nflops: 3/' "$h100" | bad unknown "flops: unknown key"
 sed 's/    p2p: {gbs: 360, latency_us: 5}/    p2p: {gbs: -3, latency_us: 5}/' "$h100" | bad negative "links.intra_node.p2p.gbs: must be > 0"
@@ -158,6 +158,11 @@ for name, plan_json, machine in (("self1", "one.json", "one.yaml"), ("self2", "r
     print(f"{name}: predicted step {step:.4g} s, measured {measured:.4g} s ({step / measured:.2f}x): as plan --machine")
 with h5py.File("plain.h5", "r") as f:
     assert "predicted" not in f
+    # the run plans the deck once (predict/prediction.hpp), with or without a machine file, on any ranks
+    for name in ("plain", "self1", "self2"):
+        with h5py.File(f"{name}.h5", "r") as g:
+            assert g.attrs["deck_plans"] == 1 and g.attrs["rank_remodels"] == 0, (name, dict(g.attrs))
+            assert g.attrs["phases"].split()[0] == "step" and set(g.attrs["phases"].split()) == set(g["timings"]), name
 assert "prediction" not in json.load(open("plain.json"))
 assert "predicted" not in open("plain.log").read() and "prediction:" not in open("plain.log").read()
 print("no machine file: no prediction recorded")

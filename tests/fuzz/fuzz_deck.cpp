@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 
 #include "app/command_line.hpp"
-#include "app/plan.hpp"
+#include "app/plan_command.hpp"
 #include "io/deck.hpp"
 #include "io/h5.hpp"
 
@@ -100,10 +100,7 @@ Verdict guarded(std::string& why, Body body) {
 
 // What `minilst run` checks of a read deck before allocating, for `ranks` data-parallel replicas.
 Verdict plan_verdict(const minilst::Deck& deck, int ranks, std::string& why) {
-  minilst::PlanArgs args;
-  args.ranks = ranks * deck.parallel.sequence_parallel();
-  args.arena = false;
-  minilst::plan_deck(deck, deck.run.seq_len, args, why);
+  minilst::plan_deck(deck, deck.run.seq_len, {ranks * deck.parallel.sequence_parallel(), false, false}, why);
   return why.empty() ? Verdict::accepted : Verdict::refused;
 }
 

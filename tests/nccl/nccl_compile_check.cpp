@@ -73,7 +73,7 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
   // allreduce_sum: sum of rank + 1 over the ranks.
   std::vector<double> h(5, double(rank + 1));
   double* d = to_device(h);
-  comm.allreduce_sum(d, h.size(), DType::f64, "allreduce");
+  comm.allreduce_sum(d, h.size(), DType::f64, minilst::CommOp::allreduce);
   for (double x : to_host(d, h.size())) expect(x == size * (size + 1) / 2.0, "allreduce_sum");
   cudaFree(d);
 
@@ -89,7 +89,7 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
     for (std::int64_t i = 0; i < sc[p]; ++i) hs[sd[p] + i] = float(rank * 100 + p);
   float* ds = to_device(hs);
   float* dr = to_device(std::vector<float>(nr, -1.f));
-  comm.alltoallv(ds, sc, sd, dr, rc, rd, DType::f32, "alltoallv");
+  comm.alltoallv(ds, sc, sd, dr, rc, rd, DType::f32, minilst::CommOp::alltoall);
   auto hr = to_host(dr, nr);
   for (int p = 0; p < size; ++p)
     for (std::int64_t i = 0; i < rc[p]; ++i) expect(hr[rd[p] + i] == float(p * 100 + rank), "alltoallv");
@@ -99,7 +99,7 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
   // A ring hop: send to the next rank, receive from the previous, both posted before the waits.
   std::int64_t* dsend = to_device(std::vector<std::int64_t>(1000, rank));
   std::int64_t* drecv = to_device(std::vector<std::int64_t>(1000, -1));
-  auto sreq = comm.isend(dsend, 1000, DType::i64, (rank + 1) % size, 7, "ring");
+  auto sreq = comm.isend(dsend, 1000, DType::i64, (rank + 1) % size, 7, minilst::CommOp::ring);
   auto rreq = comm.irecv(drecv, 1000, DType::i64, (rank + size - 1) % size, 7);
   comm.launch(7);  // the hop starts here, as RingHop::start does
   comm.wait(rreq);
@@ -116,9 +116,9 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
   std::int64_t* d2 = to_device(std::vector<std::int64_t>(3000, 20 + rank));
   std::int64_t* r1 = to_device(std::vector<std::int64_t>(2000, -1));
   std::int64_t* r2 = to_device(std::vector<std::int64_t>(3000, -1));
-  auto s1 = comm.isend(d1, 2000, DType::i64, (rank + 1) % size, 1, "ring");
+  auto s1 = comm.isend(d1, 2000, DType::i64, (rank + 1) % size, 1, minilst::CommOp::ring);
   auto q1 = comm.irecv(r1, 2000, DType::i64, (rank + size - 1) % size, 1);
-  auto s2 = comm.isend(d2, 3000, DType::i64, (rank + 1) % size, 2, "ring");
+  auto s2 = comm.isend(d2, 3000, DType::i64, (rank + 1) % size, 2, minilst::CommOp::ring);
   comm.wait(q1);
   comm.wait(s1);
   auto q2 = comm.irecv(r2, 3000, DType::i64, (rank + size - 1) % size, 2);
@@ -130,15 +130,12 @@ int exercise(minilst::Communicator& comm, cudaStream_t stream) {
   for (auto* p : {d1, d2, r1, r2}) cudaFree(p);
 
   comm.barrier();
-  auto sent = [&](const char* op) {
-    auto it = comm.bytes_sent().find(op);
-    return it == comm.bytes_sent().end() ? std::uint64_t(0) : it->second;
-  };
-  expect(sent("allreduce") == (size > 1 ? 5u * 8 : 0u), "bytes allreduce");
-  expect(sent("alltoallv") == std::uint64_t(ns - sc[rank]) * 4, "bytes alltoallv");
-  expect(sent("ring") == (size > 1 ? (1000u + 2000u + 3000u) * 8 : 0u), "bytes ring");
+  auto sent = [&](minilst::CommOp op) { return comm.bytes_sent()[op]; };
+  expect(sent(minilst::CommOp::allreduce) == (size > 1 ? 5u * 8 : 0u), "bytes allreduce");
+  expect(sent(minilst::CommOp::alltoall) == std::uint64_t(ns - sc[rank]) * 4, "bytes alltoallv");
+  expect(sent(minilst::CommOp::ring) == (size > 1 ? (1000u + 2000u + 3000u) * 8 : 0u), "bytes ring");
   comm.reset_bytes();
-  expect(comm.bytes_sent().empty(), "reset_bytes");
+  expect(comm.bytes_sent() == minilst::CommBytes{}, "reset_bytes");
   return failures;
 }
 

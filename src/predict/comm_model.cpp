@@ -1,4 +1,4 @@
-#include "model/comm_model.hpp"
+#include "predict/comm_model.hpp"
 
 #include "attention/attention_geometry.hpp"
 #include "parallel/ring_reach.hpp"
@@ -35,10 +35,9 @@ RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, const std::vector<in
   return r;
 }
 
-std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, const ModelOptions& o,
-                                                        const ParallelConfig& par, const SequenceLayout& layout,
-                                                        int s, int world, int A, Precision precision,
-                                                        const ZeroOptions& zero) {
+CommBytes predict_comm_bytes(const ModelConfig& c, const ModelOptions& o, const ParallelConfig& par,
+                             const SequenceLayout& layout, int s, int world, int A, Precision precision,
+                             const ZeroOptions& zero) {
   using u64 = std::uint64_t;
   const u64 T = scalar_bytes(precision);  // activations travel in the run's storage type
   const auto g = attention_geometry(c, par, layout, s);
@@ -46,7 +45,7 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
   const u64 q = u64(g.q_heads_here()), k = u64(g.kv_heads_here());  // heads per member after the all-to-all
   const u64 S_l = u64(g.local_rows), S_g = u64(g.group_rows());
   // policies whose saved sets are transient run the forward attention twice (offload recomputes no attention)
-  const StorePlan plan = store_plan(o.policy, c.layers, o.offload.alpha);
+  const StoreBuffers plan = store_buffers(o.policy, c.layers, o.offload.alpha);
   const bool recompute = plan.recompute_attention();
   const u64 passes = recompute ? 2 : 1;
 
@@ -72,10 +71,10 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
     ring_bytes += layers * (passes * ring.forward + ring.backward);
     allreduce_bytes += layers * ring.allreduce;
   }
-  std::map<std::string, std::uint64_t> bytes;
-  bytes["alltoall"] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
-  bytes["ring"] = u64(A) * ring_bytes;
-  if (par.rsa_seed_backward()) bytes["rsa_allreduce"] = u64(A) * allreduce_bytes;
+  CommBytes bytes;
+  bytes[CommOp::alltoall] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);
+  bytes[CommOp::ring] = u64(A) * ring_bytes;
+  if (par.rsa_seed_backward()) bytes[CommOp::rsa_allreduce] = u64(A) * allreduce_bytes;
   // The model states' collectives (ZeRO): over every rank, unit by unit (model_states.hpp).
   const u64 G = master_bytes(precision);  // fp32 under bf16
   const auto sl = shard_layout(c, world, zero.stage > 0);
@@ -93,13 +92,26 @@ std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& c, co
       for (int a = 0; a < A; ++a)
         for (const int u : unit_gather_order(c.layers, a == 0)) allgather += others * sl.units[u].shard * T;
   }
-  bytes["allreduce"] = allreduce;
-  if (zero.stage > 0) {
-    bytes["reduce_scatter"] = reduce_scatter;
-    bytes["allgather"] = allgather;
-    bytes["grad_norm"] = norm;
-  }
+  bytes[CommOp::allreduce] = allreduce;
+  bytes[CommOp::reduce_scatter] = reduce_scatter;
+  bytes[CommOp::allgather] = allgather;
+  bytes[CommOp::grad_norm] = norm;
   return bytes;
+}
+
+bool comm_op_used(CommOp op, const ParallelConfig& par, int zero_stage) {
+  switch (op) {
+    case CommOp::alltoall:
+    case CommOp::ring:
+    case CommOp::allreduce: return true;
+    case CommOp::rsa_allreduce: return par.rsa_seed_backward();
+    case CommOp::reduce_scatter:
+    case CommOp::allgather:
+    case CommOp::grad_norm: return zero_stage > 0;
+    case CommOp::tensor_dump:
+    case CommOp::probe: return false;
+  }
+  return false;
 }
 
 }  // namespace minilst

@@ -1,4 +1,4 @@
-#include "model/memory_model.hpp"
+#include "predict/memory_model.hpp"
 
 #include "attention/attention_geometry.hpp"
 #include "attention/attention_replay.hpp"

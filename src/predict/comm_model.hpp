@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm_ops.hpp"
 #include "core/config.hpp"
 #include "core/parallel_config.hpp"
 #include "parallel/sequence_layout.hpp"
@@ -58,9 +59,13 @@ struct RingLayerBytes {
 RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, const std::vector<int>& reach, std::uint64_t T,
                                 std::uint64_t acc);
 
-std::map<std::string, std::uint64_t> predict_comm_bytes(const ModelConfig& cfg, const ModelOptions& opts,
-                                                        const ParallelConfig& par, const SequenceLayout& layout,
-                                                        int sp_rank, int world_size, int grad_accum,
-                                                        Precision precision, const ZeroOptions& zero = ZeroOptions{});
+CommBytes predict_comm_bytes(const ModelConfig& cfg, const ModelOptions& opts, const ParallelConfig& par,
+                             const SequenceLayout& layout, int sp_rank, int world_size, int grad_accum, Precision precision,
+                             const ZeroOptions& zero = ZeroOptions{});
+
+// Whether a run of this layout and ZeRO stage sends anything under `op` at all (what `minilst plan`
+// lists): alltoall, ring and allreduce always; rsa_allreduce with RSA's seed backward; the
+// reduce-scatters, gathers and the norm's sum under ZeRO.
+bool comm_op_used(CommOp op, const ParallelConfig& par, int zero_stage);
 
 }  // namespace minilst

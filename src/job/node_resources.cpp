@@ -1,4 +1,4 @@
-#include "job/machine.hpp"
+#include "job/node_resources.hpp"
 
 #include <Kokkos_Macros.hpp>  // KOKKOS_ENABLE_CUDA
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "parallel/node.hpp"
+#include "predict/device_facts.hpp"
 
 namespace minilst {
 
@@ -61,19 +62,7 @@ NominalPeak nominal_peak(Precision precision) {
   cudaDeviceProp prop{};
   if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return p;
   p.device = prop.name;
-  struct Row {
-    const char* name;  // a substring of the device name; the first match wins
-    double bf16, fp32, fp64;
-  };
-  static const Row table[] = {  // NVIDIA datasheets, dense TFLOP/s
-      {"H100 PCIe", 756, 51, 51}, {"H100", 989, 67, 67}, {"H200", 989, 67, 67},
-      {"GH200", 989, 67, 67},     {"A100", 312, 19.5, 19.5}};
-  for (const auto& row : table)
-    if (p.device.find(row.name) != std::string::npos) {
-      const double t = precision == Precision::bf16 ? row.bf16 : precision == Precision::float32 ? row.fp32 : row.fp64;
-      p.gflops = t * 1e3;
-      break;
-    }
+  if (const DeviceFacts* d = device_of_runtime_name(p.device)) p.gflops = d->peak(peak_format(precision));
 #else
   (void)precision;
 #endif

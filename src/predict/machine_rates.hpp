@@ -1,0 +1,106 @@
+// A machine's rates per rank: what the time model (predict/time_model.hpp) needs of a machine
+// file (predict/machine_file.hpp reads and writes them; predict/machine_keys.hpp names each
+// key once). Every table is indexed by enums, so a rate that does not exist does not compile.
+//   rates.gemm(Precision::bf16, GemmClass::mlp)   GFLOP/s; throws naming the missing key
+// (the accessors are defined in machine_keys.cpp, beside the table that names the keys).
+#pragma once
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/names.hpp"
+
+namespace minilst {
+
+// The GEMM shape classes a machine file rates (tokens x out x in): square n^3, projection
+// (tall: the q/k/v/o products), mlp (an intermediate that is not a power of two), lm_head.
+enum class GemmClass { square, projection, mlp, lm_head };
+template <>
+struct EnumNames<GemmClass> {
+  static constexpr std::array<std::pair<GemmClass, const char*>, 4> table{{{GemmClass::square, "square"},
+                                                                           {GemmClass::projection, "projection"},
+                                                                           {GemmClass::mlp, "mlp"},
+                                                                           {GemmClass::lm_head, "lm_head"}}};
+};
+
+enum class AttentionPass { forward, backward };
+template <>
+struct EnumNames<AttentionPass> {
+  static constexpr std::array<std::pair<AttentionPass, const char*>, 2> table{
+      {{AttentionPass::forward, "forward"}, {AttentionPass::backward, "backward"}}};
+};
+
+// The families of phases a calibration step scales (step_scale): attention, the MLP, the LM
+// head, optimizer, and other: the projections, norms, RoPE, residuals and embedding.
+enum class PhaseFamily { attention, mlp, lm_head, other, optimizer };
+template <>
+struct EnumNames<PhaseFamily> {
+  static constexpr std::array<std::pair<PhaseFamily, const char*>, 5> table{{{PhaseFamily::attention, "attention"},
+                                                                             {PhaseFamily::mlp, "mlp"},
+                                                                             {PhaseFamily::lm_head, "lm_head"},
+                                                                             {PhaseFamily::other, "other"},
+                                                                             {PhaseFamily::optimizer, "optimizer"}}};
+};
+
+enum class LinkScope { intra_node, inter_node };
+template <>
+struct EnumNames<LinkScope> {
+  static constexpr std::array<std::pair<LinkScope, const char*>, 2> table{
+      {{LinkScope::intra_node, "intra_node"}, {LinkScope::inter_node, "inter_node"}}};
+};
+
+enum class LinkOp { p2p, alltoall, allreduce, allgather, reduce_scatter };
+template <>
+struct EnumNames<LinkOp> {
+  static constexpr std::array<std::pair<LinkOp, const char*>, 5> table{{{LinkOp::p2p, "p2p"},
+                                                                        {LinkOp::alltoall, "alltoall"},
+                                                                        {LinkOp::allreduce, "allreduce"},
+                                                                        {LinkOp::allgather, "allgather"},
+                                                                        {LinkOp::reduce_scatter, "reduce_scatter"}}};
+};
+
+// A link for one collective: a call costs latency_us + sync_us + bytes / (gbs 1e9); sync_us: the
+// wait for the other ranks when the call follows compute (their skew; ranks sharing cores wait
+// for a paused peer), 0 where not measured. gbs 0: the file has no such link.
+struct LinkRate {
+  double gbs = 0, latency_us = 0, sync_us = 0;
+};
+
+struct MachineRates {
+  std::string name;
+  int ranks_per_node = 1;  // ranks that share the intra-node links
+  // GFLOP/s of dense GEMMs by precision and shape class (0: absent)
+  EnumMap<Precision, EnumMap<GemmClass, double>> gemm_gflops{};
+  // useful GFLOP/s of causal flash attention by precision and pass (0: absent)
+  EnumMap<Precision, EnumMap<AttentionPass, double>> attention_gflops{};
+  // The attention figures' problem (attention_probe): query heads per kv head and head dim
+  // (0: not recorded, as in nominal files), and per precision the kernel that ran.
+  int attention_heads_per_kv = 0, attention_head_dim = 0;
+  EnumMap<Precision, std::string> attention_kernel{};
+  // a training step's time over the same phases priced from the isolated rates, by precision
+  // and phase family (the probe's calibration step); 0: absent (1)
+  EnumMap<Precision, EnumMap<PhaseFamily, double>> step_scale{};
+  double elementwise_gbs = 0;  // a streaming kernel's bytes read + written per second
+  double optimizer_gbs = 0;    // AdamW's bytes per second over the model states (0: elementwise_gbs)
+  double op_overhead_us = 0;   // per kernel call (launch, fence, dispatch)
+  double host_link_gbs = 0;    // the copy engine's host <-> device bytes per second (each way)
+  bool host_same_memory = false;  // a host build: "offload" copies within one memory
+  EnumMap<LinkScope, EnumMap<LinkOp, LinkRate>> links{};
+  // MFU's denominator per rank: a nominal file's spec peak (nominal.gemm_gflops), else (0) the
+  // measured square GEMM (as a run's MFU, results/gemm_peak.hpp)
+  EnumMap<Precision, double> mfu_peak_gflops{};
+
+  // The rate; throws std::runtime_error naming the machine-file key when absent.
+  double gemm(Precision p, GemmClass c) const;
+  double attention(Precision p, AttentionPass pass) const;
+  double mfu_peak(Precision p) const;
+  double scale(Precision p, PhaseFamily f) const;  // step_scale, 1 where absent
+  // The attention kernel's work per useful FLOP for a problem of `heads_per_kv` and `head_dim`,
+  // over the probed problem's (the portable kernel's padded tiles, kernels/attention_tiles.hpp); 1
+  // where the file does not record the probed problem or another kernel ran.
+  double attention_padding(Precision p, int heads_per_kv, int head_dim) const;
+  // The link of `op` among `ranks` ranks: intra_node when they fit on one node, else inter_node.
+  LinkRate link(LinkOp op, int ranks) const;
+};
+
+}  // namespace minilst
