@@ -719,8 +719,10 @@ def series_name(source, fam, kind, pts, multi) -> str:
     return name + (f" ({', '.join(extra)})" if extra else "")
 
 
-def plot(path, c: Comparison, wanted):
-    """The three panels of the comparison into a PNG, titled with every source's machines, dates, commits, jobs."""
+def plot(path, c: Comparison, wanted=None):
+    """The three panels of the comparison into a PNG, titled with every source's machines, dates, commits, jobs
+    (wanted: the phases shown; default: the files' own, less the hidden ones)."""
+    wanted = wanted if wanted is not None else default_phases(c.measured)
     points, sources, keys, series = c.points, c.sources, c.keys, c.series
     import matplotlib
     matplotlib.use("Agg")

@@ -17,12 +17,6 @@ namespace minilst {
 namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// The phases the text lists after a predicted step, in the order a reader follows the step.
-constexpr Phase kPrintedPhases[] = {Phase::forward,   Phase::backward,     Phase::attention,   Phase::alltoall,
-                                    Phase::ring_wait, Phase::mlp,          Phase::lm_head,     Phase::recompute,
-                                    Phase::offload_wait, Phase::grad_reduce, Phase::param_gather, Phase::comm,
-                                    Phase::optimizer};
-
 std::string layout_of(const Deck& deck, const DeckPlan& p) {
   const auto& par = deck.parallel;
   std::string s = std::to_string(p.ranks) + " rank(s) = " + std::to_string(p.data_parallel) + " data-parallel x " +
@@ -67,8 +61,8 @@ std::string time_text(const StepTime& t, const MachineFile& m, int ranks) {
                 m.rates.name.c_str(), m.kind.c_str(), t.step_s, t.tokens_per_s, t.tokens_per_s / ranks, t.mfu);
   std::string s = b;
   s += "    phase (s per step):";
-  for (const Phase ph : kPrintedPhases) {
-    if (t.phases[ph] <= 0) continue;
+  for (const Phase ph : all_of<Phase>()) {  // the priced parts of the step, in the table's order
+    if (ph == Phase::step || ph == Phase::copy_engine_busy || !priced_phase(ph) || t.phases[ph] <= 0) continue;
     std::snprintf(b, sizeof b, "  %s %.4g", name_of(ph).c_str(), t.phases[ph]);
     s += b;
   }

@@ -17,51 +17,55 @@
 
 namespace minilst {
 
-// In the order the metrics file and the summary list them.
+// In the order the metrics file, the summary and `minilst plan` list them: the step, its parts as a
+// reader follows them (attention and the waits inside it, the blocks, recompute, the copy engine,
+// the model states' collectives), AdamW. A new phase is one line here and one in the table below.
 enum class Phase {
   step,              // the whole optimizer step (without the tensor dump)
   forward,           // embedding, layers, LM head + loss (whose backward is fused in it)
   backward,          // the layers' backward, the embedding's
   attention,         // the attention strategy, forward and backward (communication included)
+  alltoall,          // Ulysses' all-to-alls (inside attention)
+  ring_wait,         // waiting for ring transfers (inside attention)
   mlp,               // the MLP block, forward and backward
   lm_head,           // final norm, LM head and cross-entropy, forward and backward, in chunks
   recompute,         // checkpointing's forward redone, offload's token rows
-  comm,              // after the micro-steps: the gradient's reduction over every rank (all-reduce, or the last reduce-scatters)
+  offload_wait,      // waiting for the copy engine
+  prefetch_wait,     // ... the part of it in the backward
+  copy_engine_busy,  // the copy engine's busy time (concurrent with the rest)
   grad_reduce,       // waiting for gradient reductions, wherever they are (ZeRO 2, 3: inside the backward)
   grad_reduce_overlap,  // the time posted reduce-scatters had in the background before their wait
   param_gather,      // waiting for weight all-gathers (ZeRO 3: inside forward and backward; 1, 2: after AdamW)
   param_gather_overlap, // the time posted gathers had in the background before their wait
-  alltoall,          // Ulysses' all-to-alls (inside attention)
-  ring_wait,         // waiting for ring transfers (inside attention)
-  offload_wait,      // waiting for the copy engine
-  prefetch_wait,     // ... the part of it in the backward
-  copy_engine_busy,  // the copy engine's busy time (concurrent with the rest)
+  comm,              // after the micro-steps: the gradient's reduction over every rank (all-reduce, or the last reduce-scatters)
   optimizer,         // AdamW
 };
-constexpr int kNumPhases = int(Phase::optimizer) + 1;
 template <>
 struct EnumNames<Phase> {
-  static constexpr std::array<std::pair<Phase, const char*>, kNumPhases> table{{
-      {Phase::step, "step"},
-      {Phase::forward, "forward"},
-      {Phase::backward, "backward"},
-      {Phase::attention, "attention"},
-      {Phase::mlp, "mlp"},
-      {Phase::lm_head, "lm_head"},
-      {Phase::recompute, "recompute"},
-      {Phase::comm, "comm"},
-      {Phase::grad_reduce, "grad_reduce"},
-      {Phase::grad_reduce_overlap, "grad_reduce_overlap"},
-      {Phase::param_gather, "param_gather"},
-      {Phase::param_gather_overlap, "param_gather_overlap"},
-      {Phase::alltoall, "alltoall"},
-      {Phase::ring_wait, "ring_wait"},
-      {Phase::offload_wait, "offload_wait"},
-      {Phase::prefetch_wait, "prefetch_wait"},
-      {Phase::copy_engine_busy, "copy_engine_busy"},
-      {Phase::optimizer, "optimizer"},
-  }};
+  // std::array's count deduced: a new phase is its line alone
+  static constexpr std::array table{
+      std::pair{Phase::step, "step"},
+      std::pair{Phase::forward, "forward"},
+      std::pair{Phase::backward, "backward"},
+      std::pair{Phase::attention, "attention"},
+      std::pair{Phase::alltoall, "alltoall"},
+      std::pair{Phase::ring_wait, "ring_wait"},
+      std::pair{Phase::mlp, "mlp"},
+      std::pair{Phase::lm_head, "lm_head"},
+      std::pair{Phase::recompute, "recompute"},
+      std::pair{Phase::offload_wait, "offload_wait"},
+      std::pair{Phase::prefetch_wait, "prefetch_wait"},
+      std::pair{Phase::copy_engine_busy, "copy_engine_busy"},
+      std::pair{Phase::grad_reduce, "grad_reduce"},
+      std::pair{Phase::grad_reduce_overlap, "grad_reduce_overlap"},
+      std::pair{Phase::param_gather, "param_gather"},
+      std::pair{Phase::param_gather_overlap, "param_gather_overlap"},
+      std::pair{Phase::comm, "comm"},
+      std::pair{Phase::optimizer, "optimizer"},
+  };
 };
+constexpr int kNumPhases = int(EnumNames<Phase>::table.size());
+static_assert(numbered_in_table_order<Phase>(), "the table lists the phases in the enum's order");
 
 // Seconds per phase (of one step): what a run measures and what the time model predicts.
 using PhaseSeconds = EnumMap<Phase, double>;
