@@ -203,7 +203,8 @@ TEST(TimeModel, TheStepAddsTheFamiliesUp) {
   s.grad_accum = 2;
   s.comm[CommOp::alltoall] = 2000;
   s.optimizer_elements = 500;
-  s.model_flops = 1e6;
+  s.flops[FlopsConvention::model] = 1e6;
+  s.flops[FlopsConvention::hardware] = 1.5e6;
   const StepTime t = predict_step_time(s, m);
   const PriceContext c = price_context(s, m);
   const LayerPrice l = price_layer(c);
@@ -220,7 +221,8 @@ TEST(TimeModel, TheStepAddsTheFamiliesUp) {
                             t.phases[Phase::optimizer], "step = forward + backward + comm + optimizer");
   EXPECT_EQ(t.phases[Phase::step], t.step_s);
   expect_near(t.tokens_per_s, 16 * 2 / t.step_s, "tokens/s: S x A x data-parallel / step");
-  expect_near(t.mfu, 1e6 / t.step_s / (2 * 1e9), "MFU: model FLOPs over step x ranks x the square GEMM rate");
+  expect_near(t.mfu[FlopsConvention::model], 1e6 / t.step_s / (2 * 1e9), "MFU: model FLOPs over step x ranks x the square GEMM rate");
+  expect_near(t.mfu[FlopsConvention::hardware], 1.5e6 / t.step_s / (2 * 1e9), "MFU in the hardware convention");
   const auto f = family_seconds(t.phases);
   expect_near(f[PhaseFamily::other],
               t.phases[Phase::forward] + t.phases[Phase::backward] - t.phases[Phase::attention] - t.phases[Phase::mlp] -

@@ -127,6 +127,11 @@ Command parse_command_line(int argc, const char* const* argv) {
   result->add_option("metrics", c.deck_path, "a metrics file written by minilst run")->required();
   auto* plan = add_plan(app, c);
   auto* probe = add_probe(app, c);
+  auto* validate = app.add_subcommand("validate", "predict every published GPU run of the seed papers and set the "
+                                                  "published figures beside (docs/validation.md)");
+  validate->add_option("table", c.validate.path, "the validation table (default validation/published.yaml)");
+  validate->add_option("--format", c.validate.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  validate->add_option("--table", c.validate.table, "one table of it, by its id");
 
   std::ostringstream out, err;
   try {
@@ -156,6 +161,7 @@ Command parse_command_line(int argc, const char* const* argv) {
            : plan->parsed()   ? Command::Kind::plan
            : verify->parsed() ? Command::Kind::verify
            : probe->parsed()  ? Command::Kind::probe
+           : validate->parsed() ? Command::Kind::validate
                               : Command::Kind::run;
   return c;
 }

@@ -11,11 +11,12 @@
 
 #include "app/plan_command.hpp"
 #include "app/probe.hpp"
+#include "app/validate_command.hpp"
 
 namespace minilst {
 
 struct Command {
-  enum class Kind { run, plan, keys, result, verify, probe, finished } kind = Kind::finished;
+  enum class Kind { run, plan, keys, result, verify, probe, validate, finished } kind = Kind::finished;
   int exit_code = 0;    // finished: 0 for --help and --version, 2 for a bad command line
   std::string out, err;  // finished: what rank 0 prints (help text; the error and its hint)
   std::string deck_path;                // run, plan: the deck; result: the metrics file
@@ -23,6 +24,7 @@ struct Command {
   std::string verify_out, verify_export;  // verify: --out (the table), --export (the reference step)
   bool keys_machine = false;  // keys --machine: the machine file's keys
   PlanArgs plan;
+  ValidateArgs validate;  // validate: the table, the format
   ProbeArgs probe;  // probe: --out FILE.yaml and its sizes (app/probe.hpp)
 };
 

@@ -3,7 +3,8 @@
 //   minilst plan DECK [--set ...] [--ranks N] [--format json]   every rank's predicted memory,
 //           [--device NAME | --device-mib X] [--reserve-mib R]   FLOPs, communication (nothing runs);
 //           [--host-mib Y] [--activation-mib Z] [--max-seq-len]  the longest S a real run fits
-//   minilst keys                                    list every deck key, default and rule
+//   minilst keys [--machine]                        list every deck key (machine file key), default and rule
+//   minilst validate [TABLE.yaml] [--format json]   the seed papers' published GPU runs beside their predictions
 //   minilst result METRICS.h5                       the RESULT line of a metrics file
 //   minilst probe --out M.yaml [--size n] [...]     measure this machine into a machine file (plan --machine)
 //   minilst verify DECK [--set ...] [--out T.h5]    the deck's first step against the single-rank
@@ -32,6 +33,7 @@
 #include "job/agreement.hpp"
 #include "app/driver.hpp"
 #include "app/plan_command.hpp"
+#include "app/validate_command.hpp"
 #include "predict/machine_keys.hpp"
 #include "app/probe.hpp"
 #include "app/command_line.hpp"
@@ -108,6 +110,11 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     return 0;
   }
   if (command.kind == Kind::result) return ctx.rank == 0 ? answer_result(command.deck_path) : 0;  // options first
+  if (command.kind == Kind::validate) {  // rank 0 alone answers, as plan does
+    ctx.watchdog->arm(0, "");
+    minilst::install_plan_signal_handlers();
+    return ctx.rank == 0 ? minilst::run_validate(command.validate) : 0;
+  }
   if (command.kind == Kind::probe) {  // every rank measures (no deck); rank 0 writes the machine file
     ctx.watchdog->arm(0, "");
     initialize_kokkos(argc, argv);

@@ -51,14 +51,25 @@ std::string time_json(const StepTime& t, const MachineFile& m) {
     s += b;
     sep = ", ";
   }
-  std::snprintf(b, sizeof b, "}, \"predicted_tokens_per_s\": %.6e, \"predicted_mfu\": %.6g", t.tokens_per_s, t.mfu);
-  return s + b;
+  std::snprintf(b, sizeof b, "}, \"predicted_tokens_per_s\": %.6e, \"predicted_mfu\": %.6g", t.tokens_per_s,
+                t.mfu[FlopsConvention::model]);
+  s += b;
+  s += ", \"predicted_mfu_conventions\": {";  // flops.hpp: each over the machine file's MFU peak
+  for (const FlopsConvention f : all_of<FlopsConvention>()) {
+    std::snprintf(b, sizeof b, "%s\"%s\": %.6g", f == FlopsConvention::model ? "" : ", ", name_of(f).c_str(), t.mfu[f]);
+    s += b;
+  }
+  return s + "}";
 }
 
 std::string time_text(const StepTime& t, const MachineFile& m, int ranks) {
   char b[256];
-  std::snprintf(b, sizeof b, "  predicted on %s (%s machine file): step %.4g s, %.4g tokens/s (%.4g per rank), MFU %.3f\n",
-                m.rates.name.c_str(), m.kind.c_str(), t.step_s, t.tokens_per_s, t.tokens_per_s / ranks, t.mfu);
+  std::snprintf(b, sizeof b,
+                "  predicted on %s (%s machine file): step %.4g s, %.4g tokens/s (%.4g per rank), MFU %.3f (model FLOPs; "
+                "hardware %.3f, square attention %.3f; over %.4g GFLOP/s per rank)\n",
+                m.rates.name.c_str(), m.kind.c_str(), t.step_s, t.tokens_per_s, t.tokens_per_s / ranks,
+                t.mfu[FlopsConvention::model], t.mfu[FlopsConvention::hardware], t.mfu[FlopsConvention::square],
+                t.mfu_peak_gflops);
   std::string s = b;
   s += "    phase (s per step):";
   for (const Phase ph : all_of<Phase>()) {  // the priced parts of the step, in the table's order
@@ -99,6 +110,8 @@ void print_json(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const ch
     for (const auto& [k, v] : *m) std::printf("%s\"%s\": %llu", sep, k.c_str(), static_cast<unsigned long long>(v)), sep = ", ";
     std::printf("}");
   }
+  std::printf(", \"flops_per_step_conventions\": {\"model\": %.6e, \"hardware\": %.6e, \"square\": %.6e}",
+              p.flops[FlopsConvention::model], p.flops[FlopsConvention::hardware], p.flops[FlopsConvention::square]);
   std::printf(", \"comm_bytes\": {");
   const char* sep = "";
   for (const auto& [k, v] : comm_by_name(deck, p.comm))
@@ -141,7 +154,9 @@ void print_text(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const ch
   print_memory_text(p, a);
   std::printf("  communication per step, MiB sent per rank (max):");
   for (const auto& [k, v] : comm_by_name(deck, p.comm)) std::printf("  %s %.2f", k.c_str(), double(v) / kMiB);
-  std::printf("\n  model FLOPs per step: %.4e (%.4e per rank)\n", p.flops_per_step, p.flops_per_step / p.ranks);
+  std::printf("\n  model FLOPs per step: %.4e (%.4e per rank); hardware (recompute counted) %.4e, square attention %.4e\n",
+              p.flops_per_step, p.flops_per_step / p.ranks, p.flops[FlopsConvention::hardware],
+              p.flops[FlopsConvention::square]);
   std::printf("%s", extra_text.c_str());
 }
 
@@ -179,12 +194,12 @@ void print_search_text(const Deck& deck, const LayoutSearch& s, const PlanArgs& 
               s.best.size());
   if (a.device_mib > 0) std::printf("  device: %s\n", device_text(a).c_str());
   std::printf("  %-4s %-30s %12s %12s %10s %12s %12s %7s\n", "rank", "layout", "seq_len", "device MiB", "step s", "tokens/s",
-              "tok/s/rank", "MFU");
+              "tok/s/rank", "MFU");  // the model-FLOPs convention (flops.hpp)
   int i = 0;
   for (const auto& c : s.best)
     std::printf("  %-4d %-30s %12lld %12.0f %10.4g %12.4g %12.4g %7.3f\n", ++i, c.name().c_str(), static_cast<long long>(S),
                 double(c.plan.device_planned) / kMiB, c.time.step_s, c.time.tokens_per_s, c.time.tokens_per_s / a.ranks,
-                c.time.mfu);
+                c.time.mfu[FlopsConvention::model]);
   if (!s.best.empty()) std::printf("%s", time_text(s.best.front().time, machine, a.ranks).c_str());
 }
 

@@ -199,8 +199,31 @@ DeckPlan plan_deck(const Deck& deck, std::int64_t S, const PlanOptions& args, st
         predict_comm_bytes(deck.model, o, par, layout, s, args.ranks, deck.run.grad_accum, deck.run.precision, zero));
   }
   summarise_ranks(p, plan_arena);
-  p.flops_per_step = double(deck.run.grad_accum) * p.data_parallel * model_flops_per_sequence(deck.model, double(S));
+  const double sequences = double(deck.run.grad_accum) * p.data_parallel;
+  p.flops_per_step = sequences * model_flops_per_sequence(deck.model, double(S));
+  p.flops = step_flops(deck.model, double(S), sequences, recompute_flops(deck.model, p.options, double(S)));
   return p;
+}
+
+RecomputeFlops recompute_flops(const ModelConfig& c, const ModelOptions& o, double S) {
+  const double d = c.hidden, Hh = double(c.heads) * c.head_dim(), Gh = double(c.kv_heads) * c.head_dim();
+  const double I = c.intermediate, L = c.layers;
+  const double proj = 2.0 * S * (d * Hh + 2.0 * d * Gh + Hh * d), attention = 4.0 * Hh * S * (S + 1.0) / 2.0;
+  const int mlp_chunks = std::max(1, effective_chunks(std::int64_t(S), o.mlp_chunks));
+  const StoreBuffers store = store_buffers(o.policy, c.layers, o.offload.alpha, std::int64_t(S), mlp_chunks);
+  RecomputeFlops r;
+  if (store.recompute_attention()) r.projections = proj, r.attention = attention;  // the attention block again
+  if (!store.mlp_saved) r.mlp = 2.0 * S * 2.0 * d * I;  // the MLP's backward recomputes its gate and up
+  if (o.policy == MemoryPolicy::offload && !store.recompute_attention()) {
+    // the token rows not in host memory of the layers whose row buffer was reused, their projections
+    // (and the MLP when the row set holds it), averaged per layer (ActivationStore::backward_begin)
+    int redone = 0;
+    for (int l = 0; l < c.layers; ++l) redone += store.row_buffers == 0 || store.reused(Family::rows, l, c.layers);
+    const double rows = (store.row_buffers == 0 ? 1.0 : 1.0 - o.offload.alpha) * redone / L;
+    r.projections = rows * proj;
+    if (store.mlp_saved) r.mlp = rows * 2.0 * S * 3.0 * d * I;
+  }
+  return r;
 }
 
 long deck_plans_made() { return plans_made.load(); }

@@ -14,6 +14,7 @@
 
 #include "core/comm_ops.hpp"
 #include "io/deck.hpp"
+#include "predict/flops.hpp"
 #include "predict/memory_model.hpp"
 
 namespace minilst {
@@ -63,6 +64,7 @@ struct DeckPlan {
   std::map<std::string, std::uint64_t> memory, memory_min;  // category -> max / min over ranks
   CommBytes comm{};                                    // operation -> max bytes per step over ranks
   double flops_per_step = 0;                           // model FLOPs of one step, all ranks
+  StepFlops flops{};                                   // ... in each of MFU's conventions (flops.hpp)
   std::uint64_t arena_bytes = 0, arena_lower_bound = 0;  // of the rank shape that holds the most (below)
   std::string arena_method;
   // The device memory a run holds at its peak on its fullest rank: with memory.planner plan
@@ -83,6 +85,10 @@ struct DeckPlan {
 
 // Empty error when the deck can run on options.ranks ranks at this S; else why not.
 DeckPlan plan_deck(const Deck& deck, std::int64_t seq_len, const PlanOptions& options, std::string& error);
+
+// What one layer recomputes per sequence of S tokens under the deck's policy (the activation
+// store's rules: memory/activation_store.hpp), for the hardware and square FLOP conventions.
+RecomputeFlops recompute_flops(const ModelConfig& c, const ModelOptions& o, double S);
 
 // How many deck plans this process has made (a run makes one: a test counts them).
 long deck_plans_made();

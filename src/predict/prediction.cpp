@@ -46,7 +46,7 @@ StepTime price_plan(const Deck& deck, const DeckPlan& p, const MachineRates& mac
   const auto sl = shard_layout(deck.model, p.ranks, deck.parallel.zero > 0);
   sh.optimizer_elements = deck.parallel.zero > 0 ? sl.shard_total : sl.padded_total;
   sh.optimizer_on_host = deck.memory.optimizer_offload;
-  sh.model_flops = p.flops_per_step;
+  sh.flops = p.flops;
   return predict_step_time(sh, machine);
 }
 

@@ -99,7 +99,9 @@ StepTime predict_step_time(const PricedStep& sh, const MachineRates& m) {
   StepTime t = add_up(c, layer, attn, a2a, head, rec, off, st, optimizer);
   const double data_parallel = double(sh.world) / sh.parallel.sequence_parallel();
   t.tokens_per_s = double(sh.seq_len) * c.A * data_parallel / t.step_s;
-  t.mfu = sh.model_flops / t.step_s / (double(sh.world) * m.mfu_peak(sh.precision) * kGiga);
+  t.mfu_peak_gflops = m.mfu_peak(sh.precision);
+  for (const FlopsConvention f : all_of<FlopsConvention>())
+    t.mfu[f] = sh.flops[f] / t.step_s / (double(sh.world) * t.mfu_peak_gflops * kGiga);
   return t;
 }
 

@@ -45,7 +45,8 @@
 //                alltoall + offload_wait + half of param_gather + the reduce-scatters' exposed part
 //                (the LM head's backward is fused in its forward and counted there)
 //     step     = forward + backward + comm + optimizer
-//   tokens/s = S D A / step; MFU = model FLOPs / (step P peak) (peak: the file's mfu_peak)
+//   tokens/s = S D A / step; MFU = FLOPs / (step P peak) in each convention (flops.hpp; peak: the
+//   file's mfu_peak)
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,7 @@
 #include "core/phases.hpp"
 #include "memory/activation_store.hpp"
 #include "parallel/sequence_layout.hpp"
+#include "predict/flops.hpp"
 #include "predict/machine_rates.hpp"
 
 namespace minilst {
@@ -74,7 +76,7 @@ struct PricedStep {
   std::uint64_t offload_bytes = 0;            // activations in host memory (memory model's host_offload)
   std::uint64_t optimizer_elements = 0;       // AdamW elements this rank updates (its shard)
   bool optimizer_on_host = false;             // memory.optimizer_offload: AdamW on the host's memory
-  double model_flops = 0;                     // model FLOPs of the step, every rank (flops.hpp)
+  StepFlops flops{};                          // the step's FLOPs in MFU's conventions, every rank (flops.hpp)
 };
 
 // The phases the time model prices; the others are measured only (the background time of posted
@@ -85,7 +87,9 @@ constexpr bool priced_phase(Phase p) {
 
 struct StepTime {
   PhaseSeconds phases{};  // seconds per step, per phase (the run's /timings)
-  double step_s = 0, tokens_per_s = 0, mfu = 0;
+  double step_s = 0, tokens_per_s = 0;
+  EnumMap<FlopsConvention, double> mfu{};  // per convention (flops.hpp), over the machine's MFU peak
+  double mfu_peak_gflops = 0;              // that peak, per rank
 };
 
 // What every phase family's price reads: the shape's sizes, this rank's geometry, the rates.

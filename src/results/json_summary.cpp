@@ -148,7 +148,10 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
   j["reference_check"] = s.reference_check;
   j["fom"] = {{"value", s.fom}, {"unit", "tokens/s per rank"}};
   j["tokens_per_s"] = s.fom * g.nranks;
-  j["mfu"] = number_or_null(s.mfu_known, s.mfu);
+  j["mfu"] = number_or_null(s.mfu_known, s.mfu);  // the model-FLOPs convention
+  Json mfu = Json::object();
+  for (const FlopsConvention f : all_of<FlopsConvention>()) mfu[name_of(f)] = number_or_null(s.mfu_known, s.mfu_conventions[f]);
+  j["mfu_conventions"] = mfu;  // predict/flops.hpp: model, hardware (recompute counted), square (attention as S^2)
   j["steps_done"] = g.nsteps;
   j["warmup_steps"] = m.warmup_steps;
   j["measured_steps"] = s.measured_steps;

@@ -243,6 +243,8 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   summary.mfu_known = measured_seconds > 0 && local.peak_gflops > 0;
   summary.mfu = utilisation(local.peak_gflops);
   summary.mfu_nominal = utilisation(local.nominal_peak_gflops);
+  for (const FlopsConvention f : all_of<FlopsConvention>())
+    summary.mfu_conventions[f] = local.flops_per_step > 0 ? summary.mfu * local.flops[f] / local.flops_per_step : 0.0;
   const auto mean_measured = [&](const auto& per_step, int r) {  // [steps x ranks] -> rank r's mean over measured steps
     double sum = 0;
     for (int s = first; s < nsteps; ++s) sum += double(per_step[std::size_t(s) * nranks + r]);
@@ -452,7 +454,12 @@ void write_root_attributes(hid_t f, const GatheredMetrics& g, const RunSummary& 
   h5::attr(f, "flops_per_step", local.flops_per_step);
   h5::attr(f, "peak_gflops_per_rank", local.peak_gflops);
   if (summary.mfu_known) {  // absent: no measured step or no rate (the RESULT line then has no MFU)
-    h5::attr(f, "mfu", summary.mfu);
+    h5::attr(f, "mfu", summary.mfu);  // the model-FLOPs convention (predict/flops.hpp)
+    for (const FlopsConvention c : all_of<FlopsConvention>()) {
+      h5::attr(f, "mfu_" + name_of(c), summary.mfu_conventions[c]);
+      h5::attr(f, "flops_per_step_" + name_of(c), local.flops[c]);
+    }
+    h5::attr(f, "mfu_convention", std::string(convention_text(FlopsConvention::model)));
     for (const Phase phase : all_of<Phase>())
       if (summary.mfu_phase[phase] > 0) h5::attr(f, "mfu_" + name_of(phase), summary.mfu_phase[phase]);
   }

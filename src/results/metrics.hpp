@@ -66,6 +66,7 @@ struct RunMetrics {
   int warmup_steps = 0;
   double tokens_per_step = 0;   // global tokens of one optimizer step
   double flops_per_step = 0;    // model FLOPs of one optimizer step
+  StepFlops flops{};            // ... in each of MFU's conventions (predict/flops.hpp)
   // MFU's denominators, per rank: the dense GEMM rate of the run's precision measured
   // in this run (kernels/gemm_rate.hpp; mean over ranks) and the device's nominal peak
   // where it is known (0: unknown). GFLOP/s.
@@ -95,7 +96,8 @@ struct RunSummary {  // what rank 0 prints
   // FLOPs of the measured steps / their time / ranks / rate) and per phase (this rank's
   // FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
   bool mfu_known = false;  // measured steps and a measured rate
-  double mfu = 0, mfu_nominal = 0;
+  double mfu = 0, mfu_nominal = 0;  // the model-FLOPs convention (the RESULT line's)
+  EnumMap<FlopsConvention, double> mfu_conventions{};  // every convention, over the measured rate
   EnumMap<Phase, double> mfu_phase{};  // attention, mlp, lm_head (0: not known)
   double peak_gflops = 0, nominal_peak_gflops = 0;  // per rank (RunMetrics')
   std::string reference_check = "none";   // none | PASSED | FAILED: the losses against the deck's reference

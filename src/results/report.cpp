@@ -176,7 +176,9 @@ void print_summary(const RunSummary& s, const std::string& path) {
   else
     std::printf("  energy: unavailable (%s)\n", s.energy_note.c_str());
   if (s.mfu_known) {
-    std::printf("  MFU: %.3f of the measured GEMM rate (%.1f GFLOP/s per rank)", s.mfu, s.peak_gflops);
+    std::printf("  MFU: %.3f of the measured GEMM rate (%.1f GFLOP/s per rank; model FLOPs: causal attention halved, "
+                "recompute not counted; hardware %.3f, square attention %.3f)", s.mfu, s.peak_gflops,
+                s.mfu_conventions[FlopsConvention::hardware], s.mfu_conventions[FlopsConvention::square]);
     if (s.nominal_peak_gflops > 0)
       std::printf(", %.3f of the device's nominal %.0f GFLOP/s", s.mfu_nominal, s.nominal_peak_gflops);
     const char* sep = "; per phase: ";

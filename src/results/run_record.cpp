@@ -31,6 +31,7 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P, const Prediction& p
   const double S = double(deck.run.seq_len), sequences = double(deck.run.grad_accum) * D;
   m.tokens_per_step = sequences * S;
   m.flops_per_step = prediction.plan.flops_per_step;
+  m.flops = prediction.plan.flops;
   m.prediction = prediction.time;
   // per phase (the step benchmark's roofline): FLOPs of this rank's share of its sequences, forward + backward
   const auto& f = prediction.phase_flops;
