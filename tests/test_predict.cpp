@@ -17,6 +17,7 @@
 #include "predict/machine_file.hpp"
 #include "predict/prediction.hpp"
 #include "predict/time_model.hpp"
+#include "predict/validation.hpp"
 
 using namespace minilst;
 
@@ -84,6 +85,24 @@ TEST(TimeModel, LayerPricesTheProjectionsAndTheMlpByHand) {
   const LayerPrice k = price_layer(price_context(full, scaled));
   expect_near(k.proj_fwd, 2 * f.proj_fwd, "step_scale.other");
   expect_near(k.mlp_fwd, 0.5 * f.mlp_fwd, "step_scale.mlp");
+}
+
+// Another framework's elementwise traffic (framework.*): proj S (hidden d + heads (Hh + Gh)) = 16 (10 x 8 +
+// 2 x 12) = 1664 B forward, twice backward; mlp S intermediate I = 16 x 3 x 12 = 576 B forward, 3x in the
+// backward when the gate/up are recomputed; the loss S V lm_head = 16 x 16 x 7 B; AdamW 40 B a parameter.
+TEST(TimeModel, AnotherFrameworksBytesByHand) {
+  MachineRates m = small_rates();
+  m.framework.hidden = 10, m.framework.heads = 2, m.framework.intermediate = 3, m.framework.lm_head = 7;
+  m.framework.optimizer = 40;
+  PricedStep s = small_step(MemoryPolicy::full);
+  const LayerPrice f = price_layer(price_context(s, m));
+  expect_near(f.proj_fwd, 6144e-9 + 1664e-9 + 8e-6, "proj_fwd");
+  expect_near(f.proj_bwd, 2 * 6144e-9 + 2 * 1664e-9 + 14e-6, "proj_bwd");
+  expect_near(f.mlp_fwd, 9216e-9 + 576e-9 + 5e-6, "mlp_fwd");
+  expect_near(f.mlp_bwd, (2 * 9216 + 6144) * 1e-9 + 3 * 576e-9 + 10e-6, "mlp_bwd");
+  expect_near(price_lm_head(price_context(s, m)), 12288e-9 + 16 * 16 * 7e-9 + 8e-6, "lm_head");
+  s.optimizer_elements = 1000;
+  expect_near(price_optimizer(price_context(s, m)), 40000e-9 + 4e-6, "optimizer");
 }
 
 // lm_head: 6 S d V = 12288 FLOP + 4 T S V = 4096 B + 8 calls. AdamW: 1000 elements x 28 B (fp32) at 2 GB/s
@@ -254,7 +273,8 @@ MachineFile every_key_set() {
   m.schema_version = kMachineSchemaVersion;
   m.device.clear();
   m.provenance = {{"gemm_gflops", "a"}, {"attention_gflops", "b"}, {"step_scale", "c"}, {"elementwise_gbs", "d"},
-                  {"optimizer_gbs", "e"}, {"op_overhead_us", "f"}, {"host_link", "g"}, {"links", "h"}};
+                  {"optimizer_gbs", "e"}, {"op_overhead_us", "f"}, {"host_link", "g"}, {"links", "h"},
+                  {"framework", "i"}};
   m.implausible = {"none: \"quoted\", a colon"};
   for (const Precision p : all_of<Precision>()) m.nominal_gemm[p] = 1;  // below every rate: none implausible
   m.link_floor_gbs = 1e-3;
@@ -366,4 +386,42 @@ TEST(DeckPlan, ARunsPredictionPlansTheDeckOnce) {
   EXPECT_EQ(r.memory.bytes, p.plan.rank(1).memory.bytes);
   EXPECT_EQ(r.comm, p.plan.comm_of[1]);
   EXPECT_EQ(deck_plans_made() - before, 1) << "reading the prediction plans nothing";
+}
+
+// Megatron-LM's FLOP formula as ALST counts its TFLOPS: Llama-3-8B (l 32, h 4096, V 128256), one
+// sequence of 1.1M tokens over 8 GPUs in 9:24 gives 575.7 TFLOP/s per GPU (ALST prints 576.1, its
+// length rounded); errors against a printed figure are zero within its last digit.
+TEST(Validation, MegatronFlopsAndRoundedErrors) {
+  const Deck deck = built_in_deck({"model.hidden=4096", "model.layers=32", "model.heads=32", "model.kv_heads=8",
+                                   "model.intermediate=14336", "model.vocab=128256", "run.seq_len=1100000",
+                                   "parallel.ulysses=8"});
+  StepTime t;
+  t.step_s = 564;
+  PublishedFigure f;
+  f.kind = "throughput", f.quantity = "tflops_per_gpu:megatron";
+  EXPECT_NEAR(predicted_figure(f, t, deck, StepFlops{}, 8), 575.7, 0.05);
+  f.quantity = "tokens_per_s_per_gpu";
+  t.tokens_per_s = 8000;
+  EXPECT_DOUBLE_EQ(predicted_figure(f, t, deck, StepFlops{}, 8), 1000);
+  f.quantity = "bogus";
+  EXPECT_THROW(predicted_figure(f, t, deck, StepFlops{}, 8), std::runtime_error);
+}
+
+TEST(Validation, RowsOverrideTheMachineAndBadTablesNameTheKey) {
+  const std::string machine = write_text("test_predict_validation_machine.yaml", machine_yaml(every_key_set()));
+  const MachineFile m = load_machine_file(machine, {"framework.layer_bytes.intermediate=10", "op_overhead_us=7"});
+  EXPECT_EQ(m.rates.framework.intermediate, 10);
+  EXPECT_EQ(m.rates.op_overhead_us, 7);
+  EXPECT_THROW(load_machine_file(machine, {"no_equals_sign"}), std::runtime_error);
+  const std::string table = write_text("test_predict_validation.yaml", "tables:\n- id: t\n  paper: P\n  title: T\n"
+                                       "  source: S\n  rows:\n  - label: r\n    deck: d.yaml\n    ranks: 1\n"
+                                       "    figures:\n    - {kind: speed, quantity: step_s, value: 1, printed: '1', unit: s}\n");
+  try {
+    load_validation(table);
+    ADD_FAILURE() << "a table without a machine read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("tables[0].machine: missing"), std::string::npos) << e.what();
+  }
+  std::remove(machine.c_str());
+  std::remove(table.c_str());
 }

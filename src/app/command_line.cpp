@@ -129,9 +129,11 @@ Command parse_command_line(int argc, const char* const* argv) {
   auto* probe = add_probe(app, c);
   auto* validate = app.add_subcommand("validate", "predict every published GPU run of the seed papers and set the "
                                                   "published figures beside (docs/validation.md)");
-  validate->add_option("table", c.validate.path, "the validation table (default validation/published.yaml)");
+  validate->add_option("table", c.validate.path,
+                       "the validation table (default: validation/published.yaml here, else beside the program)");
   validate->add_option("--format", c.validate.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   validate->add_option("--table", c.validate.table, "one table of it, by its id");
+  validate->add_option("--out", c.validate.out, "also write the JSON to this new file (for analysis/plot_validation.py)");
 
   std::ostringstream out, err;
   try {

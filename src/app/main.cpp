@@ -112,7 +112,7 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   if (command.kind == Kind::result) return ctx.rank == 0 ? answer_result(command.deck_path) : 0;  // options first
   if (command.kind == Kind::validate) {  // rank 0 alone answers, as plan does
     ctx.watchdog->arm(0, "");
-    minilst::install_plan_signal_handlers();
+    minilst::install_plan_signal_handlers("validate");
     return ctx.rank == 0 ? minilst::run_validate(command.validate) : 0;
   }
   if (command.kind == Kind::probe) {  // every rank measures (no deck); rank 0 writes the machine file

@@ -26,10 +26,14 @@ extern "C" void on_stop_signal(int sig) {
   if (!g_signal) g_signal = sig;
 }
 
+const char* g_command = "plan";  // the answering command's name, set before the handlers
+
 extern "C" void on_plan_signal(int sig) {  // async-signal-safe: write and _exit only
-  static const char head[] = "\nminilst plan: stopped by ";
+  static const char head[] = "\nminilst ", tail[] = ": stopped by ";
   const char* name = signal_name(sig);
   ssize_t ignored = ::write(STDERR_FILENO, head, sizeof head - 1);
+  ignored = ::write(STDERR_FILENO, g_command, std::strlen(g_command));
+  ignored = ::write(STDERR_FILENO, tail, sizeof tail - 1);
   ignored = ::write(STDERR_FILENO, name, std::strlen(name));
   ignored = ::write(STDERR_FILENO, "\n", 1);
   (void)ignored;
@@ -65,7 +69,10 @@ const char* signal_name(int sig) {
 
 // SA_RESTART: system calls (MPI's, the file system's) go on after the flag is set.
 void install_stop_signal_handlers() { install(on_stop_signal, SA_RESTART); }
-void install_plan_signal_handlers() { install(on_plan_signal, 0); }
+void install_plan_signal_handlers(const char* command) {
+  g_command = command;
+  install(on_plan_signal, 0);
+}
 void protect_results_write(bool on) { g_writing = on ? 1 : 0; }
 int stop_signal() { return g_signal; }
 

@@ -21,8 +21,9 @@ namespace minilst {
 
 // Once, before any work (after MPI_Init, so that MPI's own handlers are replaced).
 void install_stop_signal_handlers();
-// `minilst plan` runs no steps: a signal ends it at once, exit 4, with a message.
-void install_plan_signal_handlers();
+// `minilst plan` (and validate) runs no steps: a signal ends it at once, exit 4, with a message
+// naming `command` (a string that outlives the process's handlers).
+void install_plan_signal_handlers(const char* command = "plan");
 // While true, signals are noted but never end the process (the final write).
 void protect_results_write(bool on);
 // The first stop signal received (0: none), and a signal's name.

@@ -279,7 +279,25 @@ void check_device(const Reader& r) {
 
 std::string missing_machine_keys(MachineFile& m) { return missing_keys(set_keys(m)); }
 
-MachineFile load_machine_file(const std::string& path) {
+namespace {
+// Sets "a.b.c=value" in the file's tree (mappings made where absent).
+void apply_override(YAML::Node root, const std::string& path, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw std::runtime_error("machine file " + path + ": override '" + assignment + "': expected key=value");
+  const auto parts = split_dots(assignment.substr(0, eq));
+  std::vector<YAML::Node> chain{root};
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (next.IsDefined() && !next.IsMap())
+      throw std::runtime_error("machine file " + path + ": override '" + assignment + "': " + parts[i] + " is not a section");
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = assignment.substr(eq + 1);
+}
+}  // namespace
+
+MachineFile load_machine_file(const std::string& path, const std::vector<std::string>& overrides) {
   Reader r{path, {}, {}};
   YAML::Node root;
   try {
@@ -290,6 +308,7 @@ MachineFile load_machine_file(const std::string& path) {
     throw std::runtime_error("machine file " + path + ": not YAML: " + e.what());
   }
   if (!root.IsMap()) throw std::runtime_error("machine file " + path + ": expected a YAML mapping");
+  for (const auto& o : overrides) apply_override(root, path, o);
   r.m.schema.clear();
   r.m.schema_version = 0;
   r.walk(root, {});

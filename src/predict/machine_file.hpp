@@ -15,7 +15,8 @@
 namespace minilst {
 
 // Reads and checks a machine file; throws std::runtime_error naming the file and the key.
-MachineFile load_machine_file(const std::string& path);
+// `overrides` ("framework.layer_bytes.intermediate=10") replace or add keys before the checks.
+MachineFile load_machine_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The file's text (YAML, comments included), key by key in the table's order.
 std::string machine_yaml(const MachineFile& m);

@@ -83,6 +83,15 @@ struct MachineRates {
   double elementwise_gbs = 0;  // a streaming kernel's bytes read + written per second
   double optimizer_gbs = 0;    // AdamW's bytes per second over the model states (0: elementwise_gbs)
   double op_overhead_us = 0;   // per kernel call (launch, fence, dispatch)
+  // The elementwise traffic of the training software the figures describe, where it is not
+  // miniLST's own kernels (a paper's framework); 0: miniLST's (time_compute.cpp). Bytes per token:
+  // one layer's forward per hidden unit, per q or kv head dim (Hh + Gh), per intermediate unit
+  // (the backward moves twice the forward's); the loss per vocabulary entry (forward + backward);
+  // the optimizer per parameter.
+  struct FrameworkBytes {
+    double hidden = 0, heads = 0, intermediate = 0, lm_head = 0, optimizer = 0;
+  } framework;
+  std::string framework_name;  // "" : miniLST
   double host_link_gbs = 0;    // the copy engine's host <-> device bytes per second (each way)
   bool host_same_memory = false;  // a host build: "offload" copies within one memory
   EnumMap<LinkScope, EnumMap<LinkOp, LinkRate>> links{};

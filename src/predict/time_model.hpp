@@ -26,7 +26,10 @@
 //   price_alltoall (per step): Ulysses' calls, each latency + sync, plus bytes / B_alltoall
 //     (bytes: the communication model's alltoall), A L (4 x passes + 4 + 4 when offload re-derives);
 //     passes = 2 where the attention is recomputed
+//     (a machine file's framework.layer_bytes replace the byte counts: proj S_l (hidden d + heads
+//     (Hh + Gh)), mlp S_l intermediate I, the backward 2x (3x with the MLP's recompute))
 //   price_lm_head (per micro-step)  k_lm_head [6 S_l d V / R_lm_head + 4 T S_l V / B_el + 8 M_head t_op]
+//     (framework.lm_head_bytes replaces 4 T; framework.optimizer_bytes the optimizer's bytes)
 //   price_recompute (per layer, per micro-step): checkpointing redoes the attention block
 //     (proj_fwd + the attention's forward); offload redoes the (1 - alpha) rows not in host
 //     memory of the layers whose row buffer was reused: rows (proj_fwd + mlp_fwd when saved)

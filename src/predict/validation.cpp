@@ -37,6 +37,13 @@ struct TableReader {
     if (!n.IsScalar() || !parse_decimal(n.Scalar(), v)) fail(key, "expected a number");
     return v;
   }
+  std::vector<std::string> texts(const YAML::Node& n, const std::string& key) const {
+    std::vector<std::string> out;
+    if (!n) return out;
+    if (!n.IsSequence()) fail(key, "expected a list of key=value");
+    for (const auto& s : n) out.push_back(text(s, key));
+    return out;
+  }
   PublishedFigure figure(const YAML::Node& n, const std::string& key) const {
     PublishedFigure f;
     f.kind = text(n["kind"], key + ".kind");
@@ -56,10 +63,8 @@ struct TableReader {
     r.ranks = int(number(n["ranks"], key + ".ranks"));
     r.machine = text(n["machine"], key + ".machine", false);
     r.reason = text(n["reason"], key + ".reason", false);
-    if (const auto set = n["set"]) {
-      if (!set.IsSequence()) fail(key + ".set", "expected a list of section.key=value");
-      for (const auto& s : set) r.overrides.push_back(text(s, key + ".set"));
-    }
+    r.overrides = texts(n["set"], key + ".set");
+    r.machine_overrides = texts(n["machine_set"], key + ".machine_set");
     const auto figures = n["figures"];
     if (!figures || !figures.IsSequence() || figures.size() == 0) fail(key + ".figures", "expected a list of figures");
     for (std::size_t i = 0; i < figures.size(); ++i) r.figures.push_back(figure(figures[i], key + ".figures[" + std::to_string(i) + "]"));
@@ -113,6 +118,7 @@ std::vector<ValidationTable> load_validation(const std::string& path) {
     t.machine = r.text(n["machine"], key + ".machine");
     t.note = r.text(n["note"], key + ".note", false);
     t.max_error = r.number(n["max_error"], key + ".max_error", 0.15);
+    t.max_mean_error = r.number(n["max_mean_error"], key + ".max_mean_error", 0.10);
     t.max_mfu_points = r.number(n["max_mfu_points"], key + ".max_mfu_points", 0.05);
     const auto rows = n["rows"];
     if (!rows || !rows.IsSequence()) r.fail(key + ".rows", "expected a list");
@@ -154,7 +160,7 @@ std::vector<FigureResult> validate(const std::vector<ValidationTable>& tables, c
       if (why.empty()) {
         try {
           deck = load_deck(at(row.deck), row.overrides);
-          const MachineFile machine = load_machine_file(at(row.machine.empty() ? t.machine : row.machine));
+          const MachineFile machine = load_machine_file(at(row.machine.empty() ? t.machine : row.machine), row.machine_overrides);
           plan = plan_deck(deck, deck.run.seq_len, {row.ranks, false, false}, why);
           if (why.empty()) time = price_plan(deck, plan, machine.rates);
         } catch (const std::exception& e) {
@@ -203,6 +209,7 @@ TableStats table_stats(const ValidationTable& table, const std::vector<FigureRes
   }
   if (rel) s.mean_abs_error /= rel;
   if (pts) s.mean_abs_points /= pts;
+  s.within = s.within && s.mean_abs_error <= table.max_mean_error;
   return s;
 }
 

@@ -40,6 +40,7 @@ struct ValidationRow {
   std::vector<std::string> overrides;  // --set section.key=value
   int ranks = 1;
   std::string machine;                 // a machine file (relative to the table's file); "" : the table's
+  std::vector<std::string> machine_overrides;  // key=value replacing the machine file's (what this row's software did)
   std::vector<PublishedFigure> figures;
   std::string reason;                  // not expressible: why (its figures are listed, not predicted)
 };
@@ -48,6 +49,7 @@ struct ValidationTable {
   std::string id, paper, title, source;
   std::string machine;       // the paper's machine and software, as a machine file
   double max_error = 0.15;   // the largest |relative error| a time or throughput of this table may show
+  double max_mean_error = 0.10;  // the largest mean |relative error| of its times and throughputs
   double max_mfu_points = 0.05;  // the largest |MFU error| in points (fractions of 1)
   std::string note;          // what the table's rows assume, in words
   std::vector<ValidationRow> rows;
