@@ -264,7 +264,8 @@ MachineFile every_key_set() {
     for (const auto& [key, dims] : expansions(row)) {
       const KeySlot slot = row.slot(m, dims);
       v += 1;
-      if (auto* d = std::get_if<double*>(&slot)) **d = row.id == MachineKey::step_scale ? 1 + v / 1000 : v;
+      if (auto* d = std::get_if<double*>(&slot))
+        **d = row.id == MachineKey::step_scale || row.id == MachineKey::step_scale_alone ? 1 + v / 1000 : v;
       if (auto* i = std::get_if<int*>(&slot)) **i = int(v);
       if (auto* s = std::get_if<std::string*>(&slot)) **s = key == "kind" ? "measured" : "text " + key;
       if (auto* b = std::get_if<bool*>(&slot)) **b = true;
@@ -274,7 +275,7 @@ MachineFile every_key_set() {
   m.device.clear();
   m.provenance = {{"gemm_gflops", "a"}, {"attention_gflops", "b"}, {"step_scale", "c"}, {"elementwise_gbs", "d"},
                   {"optimizer_gbs", "e"}, {"op_overhead_us", "f"}, {"host_link", "g"}, {"links", "h"},
-                  {"framework", "i"}};
+                  {"framework", "i"}, {"attention_second_gflops", "j"}, {"step_scale_alone", "k"}};
   m.implausible = {"none: \"quoted\", a colon"};
   for (const Precision p : all_of<Precision>()) m.nominal_gemm[p] = 1;  // below every rate: none implausible
   m.link_floor_gbs = 1e-3;
@@ -424,4 +425,29 @@ TEST(Validation, RowsOverrideTheMachineAndBadTablesNameTheKey) {
   }
   std::remove(machine.c_str());
   std::remove(table.c_str());
+}
+
+// A run of fewer ranks per node than the probe's: step_scale moved from step_scale_alone (1 rank) to
+// step_scale (ranks_per_node) in a line: 4 ranks per node, 1.4 alone, 2 all at work, 1.6 with 2 busy.
+// Two head dims: forward 100 GFLOP/s at 64 and 60 at 32: per unit of work and head dim t = h / R (0.64
+// and 0.533); t(h) = c0 + c1 h through both; at 32 the time per useful FLOP is R1 / R2 =
+// 5/3 of the probe's, at 128 two thirds (the per-pair part spread over twice the head dim).
+TEST(MachineRates, BusyRanksAndASecondHeadDimByHand) {
+  MachineRates m = small_rates();
+  m.ranks_per_node = 4;
+  m.step_scale[Precision::float32][PhaseFamily::mlp] = 2;
+  m.step_scale_alone[Precision::float32][PhaseFamily::mlp] = 1.4;
+  expect_near(m.at_busy_ranks(1).scale(Precision::float32, PhaseFamily::mlp), 1.4, "alone");
+  expect_near(m.at_busy_ranks(2).scale(Precision::float32, PhaseFamily::mlp), 1.6, "2 of 4 busy");
+  expect_near(m.at_busy_ranks(4).scale(Precision::float32, PhaseFamily::mlp), 2, "all busy");
+  expect_near(m.at_busy_ranks(1).scale(Precision::float32, PhaseFamily::other), 1, "no factor: 1");
+  m.attention_heads_per_kv = 2, m.attention_head_dim = 64, m.attention_second_head_dim = 32;
+  m.attention_kernel[Precision::float32] = "onednn";
+  m.attention_gflops[Precision::float32][AttentionPass::forward] = 100;
+  m.attention_second_gflops[Precision::float32][AttentionPass::forward] = 60;
+  expect_near(m.attention_padding(Precision::float32, AttentionPass::forward, 2, 64), 1, "the probe's own");
+  expect_near(m.attention_padding(Precision::float32, AttentionPass::forward, 2, 32), 100.0 / 60, "the second point");
+  expect_near(m.attention_padding(Precision::float32, AttentionPass::forward, 2, 128), 2.0 / 3, "beyond: the line");
+  m.attention_second_head_dim = 0;
+  expect_near(m.attention_padding(Precision::float32, AttentionPass::forward, 2, 32), 1, "one point, not portable: 1");
 }

@@ -7,15 +7,18 @@
 # Prints the table (analysis/predicted_vs_measured.py: each run's step error and each
 # phase's, and the share within 15%) and writes runs/bench/predict_<UTC time>/ (machine
 # files, metrics, logs, predicted_vs_measured.png).
-#   scripts/bench/predict_sweep.sh [--steps 4] [--only REGEX]
-# --only runs the configurations whose name matches (e.g. '^n1_'). OPENBLAS_NUM_THREADS=1 per
+#   scripts/bench/predict_sweep.sh [--steps 4] [--only REGEX] [--probe-once]
+# --only runs the configurations whose name matches (e.g. '^n1_'). --probe-once: one probe with
+# the probe's defaults on 2 ranks prices every configuration of 1 and 2 ranks (decks it was not
+# probed for: other head dims, policies, layouts; the 4-rank ones are left out). OPENBLAS_NUM_THREADS=1 per
 # rank. MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.
 source "$(dirname "$0")/common.sh"
-steps=4 only=.
+steps=4 only=. once=0
 while (($#)); do
   case $1 in
     --steps) steps=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --probe-once) once=1; shift ;;
     *) echo "predict_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -58,10 +61,14 @@ declare -A probed=()
 for line in "${runs[@]}"; do
   read -r name ranks hd deck sets <<< "$line"
   [[ $name =~ $only ]] || continue
-  machine=$out/probe_n${ranks}_h$hd.yaml
+  machine=$out/probe_n${ranks}_h$hd.yaml probe_ranks=$ranks probe_args=(--head-dim "$hd")
+  if ((once)); then
+    ((ranks <= 2)) || continue
+    machine=$out/probe_once.yaml probe_ranks=2 probe_args=()
+  fi
   if [[ -z ${probed[$machine]:-} ]]; then
-    run_on "$ranks" "$minilst" probe --out "$machine" --head-dim "$hd" > "$machine.log" 2>&1 ||
-      { tail -20 "$machine.log"; echo "predict_sweep.sh: probe of $ranks rank(s), head dim $hd failed" >&2; exit 1; }
+    run_on "$probe_ranks" "$minilst" probe --out "$machine" "${probe_args[@]}" > "$machine.log" 2>&1 ||
+      { tail -20 "$machine.log"; echo "predict_sweep.sh: probe of $probe_ranks rank(s) ${probe_args[*]} failed" >&2; exit 1; }
     probed[$machine]=1
   fi
   args=(--machine "$machine" --set run.steps="$steps" --set run.warmup_steps=1 --set output.metrics="$out/$name.h5")

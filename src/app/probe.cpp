@@ -127,10 +127,14 @@ void probe_gemm(MachineFile& m, Precision prec, const KernelChoice& choice, cons
                                         "over their summed medians (each " + windows(a.repeats) + ") after a warm-up; mean over ranks";
 }
 
+// The rates (GFLOP/s forward, backward) of causal attention at head dim h, 4 heads over 2 kv.
+struct AttentionRates {
+  double forward = 0, backward = 0;
+};
 template <class T>
-void probe_attention(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+AttentionRates time_attention(const KernelChoice& choice, const ProbeArgs& a, int S, int heads, int kv_heads, int h,
+                              MPI_Comm comm) {
   using Acc = accum_t<T>;
-  const int S = sizeof(T) == 8 ? std::max(16, 2 * a.size) : 4 * a.size, heads = 4, kv_heads = 2, h = a.head_dim;
   const int Hh = heads * h, Gh = kv_heads * h;
   Mat<T> q("probe_q", S, Hh), k("probe_k", S, Gh), v("probe_v", S, Gh), o("probe_o", S, Hh), d_o("probe_do", S, Hh);
   Mat<T> dq("probe_dq", S, Hh), dk("probe_dk", S, Gh), dv("probe_dv", S, Gh);
@@ -143,16 +147,38 @@ void probe_attention(MachineFile& m, Precision prec, const KernelChoice& choice,
   const double bwd = median_seconds(a.repeats, [&] {
     kernels::attention_backward<T>(choice, dq, dk, dv, delta, d_o, o, lse, q, k, v, pos, causal, pos, h);
   });
+  return {mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9),
+          mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9)};
+}
+
+// The probe's head dim (--head-dim) and a second one (half of it, or twice one below 32), so that
+// the file prices decks of other head dims (MachineRates::attention_padding).
+int second_head_dim(int h) { return h >= 32 ? h / 2 : 2 * h; }
+
+template <class T>
+void probe_attention(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+  const int S = sizeof(T) == 8 ? std::max(16, 2 * a.size) : 4 * a.size, heads = 4, kv_heads = 2, h = a.head_dim;
+  const AttentionRates at = time_attention<T>(choice, a, S, heads, kv_heads, h, comm);
   m.rates.attention_heads_per_kv = heads / kv_heads;
   m.rates.attention_head_dim = h;
   m.rates.attention_kernel[prec] = attention_kernel_name(choice, prec);
-  m.rates.attention_gflops[prec][AttentionPass::forward] = mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9);
-  m.rates.attention_gflops[prec][AttentionPass::backward] = mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9);
-  m.provenance[machine_key_prefix(MachineKey::attention_gflops, {int(prec), 0, 0}, 2)] =
-      "measured: causal attention forward and backward, " + attention_kernel_name(choice, prec) +
-      ", S = " + std::to_string(S) + ", " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) +
-      " kv), head dim " + std::to_string(h) + ", useful FLOPs (4 and 10 per causal pair and head dim), " +
-      windows(a.repeats) + "; mean over ranks";
+  m.rates.attention_gflops[prec][AttentionPass::forward] = at.forward;
+  m.rates.attention_gflops[prec][AttentionPass::backward] = at.backward;
+  // the second head dim only where the same kernel runs it (a tensor-core kernel may refuse it)
+  const int h2 = second_head_dim(h);
+  if (attention_kernel_name(choice_for(prec, h2), prec) != m.rates.attention_kernel[prec]) return;
+  const AttentionRates at2 = time_attention<T>(choice, a, S, heads, kv_heads, h2, comm);
+  m.rates.attention_second_head_dim = h2;
+  m.rates.attention_second_gflops[prec][AttentionPass::forward] = at2.forward;
+  m.rates.attention_second_gflops[prec][AttentionPass::backward] = at2.backward;
+  const auto what = [&](int dim) {
+    return "measured: causal attention forward and backward, " + attention_kernel_name(choice, prec) + ", S = " +
+           std::to_string(S) + ", " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) + " kv), head dim " +
+           std::to_string(dim) + ", useful FLOPs (4 and 10 per causal pair and head dim), " + windows(a.repeats) +
+           "; mean over ranks";
+  };
+  m.provenance[machine_key_prefix(MachineKey::attention_gflops, {int(prec), 0, 0}, 2)] = what(h);
+  m.provenance[machine_key_prefix(MachineKey::attention_second_gflops, {int(prec), 0, 0}, 2)] = what(h2);
 }
 
 // The elementwise bandwidth (rmsnorm forward: reads x, writes y) and the per-call overhead
@@ -199,54 +225,110 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
 // the slowest one's pace). What the isolated figures miss (operands coming from other kernels
 // rather than a warm cache, dispatch, the small kernels between the timed ones, ranks that
 // share cores unevenly) is then in the file.
-constexpr int kCalibrationSteps = 7;
+constexpr int kCalibrationSteps = 2, kCalibrationRounds = 3;
+// Each phase's median over kCalibrationSteps steps of one round (after one warm-up step); the
+// caller keeps, per phase family, the median round (a round the machine's other work disturbed
+// does not count).
+template <class T>
+std::vector<PhaseSeconds> calibration_rounds(const Deck& deck, const KernelChoice& choice) {
+  struct ArenaReset {  // the arena is the process's: released before Kokkos is finalized
+    ~ArenaReset() { StepArena::instance().reset(); }
+  } arena_reset;
+  StepArena::instance().configure(deck.memory.plan, deck.memory.solver);
+  PhaseTimers timers;
+  Training<T> t(deck, MPI_COMM_SELF, choice, 0.0, timers);
+  std::vector<PhaseSeconds> rounds;
+  long step = 0;
+  timers.clear();
+  train_step(t, deck, step++, timers, MPI_COMM_SELF, false, [](StepResult&) {});  // the warm-up
+  for (int round = 0; round < kCalibrationRounds; ++round) {
+    EnumMap<Phase, std::vector<double>> times;  // each phase's seconds in each measured step
+    for (int i = 0; i < kCalibrationSteps; ++i, ++step) {
+      timers.clear();
+      train_step(t, deck, step, timers, MPI_COMM_SELF, false, [](StepResult&) {});
+      for (const Phase ph : all_of<Phase>()) times[ph].push_back(timers.get(ph));
+    }
+    PhaseSeconds median;
+    for (const Phase ph : all_of<Phase>()) {
+      auto& v = times[ph];
+      std::sort(v.begin(), v.end());
+      median[ph] = v[(v.size() - 1) / 2];  // the lower median (of two: the shorter step)
+    }
+    rounds.push_back(median);
+  }
+  return rounds;
+}
+
+// Per phase family, the median over the rounds (a round the machine's other work disturbed does not count).
+EnumMap<PhaseFamily, double> median_family_seconds(const std::vector<PhaseSeconds>& rounds) {
+  EnumMap<PhaseFamily, double> out{};
+  for (const PhaseFamily family : all_of<PhaseFamily>()) {
+    std::vector<double> v;
+    for (const auto& r : rounds) v.push_back(family_seconds(r)[family]);
+    std::sort(v.begin(), v.end());
+    out[family] = v[v.size() / 2];
+  }
+  return out;
+}
+
+// A barrier the waiting ranks sleep in (MPI_Barrier may spin and take a core from the rank at work).
+void idle_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    timespec pause{0, 2000000};  // 2 ms
+    nanosleep(&pause, nullptr);
+  }
+}
+
 template <class T>
 void calibrate_step(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
   const int h = a.head_dim, heads = std::max(4, 2 * ((128 + h - 1) / h)), hidden = heads * h;
   const int S = sizeof(T) == 8 ? std::max(64, 2 * a.size) : 4 * a.size;
   const auto n = [](long v) { return std::to_string(v); };
+  const int steps = 1 + kCalibrationRounds * kCalibrationSteps;
   const Deck deck = built_in_deck({"model.hidden=" + n(hidden), "model.layers=2", "model.heads=" + n(heads),
                                    "model.kv_heads=" + n(heads / 2), "model.intermediate=" + n((43 * hidden / 16 + 15) / 16 * 16),
-                                   "model.vocab=4096", "run.seq_len=" + n(S), "run.steps=" + n(kCalibrationSteps + 1),
+                                   "model.vocab=4096", "run.seq_len=" + n(S), "run.steps=" + n(steps),
                                    "run.warmup_steps=1", "run.precision=" + name_of(prec)});
-  PhaseSeconds measured;
-  {
-    struct ArenaReset {  // the arena is the process's: released before Kokkos is finalized
-      ~ArenaReset() { StepArena::instance().reset(); }
-    } arena_reset;
-    StepArena::instance().configure(deck.memory.plan, deck.memory.solver);
-    PhaseTimers timers;
-    Training<T> t(deck, MPI_COMM_SELF, choice, 0.0, timers);
-    EnumMap<Phase, std::vector<double>> times;  // each phase's seconds in each measured step
-    for (long step = 0; step <= kCalibrationSteps; ++step) {
-      timers.clear();
-      train_step(t, deck, step, timers, MPI_COMM_SELF, false, [](StepResult&) {});
-      if (step > 0)
-        for (const Phase ph : all_of<Phase>()) times[ph].push_back(timers.get(ph));
-    }
-    for (const Phase ph : all_of<Phase>()) {  // the median step's (a step the machine's other work slowed does not count)
-      auto& v = times[ph];
-      std::sort(v.begin(), v.end());
-      measured[ph] = v[v.size() / 2];
-    }
-  }
+  const std::vector<PhaseSeconds> rounds = calibration_rounds<T>(deck, choice);
   MachineRates raw = m.rates;
   raw.step_scale[prec] = {};
   std::string error;
   const DeckPlan plan = plan_deck(deck, deck.run.seq_len, {1, false, false}, error);
   if (!error.empty()) throw std::runtime_error("calibration step: " + error);
   const auto predicted = family_seconds(price_plan(deck, plan, raw).phases);
-  const auto timed = family_seconds(measured);
+  const auto timed = median_family_seconds(rounds);
   // the slowest rank's: a run's ranks meet at every exchange, so its step goes at the slowest one's pace
   for (const PhaseFamily family : all_of<PhaseFamily>()) {
     double ratio = timed[family] / std::max(predicted[family], 1e-12);
     MPI_Allreduce(MPI_IN_PLACE, &ratio, 1, MPI_DOUBLE, MPI_MAX, comm);
     m.rates.step_scale[prec][family] = ratio;
   }
+  const std::string step = "a training step (2 layers, hidden " + n(hidden) + ", " + n(heads) + " heads, " + n(heads / 2) +
+                           " kv, S = " + n(S) + ", vocab 4096, " + name_of(prec) + ")";
+  const std::string rounds_text = n(kCalibrationRounds) + " rounds of " + n(kCalibrationSteps) +
+                                  " steps after one, each phase's lower median in a round; each phase family's time (the "
+                                  "median round's) over the same family priced from this file's rates";
   m.provenance[machine_key_prefix(MachineKey::step_scale, {int(prec), 0, 0}, 2)] =
-      "measured: a training step (2 layers, hidden " + n(hidden) + ", " + n(heads) + " heads, " + n(heads / 2) +
-      " kv, S = " + n(S) + ", vocab 4096, " + name_of(prec) + ") on every rank at once, each phase's median over " +
-      n(kCalibrationSteps) + " steps after one; each phase family's time over the same family priced from this file's rates; the slowest rank's";
+      "measured: " + step + " on every rank at once, " + rounds_text + "; the slowest rank's";
+  if (m.rates.ranks_per_node < 2) return;
+  // the same step on rank 0 while the node's other ranks idle: a run of fewer ranks than the node holds
+  // shares less (memory bandwidth, caches) and goes faster (MachineRates::at_busy_ranks)
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::vector<PhaseSeconds> alone;
+  if (rank == 0) alone = calibration_rounds<T>(deck, choice);
+  idle_barrier(comm);
+  for (const PhaseFamily family : all_of<PhaseFamily>()) {
+    double ratio = rank == 0 ? median_family_seconds(alone)[family] / std::max(predicted[family], 1e-12) : 0;
+    MPI_Bcast(&ratio, 1, MPI_DOUBLE, 0, comm);
+    m.rates.step_scale_alone[prec][family] = ratio;
+  }
+  m.provenance[machine_key_prefix(MachineKey::step_scale_alone, {int(prec), 0, 0}, 2)] =
+      "measured: " + step + " on rank 0 while the other ranks idle, " + rounds_text;
 }
 
 // The copy engine's link: device <-> host (a host build: one memory, memcpy between two allocations).

@@ -8,7 +8,7 @@
 // (within a node, and across nodes when the job spans several); then a small training step
 // per precision through the run's own code, whose phases over their priced times are the
 // file's step_scale. Implausible figures (a GEMM below 1% of nominal, a link below the
-// floor, a step_scale outside [0.2, 6]) are refused (exit 3) unless --allow-implausible.
+// floor, a step_scale outside [0.2, 10]) are refused (exit 3) unless --allow-implausible.
 // Collective: every rank calls it; rank 0 writes the file.
 #pragma once
 

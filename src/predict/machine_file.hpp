@@ -34,7 +34,7 @@ constexpr double kDefaultLinkFloorGBs = 0.1;
 
 // A step_scale outside this range is implausible: the calibration step ran far slower (or
 // faster) than its kernels alone, which says more about the machine's other load than about it.
-constexpr double kStepScaleRange[2] = {0.2, 6.0};
+constexpr double kStepScaleRange[2] = {0.2, 10.0};
 
 // This CPU's nominal GEMM rate per core of a precision (GFLOP/s), by ISA, when no
 // nominal figure is given: AVX-512 64 (fp32), 32 (fp64), 128 (bf16 with AVX512_BF16,

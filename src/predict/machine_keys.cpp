@@ -54,12 +54,21 @@ const std::vector<MachineKeyRow> kRows = {
     {K::attention_head_dim, "attention_probe.head_dim", T::whole, "", 1, false, in_group, false, C::none,
      "the attention figures' head dim",
      [](F& m, D) -> KeySlot { return &m.rates.attention_head_dim; }},
+    {K::attention_second_head_dim, "attention_probe.second_head_dim", T::whole, "", 2, false, optional, false, C::none,
+     "the head dim of attention_second_gflops (two points price every head dim)",
+     [](F& m, D) -> KeySlot { return &m.rates.attention_second_head_dim; }},
+    {K::attention_second_gflops, "attention_second_gflops.<precision>.<pass>", T::number, "GFLOP/s", kOpen, true,
+     optional, true, C::none, "attention_gflops of the same kernel at attention_probe.second_head_dim",
+     [](F& m, D d) -> KeySlot { return &m.rates.attention_second_gflops[at<Precision>(d, 0)][at<AttentionPass>(d, 1)]; }},
     {K::attention_kernel, "attention_probe.kernel.<precision>", T::text, "", 0, false, optional, false, C::none,
      "the attention kernel that ran, per precision",
      [](F& m, D d) -> KeySlot { return &m.rates.attention_kernel[at<Precision>(d, 0)]; }},
     {K::step_scale, "step_scale.<precision>.<family>", T::number, "", kOpen, true, optional, true, C::step_scale,
      "a training step's phase time over the same phase priced from the rates (the probe's calibration step)",
      [](F& m, D d) -> KeySlot { return &m.rates.step_scale[at<Precision>(d, 0)][at<PhaseFamily>(d, 1)]; }},
+    {K::step_scale_alone, "step_scale_alone.<precision>.<family>", T::number, "", kOpen, true, optional, true,
+     C::step_scale, "step_scale with one rank of the node at work and the others idle (the probe's calibration step again)",
+     [](F& m, D d) -> KeySlot { return &m.rates.step_scale_alone[at<Precision>(d, 0)][at<PhaseFamily>(d, 1)]; }},
     {K::elementwise_gbs, "elementwise_gbs", T::number, "GB/s", kOpen, true, always, true, C::none,
      "a streaming kernel's bytes read + written per second",
      [](F& m, D) -> KeySlot { return &m.rates.elementwise_gbs; }},
@@ -233,10 +242,35 @@ double MachineRates::mfu_peak(Precision p) const {
 
 double MachineRates::scale(Precision p, PhaseFamily f) const { return step_scale[p][f] > 0 ? step_scale[p][f] : 1.0; }
 
-double MachineRates::attention_padding(Precision p, int heads_per_kv, int head_dim) const {
-  if (attention_heads_per_kv < 1 || attention_head_dim < 1 || attention_kernel[p] != "portable") return 1.0;
-  return kernels::AttnTiles(head_dim, heads_per_kv).padding() /
-         kernels::AttnTiles(attention_head_dim, attention_heads_per_kv).padding();
+MachineRates MachineRates::at_busy_ranks(int busy) const {
+  MachineRates r = *this;
+  if (ranks_per_node < 2 || busy >= ranks_per_node) return r;
+  const double w = double(std::max(busy, 1) - 1) / double(ranks_per_node - 1);  // 0: alone, 1: all at work
+  for (const Precision p : all_of<Precision>())
+    for (const PhaseFamily f : all_of<PhaseFamily>())
+      if (step_scale[p][f] > 0 && step_scale_alone[p][f] > 0)
+        r.step_scale[p][f] = step_scale_alone[p][f] + w * (step_scale[p][f] - step_scale_alone[p][f]);
+  return r;
+}
+
+double MachineRates::attention_padding(Precision p, AttentionPass pass, int heads_per_kv, int head_dim) const {
+  if (attention_heads_per_kv < 1 || attention_head_dim < 1) return 1.0;
+  const bool portable = attention_kernel[p] == "portable";
+  const int h1 = attention_head_dim, h2 = attention_second_head_dim;
+  const double R1 = attention_gflops[p][pass], R2 = attention_second_gflops[p][pass];
+  const double grouping = portable ? kernels::AttnTiles(h1, heads_per_kv).padding() /
+                                         kernels::AttnTiles(h1, attention_heads_per_kv).padding()
+                                   : 1.0;
+  if (h2 > 0 && h2 != h1 && R1 > 0 && R2 > 0) {
+    // seconds per causal pair and q head, per useful FLOP of a head dim: t_i = h_i / R_i (the
+    // FLOPs per pair are a constant times h); t(h) = c0 + c1 h, c0 >= 0
+    const double t1 = h1 / R1, t2 = h2 / R2;
+    double c1 = (t2 - t1) / double(h2 - h1), c0 = t1 - c1 * h1;
+    if (c0 < 0) c0 = 0, c1 = t1 / h1;
+    return grouping * ((c0 + c1 * head_dim) / head_dim) / (t1 / h1);
+  }
+  if (!portable) return 1.0;
+  return kernels::AttnTiles(head_dim, heads_per_kv).padding() / kernels::AttnTiles(h1, attention_heads_per_kv).padding();
 }
 
 LinkRate MachineRates::link(LinkOp op, int ranks) const {

@@ -36,8 +36,9 @@ struct MachineFile {
 // Rows a caller names (error messages, the probe's provenance); the rest are found by pattern.
 enum class MachineKey {
   schema, schema_version, name, kind, device, description, source, ranks_per_node,
-  gemm_gflops, attention_gflops, attention_heads_per_kv, attention_head_dim, attention_kernel,
-  step_scale, elementwise_gbs, optimizer_gbs, op_overhead_us, framework_name, framework_layer_hidden,
+  gemm_gflops, attention_gflops, attention_heads_per_kv, attention_head_dim, attention_second_head_dim,
+  attention_second_gflops, attention_kernel,
+  step_scale, step_scale_alone, elementwise_gbs, optimizer_gbs, op_overhead_us, framework_name, framework_layer_hidden,
   framework_layer_heads, framework_layer_intermediate, framework_lm_head, framework_optimizer, host_link_gbs, host_same_memory,
   link_gbs, link_latency_us, link_sync_us, nominal_gemm_gflops, nominal_link_floor_gbs,
   provenance, implausible,

@@ -77,9 +77,17 @@ struct MachineRates {
   // (0: not recorded, as in nominal files), and per precision the kernel that ran.
   int attention_heads_per_kv = 0, attention_head_dim = 0;
   EnumMap<Precision, std::string> attention_kernel{};
+  // The same kernel timed at a second head dim (attention_probe.second_head_dim; 0: not timed) and
+  // its rates there: with two points a pass's time per causal pair and q head is c0 + c1 h (the
+  // softmax's work per pair, the products' per head dim), which prices every head dim.
+  int attention_second_head_dim = 0;
+  EnumMap<Precision, EnumMap<AttentionPass, double>> attention_second_gflops{};
   // a training step's time over the same phases priced from the isolated rates, by precision
   // and phase family (the probe's calibration step); 0: absent (1)
   EnumMap<Precision, EnumMap<PhaseFamily, double>> step_scale{};
+  // the same with one rank of the node at work and the others idle (0: absent): a run of fewer
+  // ranks per node than ranks_per_node is priced between the two (at_busy_ranks)
+  EnumMap<Precision, EnumMap<PhaseFamily, double>> step_scale_alone{};
   double elementwise_gbs = 0;  // a streaming kernel's bytes read + written per second
   double optimizer_gbs = 0;    // AdamW's bytes per second over the model states (0: elementwise_gbs)
   double op_overhead_us = 0;   // per kernel call (launch, fence, dispatch)
@@ -104,10 +112,14 @@ struct MachineRates {
   double attention(Precision p, AttentionPass pass) const;
   double mfu_peak(Precision p) const;
   double scale(Precision p, PhaseFamily f) const;  // step_scale, 1 where absent
-  // The attention kernel's work per useful FLOP for a problem of `heads_per_kv` and `head_dim`,
-  // over the probed problem's (the portable kernel's padded tiles, kernels/attention_tiles.hpp); 1
-  // where the file does not record the probed problem or another kernel ran.
-  double attention_padding(Precision p, int heads_per_kv, int head_dim) const;
+  // These rates for a run that keeps `busy` ranks of a node at work: step_scale moved linearly
+  // from step_scale_alone (1 rank) to step_scale (ranks_per_node), where the file has both.
+  MachineRates at_busy_ranks(int busy) const;
+  // The attention kernel's time per useful FLOP for a problem of `heads_per_kv` and `head_dim`,
+  // over the probed problem's: the head dim's by the two-point model above where the file has a
+  // second head dim's rates, else by the portable kernel's padded tiles (kernels/attention_tiles.hpp);
+  // the heads per kv head's by the tiles; 1 where the file does not record the probed problem.
+  double attention_padding(Precision p, AttentionPass pass, int heads_per_kv, int head_dim) const;
   // The link of `op` among `ranks` ranks: intra_node when they fit on one node, else inter_node.
   LinkRate link(LinkOp op, int ranks) const;
 };

@@ -89,10 +89,12 @@ AttentionPrice price_attention(const PriceContext& c) {
   const Precision p = c.p;
   const AttentionGeometry& g = c.g;
   // attention's rates per useful FLOP, for this problem's tiles (attention_padding) and as a step sustains them
-  const double attn_k = c.m.scale(p, PhaseFamily::attention) *
-                        c.m.attention_padding(p, g.q_heads_here() / std::max(1, g.kv_heads_here()), int(c.h));
-  const double R_fwd = c.m.attention(p, AttentionPass::forward) / attn_k;
-  const double R_bwd = c.m.attention(p, AttentionPass::backward) / attn_k;
+  const int per_kv = g.q_heads_here() / std::max(1, g.kv_heads_here());
+  const auto rate = [&](AttentionPass pass) {
+    return c.m.attention(p, pass) /
+           (c.m.scale(p, PhaseFamily::attention) * c.m.attention_padding(p, pass, per_kv, int(c.h)));
+  };
+  const double R_fwd = rate(AttentionPass::forward), R_bwd = rate(AttentionPass::backward);
   const int R = g.R(), SP = sh.parallel.sequence_parallel();
   const LinkRate p2p = R > 1 ? c.m.link(LinkOp::p2p, sh.parallel.ulysses * R) : LinkRate{};
   LinkRate p2p_link = p2p;

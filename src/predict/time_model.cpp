@@ -83,7 +83,9 @@ StepTime add_up(const PriceContext& c, const LayerPrice& layer, const AttentionP
 }
 }  // namespace
 
-StepTime predict_step_time(const PricedStep& sh, const MachineRates& m) {
+StepTime predict_step_time(const PricedStep& sh, const MachineRates& machine) {
+  // a run of fewer ranks than a node holds shares less of it (MachineRates::at_busy_ranks)
+  const MachineRates m = machine.at_busy_ranks(std::min(sh.world, machine.ranks_per_node));
   const PriceContext c = price_context(sh, m);
   const LayerPrice layer = price_layer(c);
   const AttentionPrice attn = price_attention(c);
