@@ -69,7 +69,8 @@ WHOLE_NUMBER_ATTRS = ("warmup_steps", "jobsize", "ulysses", "ring", "data_parall
 REAL_ATTRS = ("fom", "tokens_per_step", "flops_per_step", "peak_gflops_per_rank", "nominal_peak_gflops_per_rank",
               "tokens_per_joule", "energy_joules", "energy_joules_run", "offload_alpha")
 REAL_ATTR_PREFIXES = ("mfu", "flops_per_step_")
-TEXT_ATTRS = ("schema", "valid", "complete", "stop_reason", "config", "reportable", "reportable_reasons")
+TEXT_ATTRS = ("schema", "valid", "complete", "stop_reason", "config", "reportable", "reportable_reasons",
+              "mfu_convention")
 
 
 def _decode(v):
@@ -154,7 +155,7 @@ def _check_attrs(attrs: dict):
         if not ok:
             raise _Unreadable(f"attribute {k!r} is {one_line(attrs[k])[:40]!r}, not a whole number")
     for k, v in attrs.items():
-        if (k in REAL_ATTRS or k.startswith(REAL_ATTR_PREFIXES)) and not isinstance(v, (int, float)):
+        if (k in REAL_ATTRS or k.startswith(REAL_ATTR_PREFIXES)) and k not in TEXT_ATTRS and not isinstance(v, (int, float)):
             raise _Unreadable(f"attribute {k!r} is not a number")
         if k in TEXT_ATTRS and not isinstance(v, str):
             raise _Unreadable(f"attribute {k!r} is not a string")
@@ -380,6 +381,52 @@ def load(path: str) -> Run:
     return value
 
 
+def read_with(path: str, reader):
+    """reader(h5py.File) -> value, run as load runs its reader: the path checked first (a FIFO, device or directory
+    refused, never opened), the file read in a child process (a corrupt file that crashes HDF5 ends only that
+    process); raises MetricsError (one line naming the file) for every failure."""
+    problem = _path_problem(path)
+    if problem:
+        raise MetricsError(f"{path}: {problem}")
+
+    def child(p):
+        try:
+            with h5py.File(p, "r") as f:
+                return "value", reader(f)
+        except MetricsError as e:
+            return "error", one_line(e)
+        except Exception as e:  # noqa: BLE001 (h5py's errors on a corrupt file, a missing group, a bad value)
+            return "error", f"{p}: unreadable: {_h5_reason(e) or type(e).__name__}"
+    kind, value = _read_isolated(path, child)
+    if kind == "error":
+        raise MetricsError(value)
+    return value
+
+
+def read_text_file(path: str, limit: int = 16 << 20) -> str:
+    """A small text file (a plan's JSON, a table) read the way miniLST reads its inputs: a regular file of at most
+    `limit` bytes, opened without blocking; raises MetricsError (one line naming the file) otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise MetricsError(f"{path}: {'no such file' if isinstance(e, FileNotFoundError) else one_line(e.strerror or e)}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise MetricsError(f"{path}: {'a directory' if stat.S_ISDIR(st.st_mode) else 'not a regular file'}")
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            raise MetricsError(f"{path}: larger than {limit} bytes")
+    except OSError as e:
+        raise MetricsError(f"{path}: cannot be read: {one_line(e.strerror or e)}")
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetricsError(f"{path}: not UTF-8 text")
+
+
 def phase_stats(run: Run) -> pd.DataFrame:
     """Per phase, mean seconds per measured step of each rank, then avg/min/max over ranks."""
     m = run.measured
@@ -408,8 +455,11 @@ def comm_stats(run: Run) -> pd.DataFrame:
     Empty frame for files written before the /comm group existed."""
     rows = {}
     for op, d in run.comm.items():
-        b = np.asarray(d.get("bytes", np.zeros((0, 0))), dtype=float)
-        b = b.reshape(b.shape[0], -1) if b.ndim else b.reshape(1, 1)
+        b = np.asarray(d.get("bytes", np.zeros((0, 0))), dtype=float)  # absent in a file without per-step counts
+        if b.size == 0:
+            b = np.zeros((0, 0))
+        else:
+            b = b.reshape(b.shape[0], -1) if b.ndim else b.reshape(1, 1)
         m = np.asarray(d["model_bytes"], dtype=float).ravel() if "model_bytes" in d else None
         match = bool(b.size and m is not None and b.shape[1] == m.size and np.array_equal(b, np.broadcast_to(m, b.shape)))
         rows[op] = dict(bytes=b.mean() if b.size else np.nan, min_rank=b.mean(axis=0).min() if b.size else np.nan,

@@ -17,30 +17,45 @@ is given. Exit 0 (a report, not a check); 1 when a file has no prediction or can
 """
 import argparse
 import json
+import math
 import os
 import sys
 
-import h5py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from minilst_metrics import MetricsError, read_text_file, read_with  # noqa: E402
 
+
+def _number(v):
+    x = float(v)
+    if not math.isfinite(x):
+        raise MetricsError(f"a value that is not finite ({v})")
+    return x
 
 
 def measured_phases(path):
-    with h5py.File(path, "r") as f:
+    """Each phase's busiest-rank mean (the `Max time/rank` attribute of /timings/<phase>), read as load reads."""
+    def reader(f):
+        if "timings" not in f:
+            raise MetricsError(f"{path}: no /timings group: not a run's metrics file")
         t = f["timings"]
-        return {k: float(t[k].attrs["Max time/rank"]) for k in t.keys() if "Max time/rank" in t[k].attrs}
+        return {k: _number(t[k].attrs["Max time/rank"]) for k in t.keys() if "Max time/rank" in t[k].attrs}
+    return read_with(path, reader)
 
 
 def recorded_prediction(path):
     """The phases a run predicted for itself (/predicted/<phase>, s per step), or None where it has none."""
-    with h5py.File(path, "r") as f:
-        if "predicted" not in f or not isinstance(f["predicted"], h5py.Group):
+    def reader(f):
+        g = f.get("predicted")
+        if g is None or not hasattr(g, "keys"):
             return None
-        g = f["predicted"]
-        return {k: float(g[k][()]) for k in g if isinstance(g[k], h5py.Dataset)}
+        return {k: _number(g[k][()]) for k in g.keys() if hasattr(g[k], "shape") and g[k].shape == ()}
+    return read_with(path, reader)
 
 
 def read_run(spec):
     """(name, predicted phases, measured phases) of one RUN argument."""
+    if os.path.exists(spec) and not os.path.isfile(spec):
+        sys.exit(f"error: {spec}: not a regular file (a directory, FIFO or device), not a metrics file")
     if os.path.isfile(spec):  # METRICS.h5 alone (whatever its name holds)
         name, plan_path, comma, h5_path = os.path.splitext(os.path.basename(spec))[0], spec, "", ""
     else:
@@ -50,10 +65,10 @@ def read_run(spec):
         plan_path, comma, h5_path = files.partition(",")
     try:
         if comma:
-            plan = json.load(open(plan_path))
-            if "predicted_phases" not in plan:
+            plan = json.loads(read_text_file(plan_path))
+            if not isinstance(plan, dict) or not isinstance(plan.get("predicted_phases"), dict):
                 sys.exit(f"error: {plan_path}: no predicted_phases (run plan with --machine)")
-            pred = plan["predicted_phases"]
+            pred = {k: _number(v) for k, v in plan["predicted_phases"].items()}
         else:
             h5_path = plan_path
             pred = recorded_prediction(h5_path)
@@ -64,8 +79,10 @@ def read_run(spec):
         if meas.get("step", 0) <= 0 or "step" not in pred:
             sys.exit(f"error: {spec}: no measured step (run.warmup_steps < steps done?) or no predicted step")
         return name, pred, meas
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"error: {spec}: {e}")
+    except MetricsError as e:  # one line naming the file already
+        sys.exit(f"error: {e}")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"error: {spec}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
 
 
 def main():

@@ -17,12 +17,12 @@ import sys
 # The floors, bottom up. kernels/ is at the repository root; the rest are under src/.
 FLOORS = [
     "kernels",    # the math, and the KernelChoice every call is given
-    "core",       # shared vocabulary: configs, options and policy enums with names, the kernel choice's resolution, ranges, batch, phase names and timers
+    "core",       # shared vocabulary: configs, options and policy enums with names, the kernel choice's resolution, ranges, batch, phase names and timers, the number rules of text files
     "memory",     # tracked allocation, arena and planner, activation store and its offload controller, copy engines
     "parallel",   # communicators, sequence layout
     "attention",  # the attention strategies, their factory, the ring pass
     "model",      # parameters, layers, model, trainer
-    "io",         # deck, HDF5 writer, tensor dump, atomic file writes, the number rules of text files
+    "io",         # deck, HDF5 writer, tensor dump, atomic file writes, one rule for input files
     "predict",    # FLOPs, memory, communication and time models; the plan of a deck, the fit check, the layout search; machine files; device facts; a run's one prediction
     "job",        # batch-job duties: stop, watchdog, job clock, agreement (command line, deck, kernels), machine, subprocess, Kokkos flags, energy, step guard
     "results",    # what a run reports: metrics file, recorder, run record, run rules, JSON summary, MLPerf lines, provenance, report, the Run around the step loop

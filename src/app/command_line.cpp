@@ -34,6 +34,25 @@ CLI::Validator mib_validator(bool zero = false) {
       "MIB");
 }
 
+// A finite number in (0, max] (CLI11's PositiveNumber lets nan through and names DBL_MAX).
+CLI::Validator positive_validator(double max, const std::string& unit) {
+  return CLI::Validator(
+      [max, unit](std::string& text) -> std::string {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (...) {
+          used = 0;
+        }
+        if (used == text.size() && std::isfinite(v) && v > 0 && v <= max) return "";
+        char limit[32];
+        std::snprintf(limit, sizeof limit, "%g", max);
+        return "expected a positive number of " + unit + ", at most " + limit;
+      },
+      unit);
+}
+
 // --device NAME: a preset (lower case taken as given in any case) or `list`.
 CLI::Validator device_validator() {
   return CLI::Validator(
@@ -94,7 +113,7 @@ CLI::App* add_probe(CLI::App& app, Command& c) {
                     "(even, as a deck's; probe at the decks' own)")->check(CLI::Range(2, 256));
   probe->add_option("--comm-mib", c.probe.comm_mib, "the collectives' message per rank, MiB")->check(mib_validator());
   probe->add_option("--link-floor-gbs", c.probe.link_floor_gbs, "a link slower than this is implausible (default 0.1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_validator(1e6, "GB/s"));
   probe->add_flag("--allow-implausible", c.probe.allow_implausible,
                   "write implausible figures (flagged under `implausible:`) instead of refusing");
   return probe;

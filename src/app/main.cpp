@@ -37,6 +37,7 @@
 #include "predict/machine_keys.hpp"
 #include "app/probe.hpp"
 #include "app/command_line.hpp"
+#include "job/kokkos_flags.hpp"
 #include "job/stop.hpp"
 #include "job/watchdog.hpp"
 #include "results/metrics.hpp"
@@ -117,6 +118,7 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   }
   if (command.kind == Kind::probe) {  // every rank measures (no deck); rank 0 writes the machine file
     ctx.watchdog->arm(0, "");
+    minilst::install_plan_signal_handlers("probe");  // a signal ends it at once: nothing is written before the end
     initialize_kokkos(argc, argv);
     int code = 1;
     try {
@@ -179,6 +181,11 @@ int result_without_mpi(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (const int code = result_without_mpi(argc, argv); code >= 0) return code;
+  // what the libraries read from the environment at start-up, before any of them starts (every rank)
+  if (const auto problem = minilst::environment_problem(); !problem.empty()) {
+    std::fprintf(stderr, "error: environment: %s\n", problem.c_str());
+    return 2;
+  }
   minilst::install_stop_signal_handlers();  // a signal during MPI_Init is kept for the first step
   MPI_Init(&argc, &argv);
   minilst::install_stop_signal_handlers();  // again, after any MPI installed: a stop signal ends the run cleanly

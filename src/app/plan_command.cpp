@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
 #include "core/range.hpp"
 #include "predict/comm_model.hpp"
 #include "predict/device_facts.hpp"
@@ -15,6 +19,7 @@
 namespace minilst {
 
 namespace {
+using Json = nlohmann::ordered_json;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string layout_of(const Deck& deck, const DeckPlan& p) {
@@ -36,30 +41,33 @@ std::vector<std::pair<std::string, std::uint64_t>> comm_by_name(const Deck& deck
   return out;
 }
 
-std::string time_json(const StepTime& t, const MachineFile& m) {
-  std::string s = ", \"machine\": {\"name\": \"" + m.rates.name + "\", \"kind\": \"" + m.kind + "\"}";
-  char b[128];
-  std::snprintf(b, sizeof b, ", \"predicted_step_s\": %.6e, \"predicted_phases\": {", t.step_s);
-  s += b;
+// JSON through the library (names escaped); a number that is not finite is null, with the reason
+// under "non_finite".
+Json finite_or_null(double v, const std::string& key, Json& reasons) {
+  if (std::isfinite(v)) return v;
+  reasons[key] = std::isnan(v) ? "not a number" : "infinite";
+  return nullptr;
+}
+
+Json time_json(const StepTime& t, const MachineFile& m) {
+  Json j, reasons = Json::object();
+  j["machine"] = {{"name", m.rates.name}, {"kind", m.kind}};
+  j["predicted_step_s"] = finite_or_null(t.step_s, "predicted_step_s", reasons);
   std::vector<std::pair<std::string, double>> phases;
   for (const Phase ph : all_of<Phase>())
     if (priced_phase(ph)) phases.push_back({name_of(ph), t.phases[ph]});
   std::sort(phases.begin(), phases.end());
-  const char* sep = "";
-  for (const auto& [k, v] : phases) {
-    std::snprintf(b, sizeof b, "%s\"%s\": %.6e", sep, k.c_str(), v);
-    s += b;
-    sep = ", ";
-  }
-  std::snprintf(b, sizeof b, "}, \"predicted_tokens_per_s\": %.6e, \"predicted_mfu\": %.6g", t.tokens_per_s,
-                t.mfu[FlopsConvention::model]);
-  s += b;
-  s += ", \"predicted_mfu_conventions\": {";  // flops.hpp: each over the machine file's MFU peak
-  for (const FlopsConvention f : all_of<FlopsConvention>()) {
-    std::snprintf(b, sizeof b, "%s\"%s\": %.6g", f == FlopsConvention::model ? "" : ", ", name_of(f).c_str(), t.mfu[f]);
-    s += b;
-  }
-  return s + "}";
+  Json ph = Json::object();
+  for (const auto& [k, v] : phases) ph[k] = finite_or_null(v, "predicted_phases." + k, reasons);
+  j["predicted_phases"] = ph;
+  j["predicted_tokens_per_s"] = finite_or_null(t.tokens_per_s, "predicted_tokens_per_s", reasons);
+  j["predicted_mfu"] = finite_or_null(t.mfu[FlopsConvention::model], "predicted_mfu", reasons);
+  Json mfu = Json::object();  // flops.hpp: each over the machine file's MFU peak
+  for (const FlopsConvention f : all_of<FlopsConvention>())
+    mfu[name_of(f)] = finite_or_null(t.mfu[f], "predicted_mfu_conventions." + name_of(f), reasons);
+  j["predicted_mfu_conventions"] = mfu;
+  if (!reasons.empty()) j["non_finite"] = reasons;
+  return j;
 }
 
 std::string time_text(const StepTime& t, const MachineFile& m, int ranks) {
@@ -80,43 +88,39 @@ std::string time_text(const StepTime& t, const MachineFile& m, int ranks) {
   return s + "\n";
 }
 
-// extra_json: more keys for the JSON object (", \"k\": v..."); note: why this plan (the longest ...).
-void print_json(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const char* note, const std::string& extra_json) {
+// extra: more keys for the JSON object; note: why this plan (the longest ...).
+void print_json(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const char* note, const Json& extra) {
   const DeviceFacts* preset = a.device.empty() ? nullptr : find_device(a.device);
-  std::printf("{\"seq_len\": %lld, \"ranks\": %d, \"data_parallel\": %d, \"ulysses\": %d, \"ring\": %d, "
-              "\"zero_stage\": %d, \"optimizer_offload\": %s, "
-              "\"policy\": \"%s\", \"offload_alpha\": %.6g, \"precision\": \"%s\", \"local_tokens\": %lld, "
-              "\"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"flops_per_step\": %.6e, \"arena_bytes\": %llu, "
-              "\"arena_lower_bound_bytes\": %llu, \"device_planned_bytes\": %llu, \"device_outside_arena_bytes\": %llu",
-              static_cast<long long>(p.seq_len), p.ranks, p.data_parallel, deck.parallel.ulysses, deck.parallel.ring,
-              deck.parallel.zero, deck.memory.optimizer_offload ? "true" : "false", name_of(p.options.policy).c_str(),
-              p.options.offload.alpha, name_of(deck.run.precision).c_str(), static_cast<long long>(p.local_tokens),
-              effective_chunks(p.local_tokens, p.options.mlp_chunks), effective_chunks(p.local_tokens, p.options.lm_head_chunks),
-              p.flops_per_step, static_cast<unsigned long long>(p.arena_bytes),
-              static_cast<unsigned long long>(p.arena_lower_bound), static_cast<unsigned long long>(p.device_planned),
-              static_cast<unsigned long long>(p.device_outside_arena));
+  Json j;
+  j["seq_len"] = p.seq_len, j["ranks"] = p.ranks, j["data_parallel"] = p.data_parallel;
+  j["ulysses"] = deck.parallel.ulysses, j["ring"] = deck.parallel.ring, j["zero_stage"] = deck.parallel.zero;
+  j["optimizer_offload"] = deck.memory.optimizer_offload, j["policy"] = name_of(p.options.policy);
+  j["offload_alpha"] = p.options.offload.alpha, j["precision"] = name_of(deck.run.precision);
+  j["local_tokens"] = p.local_tokens;
+  j["mlp_chunks"] = effective_chunks(p.local_tokens, p.options.mlp_chunks);
+  j["lm_head_chunks"] = effective_chunks(p.local_tokens, p.options.lm_head_chunks);
+  j["flops_per_step"] = p.flops_per_step, j["arena_bytes"] = p.arena_bytes;
+  j["arena_lower_bound_bytes"] = p.arena_lower_bound, j["device_planned_bytes"] = p.device_planned;
+  j["device_outside_arena_bytes"] = p.device_outside_arena;
   if (a.device_mib > 0)
-    std::printf(", \"device\": {\"name\": \"%s\", \"label\": \"%s\", \"capacity_mib\": %.10g}, \"reserve_mib\": %.10g, "
-                "\"device_budget_mib\": %.10g",
-                preset ? preset->name : "custom", preset ? preset->label : "--device-mib", a.device_mib,
-                std::max(0.0, a.reserve_mib), a.device_budget_mib());
+    j["device"] = {{"name", preset ? preset->name : "custom"}, {"label", preset ? preset->label : "--device-mib"},
+                   {"capacity_mib", a.device_mib}};
   else
-    std::printf(", \"device\": null, \"reserve_mib\": 0, \"device_budget_mib\": 0");
-  std::printf(", \"host_budget_mib\": %.10g, \"activation_budget_mib\": %.10g", a.host_mib, a.activation_mib);
-  if (a.any()) std::printf(", \"fits\": %s", p.fits(a) ? "true" : "false");
-  for (const auto* m : {&p.memory, &p.memory_min}) {
-    std::printf(", \"%s\": {", m == &p.memory ? "memory_bytes" : "memory_bytes_min");
-    const char* sep = "";
-    for (const auto& [k, v] : *m) std::printf("%s\"%s\": %llu", sep, k.c_str(), static_cast<unsigned long long>(v)), sep = ", ";
-    std::printf("}");
-  }
-  std::printf(", \"flops_per_step_conventions\": {\"model\": %.6e, \"hardware\": %.6e, \"square\": %.6e}",
-              p.flops[FlopsConvention::model], p.flops[FlopsConvention::hardware], p.flops[FlopsConvention::square]);
-  std::printf(", \"comm_bytes\": {");
-  const char* sep = "";
-  for (const auto& [k, v] : comm_by_name(deck, p.comm))
-    std::printf("%s\"%s\": %llu", sep, k.c_str(), static_cast<unsigned long long>(v)), sep = ", ";
-  std::printf("}%s%s}\n", extra_json.c_str(), note[0] ? (std::string(", \"note\": \"") + note + "\"").c_str() : "");
+    j["device"] = nullptr;
+  j["reserve_mib"] = a.device_mib > 0 ? std::max(0.0, a.reserve_mib) : 0.0;
+  j["device_budget_mib"] = a.device_mib > 0 ? a.device_budget_mib() : 0.0;
+  j["host_budget_mib"] = a.host_mib, j["activation_budget_mib"] = a.activation_mib;
+  if (a.any()) j["fits"] = p.fits(a);
+  j["memory_bytes"] = p.memory, j["memory_bytes_min"] = p.memory_min;
+  j["flops_per_step_conventions"] = {{"model", p.flops[FlopsConvention::model]},
+                                     {"hardware", p.flops[FlopsConvention::hardware]},
+                                     {"square", p.flops[FlopsConvention::square]}};
+  Json comm = Json::object();
+  for (const auto& [k, v] : comm_by_name(deck, p.comm)) comm[k] = v;
+  j["comm_bytes"] = comm;
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  if (note[0]) j["note"] = note;
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 // The memory lines of the text: per category, the arena, the budgets.
@@ -160,29 +164,29 @@ void print_text(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const ch
   std::printf("%s", extra_text.c_str());
 }
 
-void print(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const char* note, const std::string& extra_json = "",
+void print(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const char* note, const Json& extra = Json::object(),
            const std::string& extra_text = "") {
-  if (a.format == "json") print_json(deck, p, a, note, extra_json);
+  if (a.format == "json") print_json(deck, p, a, note, extra);
   else print_text(deck, p, a, note, extra_text);
 }
 
 void print_search_json(const LayoutSearch& s, const PlanArgs& a, const MachineFile& machine, std::int64_t S) {
-  std::printf("{\"seq_len\": %lld, \"ranks\": %d, \"machine\": {\"name\": \"%s\", \"kind\": \"%s\"}, \"tried\": %d, "
-              "\"refused\": %d, \"over_budget\": %d, \"fit\": %zu, \"layouts\": [",
-              static_cast<long long>(S), a.ranks, machine.rates.name.c_str(), machine.kind.c_str(), s.tried, s.refused,
-              s.over, s.fit);
-  const char* sep = "";
+  Json j;
+  j["seq_len"] = S, j["ranks"] = a.ranks, j["machine"] = {{"name", machine.rates.name}, {"kind", machine.kind}};
+  j["tried"] = s.tried, j["refused"] = s.refused, j["over_budget"] = s.over, j["fit"] = s.fit;
+  Json layouts = Json::array();
   for (const auto& c : s.best) {
     const auto& p = c.deck.parallel;
-    std::printf("%s{\"layout\": \"%s\", \"data_parallel\": %d, \"ulysses\": %d, \"ring\": %d, \"zero_stage\": %d, "
-                "\"offload_alpha\": %.6g, \"mlp_chunks\": %d, \"lm_head_chunks\": %d, \"device_planned_bytes\": %llu%s}",
-                sep, c.name().c_str(), c.plan.data_parallel, p.ulysses, p.ring, p.zero, c.plan.options.offload.alpha,
-                effective_chunks(c.plan.local_tokens, c.plan.options.mlp_chunks),
-                effective_chunks(c.plan.local_tokens, c.plan.options.lm_head_chunks),
-                static_cast<unsigned long long>(c.plan.device_planned), time_json(c.time, machine).c_str());
-    sep = ", ";
+    Json l = {{"layout", c.name()}, {"data_parallel", c.plan.data_parallel}, {"ulysses", p.ulysses}, {"ring", p.ring},
+              {"zero_stage", p.zero}, {"offload_alpha", c.plan.options.offload.alpha},
+              {"mlp_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.mlp_chunks)},
+              {"lm_head_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.lm_head_chunks)},
+              {"device_planned_bytes", c.plan.device_planned}};
+    for (const auto& [k, v] : time_json(c.time, machine).items()) l[k] = v;
+    layouts.push_back(l);
   }
-  std::printf("]}\n");
+  j["layouts"] = layouts;
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 void print_search_text(const Deck& deck, const LayoutSearch& s, const PlanArgs& a, const MachineFile& machine) {

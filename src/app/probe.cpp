@@ -23,6 +23,10 @@
 #include "predict/prediction.hpp"
 #include "parallel/mpi_communicator.hpp"
 #include "io/deck.hpp"
+#include "io/file_output.hpp"
+#include "parallel/broadcast.hpp"
+#include "job/node_resources.hpp"
+#include "job/stop.hpp"
 #include "results/provenance.hpp"
 
 namespace minilst {
@@ -567,11 +571,40 @@ MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slo
   return m;
 }
 
+// The probe's largest working set per rank, bytes: the LM-head class's three matrices in float
+// (4n x n, n x 16n, 4n x 16n; bf16 and double are smaller), the collectives' two buffers, and the
+// calibration step's logits (4n tokens x 4096), with room for the rest.
+double probe_bytes(const ProbeArgs& a) {
+  const double n = a.size;
+  return 1.5 * (84.0 * n * n * 4 + 2.0 * a.comm_mib * 1048576.0 + 4 * n * 4096 * 8);
+}
+
+// Rank 0: the output may be written (io/file_output.hpp: a new name, or an earlier machine file
+// this process may replace; locked while the probe measures) and the probe fits the memory the
+// ranks have; "" or why not.
+std::string probe_refusal(const ProbeArgs& a, FileOutput& out, const AvailableMemory& available) {
+  if (available.host > 0 && probe_bytes(a) > available.host)
+    return "--size " + std::to_string(a.size) + " and --comm-mib " + std::to_string(long(a.comm_mib)) + " need about " +
+           std::to_string(long(probe_bytes(a) / 1048576)) + " MiB per rank; this node has " +
+           std::to_string(long(available.host / 1048576)) + " MiB available per rank: probe smaller";
+  return out.claim(a.out, "--out", [](const std::string& text) {
+    return text.find(std::string("schema: ") + kMachineSchema) != std::string::npos;
+  });
+}
+
 int run_probe(const ProbeArgs& a, MPI_Comm world) {
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   if (const auto problem = probe_args_problem(a); !problem.empty()) {
     if (rank == 0) std::fprintf(stderr, "error: probe: %s\n", problem.c_str());
+    return 2;
+  }
+  FileOutput out;  // before any measuring: the name is this probe's, or the probe does not start
+  const AvailableMemory available = available_memory(world);
+  std::string refused = rank == 0 ? probe_refusal(a, out, available) : "";
+  refused = broadcast_string(refused, world);
+  if (!refused.empty()) {
+    if (rank == 0) std::fprintf(stderr, "error: probe: %s\n", refused.c_str());
     return 2;
   }
   std::vector<std::string> slow;
@@ -594,7 +627,8 @@ int run_probe(const ProbeArgs& a, MPI_Comm world) {
     return 1;
   }
   try {
-    write_machine_file(a.out, m);
+    const StopSignalsHeld held;  // a signal now ends the probe after the write, not in it
+    out.write(machine_yaml(m));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: probe: %s\n", e.what());
     return 1;

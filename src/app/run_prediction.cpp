@@ -1,5 +1,7 @@
 #include "app/run_prediction.hpp"
 
+#include "io/input_file.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -22,9 +24,7 @@ std::string text_digest(const std::string& text) {
 }  // namespace
 
 std::string file_digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("machine file " + path + ": cannot be read");
-  return text_digest(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  return text_digest(read_input_file(path, "machine file", 1 << 20));  // io/input_file.hpp: never blocks
 }
 
 namespace {
@@ -45,6 +45,11 @@ std::string price_run(const Deck& deck, MPI_Comm comm, Prediction& prediction, s
   try {
     const bool probe = path == kMachineProbeAtStart;
     const MachineFile machine = probe ? probe_at_start(deck, comm) : load_machine_file(path);  // throws naming the key
+    if (probe && !machine.implausible.empty()) {  // a figure outside its bounds would mislead: the run goes on unpriced
+      warnings = machine.implausible;
+      warnings.push_back("so this run is not priced (no prediction recorded); probe an idle machine with minilst probe");
+      return "";
+    }
     PredictedTime& out = prediction.time;
     try {
       out.time = price_plan(deck, prediction.plan, machine.rates);

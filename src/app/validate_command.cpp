@@ -133,7 +133,7 @@ int run_validate(const ValidateArgs& args) {
   for (const auto& t : tables) within = within && table_stats(t, results).within;
   const Json json = results_json(tables, results);
   if (!args.out.empty()) {
-    const std::string text = json.dump(1) + "\n";
+    const std::string text = json.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
     try {
       write_file_atomically(args.out, text.data(), text.size());
     } catch (const std::exception& e) {
@@ -142,7 +142,7 @@ int run_validate(const ValidateArgs& args) {
     }
   }
   if (args.format == "json") {
-    std::printf("%s\n", json.dump(1).c_str());
+    std::printf("%s\n", json.dump(1, ' ', false, Json::error_handler_t::replace).c_str());
     return within ? 0 : 1;
   }
   int expressed = 0;

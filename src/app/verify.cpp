@@ -10,11 +10,15 @@
 
 #include "predict/deck_plan.hpp"
 #include "predict/memory_model.hpp"
+#include "predict/prediction.hpp"
 #include "app/training.hpp"
 #include "attention/local_attention.hpp"
 #include "core/kernel_choice.hpp"
 #include "io/h5.hpp"
+#include "io/output_lock.hpp"
 #include "job/agreement.hpp"
+#include "job/node_resources.hpp"
+#include "job/stop.hpp"
 #include "job/watchdog.hpp"
 #include "model/step_reduce.hpp"
 #include "parallel/broadcast.hpp"
@@ -196,6 +200,7 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
     if (first != rows.end())
       std::printf("verify: FAILED: the first tensor that differs is %s (rel_err %.3e > tol %.1e)\n",
                   row_name(*first).c_str(), first->rel_err, first->tol);
+    const StopSignalsHeld held;  // a signal now ends verify after its files and RESULT line, not in them
     verify::write_table(out_path, rows, s);
     if (!args.export_path.empty()) {
       verify::write_export(args.export_path, deck.model, deck.run.seq_len, ref, s);
@@ -224,6 +229,35 @@ std::string refusal(const Deck& deck, const RunContext& ctx) {
   return "";
 }
 
+// Whether the run's step and the float64 single-rank reference fit (collective): the run's own fit
+// check (predict/prediction.hpp), then on rank 0 the reference (the deck at float64 on one rank,
+// every activation kept), with its copies, and the two steps' captured q, k, v and o of every layer.
+std::string fit_problem(const Deck& deck, const RunContext& ctx) {
+  const AvailableMemory available = available_memory(ctx.comm);
+  Prediction run;
+  std::string why = predict_for_run(deck, ctx.nranks, available, run);
+  if (why.empty() && ctx.rank == 0) {
+    Deck ref = deck;
+    ref.run.precision = Precision::float64;
+    ref.parallel.ulysses = ref.parallel.ring = 1, ref.parallel.zero = 0;
+    ref.memory.optimizer_offload = false;
+    ref.options.policy = MemoryPolicy::full;
+    std::string error;
+    const DeckPlan plan = plan_deck(ref, ref.run.seq_len, {1, false, false}, error);
+    const ModelConfig& m = deck.model;
+    const double captures = 2.0 * m.layers * double(deck.run.seq_len) * 2.0 * (m.heads + m.kv_heads) * m.head_dim() * 8;
+    // rank 0 holds its own step, the reference and the comparison's copies: verify's peak measured 3.3x the
+    // reference's plan (tiny deck, S = 16384); 3.5x it is asked for
+    const double need = error.empty() ? 3.5 * double(plan.memory.at("device_total")) + captures : 0;
+    const double have = available.device > 0 ? available.device : available.host;
+    if (have > 0 && need > have)
+      why = "verify: the float64 single-rank reference and the two steps' captured tensors need about " +
+            std::to_string(long(need / 1048576)) + " MiB on rank 0, which has " + std::to_string(long(have / 1048576)) +
+            " MiB available: verify a shorter run.seq_len (or fewer layers) of the same layout";
+  }
+  return broadcast_string(why, ctx.comm);
+}
+
 // The table's default name: the metrics file's, ".h5" replaced by ".verify.h5".
 std::string table_path(const Deck& deck, const RunContext& ctx, const VerifyArgs& args) {
   if (!args.out.empty()) return args.out;
@@ -244,14 +278,21 @@ std::string prepare(const std::string& path, const char* schema, bool overwrite)
 
 int run_verify(const Deck& deck, const RunContext& ctx, const VerifyArgs& args) {
   ctx.watchdog->arm(0, "");  // verify is small and collective throughout; errors end the job (main)
-  if (const auto why = refusal(deck, ctx); !why.empty()) {
+  install_plan_signal_handlers("verify");  // a signal ends it at once; its files are written whole at the end
+  std::string why = refusal(deck, ctx);
+  if (why.empty()) why = fit_problem(deck, ctx);  // collective: the same verdict on every rank
+  if (!why.empty()) {
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", why.c_str());
     return 2;
   }
   std::string out_path, problem;
+  OutputLock table_lock, export_lock;  // rank 0: held until the files are written (io/output_lock.hpp)
   if (ctx.rank == 0) {
     out_path = table_path(deck, ctx, args);
-    problem = prepare(out_path, "minilst-verify", deck.output.overwrite);
+    problem = table_lock.acquire(out_path);
+    if (problem.empty() && !args.export_path.empty() && args.export_path != out_path)
+      problem = export_lock.acquire(args.export_path);
+    if (problem.empty()) problem = prepare(out_path, "minilst-verify", deck.output.overwrite);
     if (problem.empty() && !args.export_path.empty()) {
       if (args.export_path == out_path)
         problem = "--export and the table name the same file '" + out_path + "'";

@@ -1,5 +1,7 @@
 #include "io/deck.hpp"
-#include "io/number_text.hpp"
+
+#include "io/input_file.hpp"
+#include "core/number_text.hpp"
 
 #include "core/fnv1a.hpp"
 #include "core/kernel_choice.hpp"
@@ -381,13 +383,16 @@ Value convert(const KeySpec& spec, const std::string& text) {
   switch (spec.kind) {
     case Kind::Int:
       if (!parse_integer(text, v.i)) throw DeckError(where + "expected an integer");
-      if (double(v.i) < spec.min || double(v.i) > spec.max)
+      // compared exactly: 2^53 + 1 is not 2^53 (long double holds every 64-bit integer)
+      if ((long double)v.i < (long double)spec.min || (long double)v.i > (long double)spec.max)
         throw DeckError(where + "must be in [" + integer_text(spec.min) + ", " + integer_text(spec.max) + "]");
       break;
     case Kind::Float:
       if (spec.or_auto && text == "auto") break;
       if (!parse_decimal(text, v.f))
         throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : "") + " in decimals");
+      if (v.f != 0 && !std::isnormal(v.f))
+        throw DeckError(where + "a subnormal number (below 2.2e-308): too small to compute with");
       v.f += 0.0;  // -0 is 0 (one text, one problem digest)
       v.text = yaml_float(v.f);
       if (v.f < spec.min || v.f > spec.max) {
@@ -514,20 +519,16 @@ constexpr std::uintmax_t kMaxDeckBytes = 1 << 20;
 // The deck file's text as one YAML map: refuses what is not a readable regular
 // file, several documents, an empty deck, and anything but plain keys.
 YAML::Node read_deck_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory)
-    throw DeckError("deck: cannot access '" + path + "': " + ec.message());
-  if (!fs::exists(st)) throw DeckError("deck: file '" + path + "' not found");
-  if (fs::is_directory(st)) throw DeckError("deck: '" + path + "' is a directory, not a deck file");
-  if (!fs::is_regular_file(st)) throw DeckError("deck: '" + path + "' is not a regular file");
-  if (fs::file_size(path, ec) > kMaxDeckBytes)
-    throw DeckError("deck: '" + path + "' is larger than " + std::to_string(kMaxDeckBytes) + " bytes: not a deck");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DeckError("deck: cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();  // (an empty file sets failbit here: it is refused as empty below)
+  std::string body, why;
+  if (!try_read_input_file(path, kMaxDeckBytes, body, why)) {  // io/input_file.hpp: never blocks
+    if (why == "not found") throw DeckError("deck: file '" + path + "' not found");
+    if (why.rfind("a directory", 0) == 0) throw DeckError("deck: '" + path + "' is a directory, not a deck file");
+    if (why.rfind("larger than", 0) == 0) throw DeckError("deck: '" + path + "' is " + why + ": not a deck");
+    throw DeckError("deck: '" + path + "' cannot be read: " + why);
+  }
+  if (const auto deep = yaml_nesting_problem(body); !deep.empty())
+    throw DeckError("deck: '" + path + "' is not a deck: " + deep);
+  std::stringstream text(body);
   // yaml-cpp 0.7 never returns (its memory grows until the process dies) on a line
   // that starts with ',' (a flow indicator, never valid there in a block deck), also
   // after a document marker ("--- ," or "... ,").

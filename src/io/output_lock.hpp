@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "io/atomic_write.hpp"
+#include "io/input_file.hpp"
 #include "io/output_names.hpp"
 
 namespace minilst {
@@ -98,6 +99,15 @@ struct LockRecord {
   }
 };
 
+// Linux's largest pid (PID_MAX_LIMIT on 64-bit kernels).
+constexpr long kMaxPid = 4194304;
+
+// A decimal of digits alone that fits a long long; `fallback` otherwise.
+inline long long whole_or(const std::string& text, long long fallback) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return fallback;
+  return std::stoll(text);
+}
+
 inline LockRecord parse(const std::string& text) {
   std::istringstream in(text);
   std::string word;
@@ -108,12 +118,12 @@ inline LockRecord parse(const std::string& text) {
     if (eq == std::string::npos) continue;
     const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
     if (key == "host") r.host = value;
-    if (key == "pid") r.pid = std::atol(value.c_str());
-    if (key == "pid_start") r.pid_start = std::atoll(value.c_str());
+    if (key == "pid") r.pid = whole_or(value, -1);
+    if (key == "pid_start") r.pid_start = whole_or(value, -1);
     if (key == "started") r.started = value;
     if (key == "token") r.token = value;
   }
-  r.valid = !r.host.empty() && r.pid > 0;
+  r.valid = !r.host.empty() && r.pid > 0 && r.pid <= kMaxPid;  // a pid no Linux process can have names no run
   return r;
 }
 
@@ -131,11 +141,14 @@ inline std::string this_run_record() {
          " token=" + random_part() + "\n";
 }
 
-inline bool read_text(const std::string& path, std::string& text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return true;
+// A lock is one short line; what is at its name is read without blocking and never past 4 KiB
+// (io/input_file.hpp): false and `why` when it is gone or is not a lock-sized regular file.
+constexpr std::uintmax_t kMaxLockBytes = 4096;
+inline bool read_text(const std::string& path, std::string& text, std::string* why = nullptr) {
+  std::string reason;
+  const bool ok = try_read_input_file(path, kMaxLockBytes, text, reason);
+  if (why) *why = reason;
+  return ok;
 }
 
 // `content` under the name `path`, whole, only if nothing is there: 0 or the errno (EEXIST).
@@ -195,8 +208,12 @@ inline std::string OutputLock::acquire(const std::string& output) {
       found_a_lock_ = false;
       return "cannot create the lock '" + path_ + "': " + std::strerror(err);
     }
-    std::string seen;
-    if (!read_text(path_, seen)) continue;  // released meanwhile: try again
+    std::string seen, why;
+    if (!read_text(path_, seen, &why)) {
+      if (why == "not found") continue;  // released meanwhile: try again
+      return "'" + path_ + "' is in the way of the lock of '" + output + "': " + why + " (remove it if no run is writing '" +
+             output + "')";
+    }
     const LockRecord holder = parse(seen);
     if (!holder.valid)
       return "'" + path_ + "' exists and names no miniLST run: remove it if no run is writing '" + output + "'";

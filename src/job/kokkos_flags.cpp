@@ -1,11 +1,13 @@
 #include "job/kokkos_flags.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <dlfcn.h>
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <thread>
 
 namespace minilst {
 
@@ -108,6 +110,46 @@ std::string kokkos_flag_problem(const std::string& arg) {
   }
   const auto problem = value_problem(it->second, arg.substr(eq + 1));
   return problem.empty() ? "" : prefix + name + " " + problem;
+}
+
+namespace {
+// A whole number of digits alone (at most 12 of them), or -1.
+long long digits_value(const std::string& text) {
+  if (text.empty() || text.size() > 12 || !std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); }))
+    return -1;
+  return std::stoll(text);
+}
+
+std::string thread_count_problem(const char* name, const std::string& value, bool list) {
+  const long long limit = std::max<long long>(256, 4LL * std::max(1u, std::thread::hardware_concurrency()));
+  std::istringstream in(value);
+  int parts = 0;
+  for (std::string part; std::getline(in, part, ',');) {
+    const long long n = digits_value(part);
+    if (n < 1 || n > limit || (++parts > 1 && !list))
+      return std::string(name) + "='" + value + "': expected " + (list ? "whole numbers" : "a whole number") +
+             " in [1, " + std::to_string(limit) + "] (4 x this node's hardware threads, or 256)";
+  }
+  return parts == 0 ? std::string(name) + "='" + value + "': expected a whole number >= 1" : "";
+}
+}  // namespace
+
+std::string environment_problem() {
+  const auto get = [](const char* name) -> const char* { return std::getenv(name); };
+  for (const char* name : {"KOKKOS_TOOLS_LIBS", "KOKKOS_PROFILE_LIBRARY"})
+    if (const char* v = get(name); v && *v)
+      if (const auto problem = library_problem(v); !problem.empty()) return std::string(name) + ": " + problem;
+  if (const char* v = get("OMP_NUM_THREADS"); v && *v)
+    if (auto problem = thread_count_problem("OMP_NUM_THREADS", v, true); !problem.empty()) return problem;
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "KOKKOS_NUM_THREADS"})
+    if (const char* v = get(name); v && *v)
+      if (auto problem = thread_count_problem(name, v, false); !problem.empty()) return problem;
+  if (const char* v = get("SLURM_JOB_END_TIME"); v && digits_value(v) < 0)
+    return std::string("SLURM_JOB_END_TIME='") + v + "': expected Unix seconds (digits), as Slurm sets it: the run "
+           "could not watch its job's end";
+  if (const char* v = get("SLURM_STEP_NUM_TASKS"); v && digits_value(v) < 1)
+    return std::string("SLURM_STEP_NUM_TASKS='") + v + "': expected a task count, as Slurm sets it";
+  return "";
 }
 
 }  // namespace minilst

@@ -74,6 +74,14 @@ void install_plan_signal_handlers(const char* command) {
   install(on_plan_signal, 0);
 }
 void protect_results_write(bool on) { g_writing = on ? 1 : 0; }
+
+StopSignalsHeld::StopSignalsHeld() {
+  sigset_t held;
+  sigemptyset(&held);
+  for (int sig : kStopSignals) sigaddset(&held, sig);
+  pthread_sigmask(SIG_BLOCK, &held, &old_);
+}
+StopSignalsHeld::~StopSignalsHeld() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
 int stop_signal() { return g_signal; }
 
 StopControl::StopControl(double time_limit_s, int rank)

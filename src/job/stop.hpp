@@ -12,6 +12,7 @@
 #pragma once
 
 #include <mpi.h>
+#include <signal.h>
 
 #include <string>
 
@@ -26,6 +27,18 @@ void install_stop_signal_handlers();
 void install_plan_signal_handlers(const char* command = "plan");
 // While true, signals are noted but never end the process (the final write).
 void protect_results_write(bool on);
+// While one lives, this thread holds the stop signals back (a command's final write under
+// install_plan_signal_handlers: a signal then ends the process after the write, not in it).
+class StopSignalsHeld {
+ public:
+  StopSignalsHeld();
+  ~StopSignalsHeld();
+  StopSignalsHeld(const StopSignalsHeld&) = delete;
+  StopSignalsHeld& operator=(const StopSignalsHeld&) = delete;
+
+ private:
+  sigset_t old_{};
+};
 // The first stop signal received (0: none), and a signal's name.
 int stop_signal();
 const char* signal_name(int sig);

@@ -1,5 +1,7 @@
 #include "model/documents.hpp"
 
+#include "core/number_text.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -9,16 +11,20 @@
 namespace minilst {
 
 namespace {
+// The most documents a sequence may be cut into (their starts are a list of that length).
+constexpr std::size_t kMaxDocuments = std::size_t(1) << 24;
+
+// A whole number by the deck's rules (core/number_text.hpp: digits, no sign, exponent, blank or base).
+std::int64_t whole_in(const std::string& text, const std::string& spec) {
+  long long x = 0;
+  if (!parse_integer(text, x)) throw std::invalid_argument("'" + spec + "': '" + text + "' is not a whole number");
+  return x;
+}
+
+// A finite decimal number by the deck's rules.
 double number_in(const std::string& text, const std::string& spec) {
-  std::size_t used = 0;
   double x = 0;
-  try {
-    x = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(x))
-    throw std::invalid_argument("'" + spec + "': '" + text + "' is not a number");
+  if (!parse_decimal(text, x)) throw std::invalid_argument("'" + spec + "': '" + text + "' is not a number");
   return x;
 }
 
@@ -32,9 +38,14 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 // The starts of documents of the lengths `next()` gives, until seq_len is covered.
 template <class Next>
-std::vector<std::int64_t> starts_of(std::int64_t seq_len, Next next) {
+std::vector<std::int64_t> starts_of(const std::string& spec, std::int64_t seq_len, Next next) {
   std::vector<std::int64_t> starts;
-  for (std::int64_t p = next(); p < seq_len; p += next()) starts.push_back(p);
+  for (std::int64_t p = next(); p < seq_len; p += next()) {
+    if (starts.size() >= kMaxDocuments)
+      throw std::invalid_argument("'" + spec + "' cuts run.seq_len = " + std::to_string(seq_len) +
+                                  " into more than 2^24 documents: use longer documents");
+    starts.push_back(p);
+  }
   return starts;
 }
 }  // namespace
@@ -46,33 +57,40 @@ std::vector<std::int64_t> document_starts(const std::string& spec, std::int64_t 
     std::vector<std::int64_t> lengths;
     std::istringstream in(spec);
     for (std::string word; in >> word;) {
-      const double x = number_in(word, spec);
-      if (x < 1 || x != std::floor(x) || x > 1e15)
-        throw std::invalid_argument("'" + spec + "': a document length must be a whole number >= 1, not " + word);
-      lengths.push_back(std::int64_t(x));
+      const std::int64_t x = whole_in(word, spec);
+      if (x < 1 || x > std::int64_t(1e15))
+        throw std::invalid_argument("'" + spec + "': a document length must be a whole number in [1, 1e15], not " + word);
+      lengths.push_back(x);
     }
-    if (lengths.empty()) return {};
+    if (lengths.empty()) throw std::invalid_argument("'" + spec + "': no document length (blank: leave run.documents unset)");
     std::size_t i = 0;
-    return starts_of(seq_len, [&] { return lengths[i++ % lengths.size()]; });
+    return starts_of(spec, seq_len, [&] { return lengths[i++ % lengths.size()]; });
   }
   const auto kind = spec.substr(0, colon);
   const auto args = split(spec.substr(colon + 1), ':');
-  std::vector<double> a;
-  for (const auto& s : args) a.push_back(number_in(s, spec));
+  if (spec.back() == ':' || args.empty()) throw std::invalid_argument("'" + spec + "': a parameter is missing after ':'");
+  constexpr std::int64_t kLongest = std::int64_t(1e15);
   std::mt19937_64 rng(seed ^ 0x646f63756d656e74ull);  // "document": apart from the data's draws
-  if (kind == "fixed" && a.size() == 1 && a[0] >= 1 && a[0] == std::floor(a[0]))
-    return starts_of(seq_len, [&] { return std::int64_t(a[0]); });
-  if (kind == "uniform" && a.size() == 2 && a[0] >= 1 && a[1] >= a[0] && a[0] == std::floor(a[0]) &&
-      a[1] == std::floor(a[1])) {
-    std::uniform_int_distribution<std::int64_t> length{std::int64_t(a[0]), std::int64_t(a[1])};
-    return starts_of(seq_len, [&] { return length(rng); });
+  if (kind == "fixed" && args.size() == 1) {
+    const std::int64_t n = whole_in(args[0], spec);
+    if (n >= 1 && n <= kLongest) return starts_of(spec, seq_len, [&] { return n; });
   }
-  if (kind == "lognormal" && a.size() == 2 && a[1] >= 0 && a[0] < 40) {
+  if (kind == "uniform" && args.size() == 2) {
+    const std::int64_t lo = whole_in(args[0], spec), hi = whole_in(args[1], spec);
+    if (lo >= 1 && hi >= lo && hi <= kLongest) {
+      std::uniform_int_distribution<std::int64_t> length{lo, hi};
+      return starts_of(spec, seq_len, [&] { return length(rng); });
+    }
+  }
+  std::vector<double> a;
+  if (kind == "lognormal")
+    for (const auto& s : args) a.push_back(number_in(s, spec));
+  if (kind == "lognormal" && a.size() == 2 && a[1] >= 0 && a[1] < 40 && a[0] < 40) {
     std::lognormal_distribution<double> length{a[0], a[1]};
-    return starts_of(seq_len, [&] { return std::max<std::int64_t>(1, std::llround(std::min(length(rng), 1e15))); });
+    return starts_of(spec, seq_len, [&] { return std::max<std::int64_t>(1, std::llround(std::min(length(rng), 1e15))); });
   }
-  throw std::invalid_argument("'" + spec + "': expected lengths (\"61 3 1 17\"), fixed:N, uniform:A:B (1 <= A <= B) "
-                              "or lognormal:MEAN:SIGMA (SIGMA >= 0, MEAN < 40)");
+  throw std::invalid_argument("'" + spec + "': expected lengths (\"61 3 1 17\"), fixed:N, uniform:A:B (1 <= A <= B <= "
+                              "1e15, whole numbers) or lognormal:MEAN:SIGMA (0 <= SIGMA < 40, MEAN < 40)");
 }
 
 LayerPattern window_layers(const std::string& spec) {
@@ -82,9 +100,9 @@ LayerPattern window_layers(const std::string& spec) {
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
   const auto whole = [&spec](const std::string& word, const char* what) {
-    const double x = number_in(word, spec);
-    if (x < 0 || x != std::floor(x) || x > 1 << 30)
-      throw std::invalid_argument("'" + spec + "': " + what + " must be a whole number >= 0, not " + word);
+    long long x = 0;
+    if (!parse_integer(word, x) || x < 0 || x > 1 << 30 || word[0] == '-')
+      throw std::invalid_argument("'" + spec + "': " + what + " must be a whole number >= 0 (digits alone), not " + word);
     return int(x);
   };
   LayerPattern p;

@@ -1,5 +1,7 @@
 #include "predict/machine_file.hpp"
 
+#include "io/input_file.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -15,10 +17,17 @@
 
 #include <unistd.h>
 
-#include "io/number_text.hpp"
+#include "core/number_text.hpp"
 #include "predict/device_facts.hpp"
 
 namespace minilst {
+
+namespace {
+constexpr std::uintmax_t kMaxMachineFileBytes = 1 << 20;  // a machine file is a few KiB
+// A figure above this is a typo in every unit the file uses (GFLOP/s, GB/s, us): 10^9 GFLOP/s is
+// an exaFLOP/s per rank.
+constexpr double kLargestFigure = 1e9;
+}  // namespace
 
 namespace {
 std::vector<std::string> split_dots(const std::string& dotted) {
@@ -110,9 +119,15 @@ struct Reader {
     if (x < row.floor || (row.floor_open && x == row.floor))
       fail(key, std::string("must be ") + (row.floor_open ? "> " : ">= ") + fmt(row.floor));
     if (row.type == KeyType::whole) {
+      const bool head_dim = row.id == MachineKey::attention_head_dim || row.id == MachineKey::attention_second_head_dim;
+      if (head_dim && (x > 256 || i % 2 != 0)) fail(key, "a head dim is even, in [2, 256] (as a deck's), got " + text);
+      if ((row.id == MachineKey::ranks_per_node || row.id == MachineKey::attention_heads_per_kv) && x > (1 << 20))
+        fail(key, "must be at most 2^20, got " + text);
       if (x > 1e9) fail(key, "must be at most 1e9");
       *std::get<int*>(slot) = int(i);
     } else {
+      if (x != 0 && !std::isnormal(x)) fail(key, "not a normal number (subnormal: " + text + ")");
+      if (x > kLargestFigure) fail(key, fmt(x) + " is beyond any machine (at most " + fmt(kLargestFigure) + ")");
       *std::get<double*>(slot) = x;
     }
   }
@@ -299,14 +314,20 @@ void apply_override(YAML::Node root, const std::string& path, const std::string&
 
 MachineFile load_machine_file(const std::string& path, const std::vector<std::string>& overrides) {
   Reader r{path, {}, {}};
-  YAML::Node root;
+  std::string text, why;
+  if (!try_read_input_file(path, kMaxMachineFileBytes, text, why))  // io/input_file.hpp: never blocks
+    throw std::runtime_error("machine file " + path + ": cannot be read: " + why);
+  if (const auto deep = yaml_nesting_problem(text); !deep.empty())
+    throw std::runtime_error("machine file " + path + ": not a machine file: " + deep);
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw std::runtime_error("machine file " + path + ": cannot be read");
+    docs = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw std::runtime_error("machine file " + path + ": not YAML: " + e.what());
   }
+  if (docs.size() > 1)
+    throw std::runtime_error("machine file " + path + ": holds " + std::to_string(docs.size()) + " YAML documents; a machine file is one");
+  YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   if (!root.IsMap()) throw std::runtime_error("machine file " + path + ": expected a YAML mapping");
   for (const auto& o : overrides) apply_override(root, path, o);
   r.m.schema.clear();
@@ -466,7 +487,7 @@ std::vector<std::string> implausible_figures(const MachineFile& file, const Enum
     if (row.check == KeyCheck::none) continue;
     for (const auto& [key, dims] : expansions(row)) {
       const double v = *std::get<double*>(row.slot(m, dims));
-      if (v <= 0) continue;  // absent
+      if (v == 0) continue;  // absent (a negative figure is not: a step_scale measured below 0 is named below)
       switch (row.check) {
         case KeyCheck::gemm_rate: {
           const Precision p = Precision(dims[0]);
@@ -475,6 +496,12 @@ std::vector<std::string> implausible_figures(const MachineFile& file, const Enum
           if (nominal > 0 && v < 0.01 * nominal)
             bad.push_back(key + ": " + fmt(v) + " GFLOP/s is below 1% of the nominal " + fmt(nominal) + " GFLOP/s (" +
                           (own ? "nominal.gemm_gflops" : "the ISA floor") + ")");
+          // above the peak: a nominal file's is the datasheet's; a measured file's the ISA floor (accelerators such
+          // as AMX go beyond it, not a hundredfold)
+          const double over = m.kind == "nominal" ? 1.0 : 100.0;
+          if (own && v > over * nominal)
+            bad.push_back(key + ": " + fmt(v) + " GFLOP/s is above " + (over > 1 ? "100x " : "") +
+                          "the file's own nominal.gemm_gflops (" + fmt(nominal) + " GFLOP/s)");
           break;
         }
         case KeyCheck::link_rate:

@@ -8,7 +8,8 @@
 #include <stdexcept>
 
 #include "io/deck.hpp"
-#include "io/number_text.hpp"
+#include "io/input_file.hpp"
+#include "core/number_text.hpp"
 #include "predict/machine_file.hpp"
 #include "predict/prediction.hpp"
 
@@ -98,11 +99,14 @@ double rounded_error(double predicted, double value, double resolution) {
 
 std::vector<ValidationTable> load_validation(const std::string& path) {
   TableReader r{path};
+  const std::string text = read_input_file(path, "validation table", 16 << 20);  // never blocks
+  if (const auto deep = yaml_nesting_problem(text); !deep.empty())
+    throw std::runtime_error("validation table " + path + ": " + deep);
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw std::runtime_error("validation table " + path + ": cannot be read: " + e.what());
+    throw std::runtime_error("validation table " + path + ": not YAML: " + e.what());
   }
   const auto tables = root["tables"];
   if (!tables || !tables.IsSequence()) r.fail("tables", "expected a list");

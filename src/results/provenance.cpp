@@ -311,7 +311,7 @@ void add_placement_keys(std::map<std::string, std::string>& p, const std::vector
     note += (note.empty() ? "" : ", ") + ("core " + std::to_string(core.second) + " on " + core.first + ": ranks " +
                                            join_ints(ranks, " and "));
   }
-  p["placement"] = list.dump();
+  p["placement"] = list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   p["cpu_binding"] = binding;
   p["cores_shared"] = !shared.empty() ? "yes" : known ? "no" : "unknown";
   p["cores_shared_note"] = note;

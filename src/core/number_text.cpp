@@ -1,4 +1,4 @@
-#include "io/number_text.hpp"
+#include "core/number_text.hpp"
 
 #include <cctype>
 #include <cerrno>
