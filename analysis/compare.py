@@ -23,8 +23,15 @@ measured steps vary by more than the difference; or a run's placement says it co
 a core, more ranks on a host than the host's cores, or another run of the comparison ran on the same host and cores
 at the same time: placement, launchdate). ? where a side has a single run and nothing else judges it.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -696,10 +703,11 @@ def csv_rows(points, sources, keys, wanted) -> list:
 
 
 def write_csv(path, rows):
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else list(KEY))
-        w.writeheader()
-        w.writerows(rows)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else list(KEY))
+    w.writeheader()
+    w.writerows(rows)
+    mm.write_text_output(path, text.getvalue(), "--csv")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -760,7 +768,7 @@ def plot(path, c: Comparison, wanted=None):
     axes[1].set_ylim(0, max(1.2, axes[1].get_ylim()[1]))
     phase_panel(axes[2], points, sources, keys, wanted, colors)
     fig.suptitle(title_text(c.measured, sources), fontsize=9)
-    fig.savefig(path, dpi=100)
+    mm.save_figure(fig, path, "--plot", dpi=100)
     plt.close(fig)
 
 
@@ -814,6 +822,10 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    if getattr(args, 'csv', None) and mm.output_problem(args.csv, '--csv'):  # checked before any work
+        sys.exit(f"compare.py: error: {mm.output_problem(args.csv, '--csv')}")
+    if getattr(args, 'plot', None) and mm.output_problem(args.plot, '--plot'):  # checked before any work
+        sys.exit(f"compare.py: error: {mm.output_problem(args.plot, '--plot')}")
     try:
         c = analyse(args.paths, args.scaling)
     except (UsageError, mm.MetricsError, OSError) as e:
@@ -845,4 +857,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except mm.MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"compare.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -26,8 +26,11 @@ import re
 import signal
 import stat
 import statistics
+import sys
 import warnings
 from dataclasses import dataclass, field
+
+import stop_signals  # noqa: F401  (a stop signal ends an analysis with a line and exit 4)
 
 import h5py
 import numpy as np
@@ -35,6 +38,8 @@ import pandas as pd
 import yaml
 
 SCHEMA = "minilst-metrics"
+
+
 MIB = 1024.0 ** 2
 # Phases that run inside others: never add them to their parents.
 NESTED = {"attention": "forward+backward", "mlp": "forward+backward", "lm_head": "forward",
@@ -425,6 +430,79 @@ def read_text_file(path: str, limit: int = 16 << 20) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise MetricsError(f"{path}: not UTF-8 text")
+
+
+# Outputs: what an analysis writes (a table, a plot) follows miniLST's own rule (docs/metrics.md, "Who owns an
+# output"): checked before the work; a name holding a symbolic link, a FIFO, a device or a directory is refused, and
+# a regular file there is replaced only when it is this kind's own earlier output (a plot carrying the marker
+# below, a table with the same header line); the file is written whole under a temporary name, then renamed.
+FIGURE_MARKER = "miniLST analysis"
+
+
+def output_problem(path: str, flag: str = "output"):
+    """Why `path` cannot take an analysis output (one line naming the flag and the path), or None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        return None if os.path.isdir(parent) else f"{flag} {path}: its directory does not exist"
+    except OSError as e:
+        return f"{flag} {path}: {one_line(e.strerror or e)}"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{flag} {path}: a symbolic link: nothing is written through it"
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
+        return f"{flag} {path}: {kind}, not a file: not replaced"
+    return None
+
+
+def _head(path: str, n: int = 65536) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)
+
+
+def _write_whole(path: str, flag: str, write, ours):
+    """write(tmp) makes the file under a temporary name; it takes `path` if nothing is there, or replaces a regular
+    file there that ours(its first bytes) accepts; MetricsError otherwise (the temporary file removed)."""
+    problem = output_problem(path, flag)
+    if problem:
+        raise MetricsError(problem)
+    if os.path.exists(path) and not ours(_head(path)):
+        raise MetricsError(f"{flag} {path}: exists and is not an earlier output of this kind: not replaced (choose "
+                           "another name, or remove it)")
+    tmp = f"{path}.{os.uname().nodename.split('.')[0]}-{os.getpid()}-{os.urandom(4).hex()}.partial"
+    try:
+        write(tmp)
+        if os.path.lexists(path):
+            os.replace(tmp, path)  # the approved file (checked just above)
+        else:
+            try:
+                os.link(tmp, path)  # never over a file put there meanwhile
+            except FileExistsError:
+                raise MetricsError(f"{flag} {path}: a file appeared there meanwhile: not replaced")
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def write_text_output(path: str, text: str, flag: str = "output"):
+    """A table (CSV, Markdown): replaces an earlier one only where its first line is this one's."""
+    data = text.encode("utf-8")
+    first = data.split(b"\n", 1)[0]
+
+    def write(tmp):
+        with open(tmp, "xb") as f:
+            f.write(data)
+    _write_whole(path, flag, write, lambda head: head.split(b"\n", 1)[0] == first)
+
+
+def save_figure(fig, path: str, flag: str = "--png", dpi: int = 110):
+    """A PNG: marked as an analysis plot, so that only such a plot is ever replaced."""
+    _write_whole(path, flag, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": FIGURE_MARKER}),
+                 lambda head: head.startswith(b"\x89PNG") and FIGURE_MARKER.encode() in head)
 
 
 def phase_stats(run: Run) -> pd.DataFrame:

@@ -4,6 +4,12 @@ length, and prints the time overhead of each M against M = 1.
 
     /usr/bin/python3 analysis/plot_mst_bench.py mst_bench.h5 [--png out.png]
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import os
 import sys
@@ -15,12 +21,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file")
     ap.add_argument("--png", help="output PNG (default: FILE with .png)")
     args = ap.parse_args()
+    if getattr(args, 'png', None) and mm.output_problem(args.png, '--png'):  # checked before any work
+        sys.exit(f"plot_mst_bench.py: error: {mm.output_problem(args.png, '--png')}")
     try:
         f = h5py.File(args.file, "r")
     except OSError as e:
@@ -61,9 +72,13 @@ def main():
     fig.suptitle(f"Mini-sequence blocks: d={a['hidden']}, I={a['intermediate']}, V={a['vocab']}, {a['precision']}, "
                  f"one rank; absolute times in {os.path.basename(args.file)}")
     png = args.png or args.file.rsplit(".", 1)[0] + ".png"
-    fig.savefig(png, dpi=110)
+    mm.save_figure(fig, png, "--png", dpi=110)
     print(f"\nwrote {png}")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except mm.MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"plot_mst_bench.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -9,18 +9,32 @@ table, the +-15% band. Right: every predicted MFU against the published one (poi
 band. Prints per table the figures predicted of those published and the mean and largest |error|.
 Exit 0; 1 when the file is not validate's JSON.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minilst_metrics as mm  # noqa: E402
 
 
 def load(path):
     try:
-        data = json.load(open(path))
+        data = json.loads(mm.read_text_file(path))
         rows, tables = data["rows"], data["tables"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"error: {path}: not the JSON of minilst validate ({e})")
+        if not isinstance(rows, list) or not isinstance(tables, list):
+            raise TypeError("rows and tables are not lists")
+    except mm.MetricsError as e:
+        sys.exit(f"error: {e}")
+    except (ValueError, KeyError, TypeError) as e:
+        sys.exit(f"error: {path}: not the JSON of minilst validate ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     return rows, tables
 
 
@@ -65,7 +79,7 @@ def plot(rows, png):
     am.set_xlabel("published MFU (%)"), am.set_ylabel("predicted MFU (%)"), am.set_title("MFU (the paper's convention)")
     am.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(png, dpi=120)
+    mm.save_figure(fig, png, "--png", dpi=120)
     print(f"wrote {png}")
 
 
@@ -74,9 +88,17 @@ def main():
     ap.add_argument("json")
     ap.add_argument("--png", help="the plot (default: beside the JSON, .png)")
     a = ap.parse_args()
+    png = a.png or (a.json.rsplit(".", 1)[0] + ".png")
+    if mm.output_problem(png, "--png"):
+        sys.exit(f"error: {mm.output_problem(png, '--png')}")
     rows, tables = load(a.json)
-    summary(tables)
-    plot(rows, a.png or (a.json.rsplit(".", 1)[0] + ".png"))
+    try:
+        summary(tables)
+        plot(rows, png)
+    except mm.MetricsError as e:
+        sys.exit(f"error: {e}")
+    except (KeyError, TypeError, ValueError) as e:
+        sys.exit(f"error: {a.json}: not the JSON of minilst validate ({type(e).__name__}: {str(e)[:80]})")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ puts above 2% of the step), the share of runs whose step is within the tolerance
 scatter plot (predicted against measured step time, log-log, the +-tolerance band) when --png
 is given. Exit 0 (a report, not a check); 1 when a file has no prediction or cannot be read.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import json
 import math
@@ -22,7 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from minilst_metrics import MetricsError, read_text_file, read_with  # noqa: E402
+from minilst_metrics import MetricsError, output_problem, read_text_file, read_with, save_figure  # noqa: E402
 
 
 def _number(v):
@@ -91,6 +97,8 @@ def main():
     ap.add_argument("--png", help="write the scatter plot here")
     ap.add_argument("--tolerance", type=float, default=0.15)
     a = ap.parse_args()
+    if getattr(a, 'png', None) and output_problem(a.png, '--png'):  # checked before any work
+        sys.exit(f"predicted_vs_measured.py: error: {output_problem(a.png, '--png')}")
     rows = []
     for spec in a.runs:
         rows.append(read_run(spec))
@@ -133,9 +141,13 @@ def main():
         ax.set_title(f"predicted vs measured: {within} of {n} within {a.tolerance:.0%}")
         ax.legend(loc="upper left")
         fig.tight_layout()
-        fig.savefig(a.png, dpi=120)
+        save_figure(fig, a.png, "--png", dpi=120)
         print(f"wrote {a.png}")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"predicted_vs_measured.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -16,8 +16,15 @@ Demonstrated: the median tokens/s per rank (the FOM) over the VALID runs of a ro
 ones, the run rules' verdict and the tier the runs were granted (RUN_RULES.md); ratio = demonstrated over
 projected. Markdown by default (--text: aligned text); --csv writes every column.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import csv
+import io
 import json
 import os
 import re
@@ -199,6 +206,8 @@ def main(argv=None):
     ap.add_argument("--csv", metavar="FILE", help="every column, one row per system, deck and point")
     ap.add_argument("--text", action="store_true", help="aligned text instead of Markdown")
     args = ap.parse_args(argv)
+    if getattr(args, 'csv', None) and mm.output_problem(args.csv, '--csv'):  # checked before any work
+        sys.exit(f"procurement_report.py: error: {mm.output_problem(args.csv, '--csv')}")
     try:
         if not args.plan and not args.runs:
             raise UsageError("give --plan and/or --runs")
@@ -220,12 +229,17 @@ def main(argv=None):
     print("\nprojected: minilst plan --machine (a machine file: nominal from specifications, or probed); "
           "demonstrated: median FOM of the VALID runs (tokens/s per rank over the measured steps, RUN_RULES.md)")
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else list(KEY))
-            w.writeheader()
-            w.writerows(rows)
+        text = io.StringIO(newline="")
+        w = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else list(KEY))
+        w.writeheader()
+        w.writerows(rows)
+        mm.write_text_output(args.csv, text.getvalue(), "--csv")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except mm.MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"procurement_report.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -12,6 +12,12 @@ other phase averaged over ranks. Communication is bytes sent to other ranks per 
 (mean over steps and ranks), checked against the analytic model stored in the file. Memory is
 the high-water per rank, max over ranks.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import math
 import os
@@ -342,7 +348,7 @@ def plot(df, runs, path, oversubscribed):
         title += (f"  --  {', '.join(map(str, oversubscribed))} ranks oversubscribe this host's "
                   f"{os.cpu_count()} cores: those timings are not meaningful")
     fig.suptitle(title, fontsize=11)
-    fig.savefig(path, dpi=100)
+    mm.save_figure(fig, path, "--plot", dpi=100)
     plt.close(fig)
 
 
@@ -352,6 +358,10 @@ def main(argv=None):
     ap.add_argument("--png", help="write the three-panel figure here")
     ap.add_argument("--csv", help="write the full table (one row per run) here")
     args = ap.parse_args(argv)
+    if getattr(args, 'csv', None) and mm.output_problem(args.csv, '--csv'):  # checked before any work
+        sys.exit(f"scaling.py: error: {mm.output_problem(args.csv, '--csv')}")
+    if getattr(args, 'plot', None) and mm.output_problem(args.plot, '--plot'):  # checked before any work
+        sys.exit(f"scaling.py: error: {mm.output_problem(args.plot, '--plot')}")
     if sum(os.path.isdir(p) for p in args.paths) > 1:  # other machines or commits: never averaged together here
         print("scaling.py: several directories: comparing them side by side with analysis/compare.py",
               file=sys.stderr)
@@ -385,7 +395,7 @@ def main(argv=None):
     for line in extra:
         print(f"note: {line}")
     if args.csv:
-        df.drop(columns=["order"]).to_csv(args.csv, index=False)
+        mm.write_text_output(args.csv, df.drop(columns=["order"]).to_csv(index=False), "--csv")
         print(f"wrote {args.csv}")
     if args.png:
         plot(df, runs, args.png, over)
@@ -394,4 +404,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except mm.MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"scaling.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -6,6 +6,12 @@
 Runs are named by what they are (deck, layout, ranks, sequence length, job), not by file name. To put
 machines, commits or sweeps side by side, with repeats, speed-up and efficiency: analysis/compare.py.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import math
 import os
@@ -227,7 +233,7 @@ def plot(runs, path, relative=False):
         ax.set_xticklabels(labels(runs), fontsize=8)
     fig.suptitle(mm.provenance(runs) + ("\nnormalized per file (absolute step time / device_total printed on the "
                                         "bars)" if relative else ""), fontsize=10)
-    fig.savefig(path, dpi=110)
+    mm.save_figure(fig, path, "--plot", dpi=110)
     plt.close(fig)
 
 
@@ -239,6 +245,10 @@ def main(argv=None):
     ap.add_argument("--relative", action="store_true",
                     help="plot %% of step time / of device_total (automatic when files differ > 20x)")
     args = ap.parse_args(argv)
+    if getattr(args, 'csv', None) and mm.output_problem(args.csv, '--csv'):  # checked before any work
+        sys.exit(f"summarize.py: error: {mm.output_problem(args.csv, '--csv')}")
+    if getattr(args, 'plot', None) and mm.output_problem(args.plot, '--plot'):  # checked before any work
+        sys.exit(f"summarize.py: error: {mm.output_problem(args.plot, '--plot')}")
     loaded, failed = load_all(args.files)
     runs = []
     for run in loaded:
@@ -294,7 +304,7 @@ def compare(runs, args):
                   + ", ".join(f"{n}: {mm.commit(r.attrs)}" for n, r in zip(summary["run"], runs)))
         print("   to compare machines, commits or sweeps with repeats, speed-up and efficiency: analysis/compare.py")
     if args.csv:
-        summary.to_csv(args.csv, index=False)
+        mm.write_text_output(args.csv, summary.to_csv(index=False), "--csv")
         print(f"wrote {args.csv}")
     if args.plot:
         plot(runs, args.plot, args.relative)
@@ -302,4 +312,8 @@ def compare(runs, args):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except mm.MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"summarize.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -18,8 +18,15 @@ against ranks, the phases), titled with machine, dates, commit and jobs.
 Several sweep directories (other machines, commits or decks) are compared side
 by side by analysis/compare.py, which this hands them to.
 """
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import stop_signals  # noqa: E402,F401  (first: a stop signal ends this script with a line and exit 4)
+
 import argparse
 import csv
+import io
 import os
 import statistics
 import sys
@@ -67,6 +74,8 @@ def main():
     ap.add_argument("--csv", help="the per-point table (default SWEEP_DIR/sweep.csv)")
     ap.add_argument("--plot", metavar="OUT.png", help="tokens/s and efficiency against ranks, the phases")
     a = ap.parse_args()
+    if getattr(a, 'csv', None) and mm.output_problem(a.csv, '--csv'):  # checked before any work
+        sys.exit(f"sweep.py: error: {mm.output_problem(a.csv, '--csv')}")
     if len(a.sweep) != 1:
         return delegate(a)
     sweep = a.sweep[0]
@@ -80,10 +89,11 @@ def main():
         runs.append(row)
     fields = ["index", "ranks", "seq_len", "strategy", "repeat", "step_s", "fom_tokens_per_s_per_rank", "verdict",
               "reason", "reportable", "job_id", "array_task", "cluster", "nodes", "commit", "date"]
-    with open(os.path.join(sweep, "sweep_runs.csv"), "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, restval="")
-        w.writeheader()
-        w.writerows(runs)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=fields, restval="")
+    w.writeheader()
+    w.writerows(runs)
+    mm.write_text_output(os.path.join(sweep, "sweep_runs.csv"), text.getvalue(), "sweep_runs.csv")
 
     groups = {}
     for r in runs:
@@ -103,10 +113,11 @@ def main():
             "nodes": first.get("nodes", ""), "commit": first.get("commit", ""), "date": first.get("date", ""),
         })
     out = a.csv or os.path.join(sweep, "sweep.csv")
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(table[0].keys()) if table else ["ranks"])
-        w.writeheader()
-        w.writerows(table)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=list(table[0].keys()) if table else ["ranks"])
+    w.writeheader()
+    w.writerows(table)
+    mm.write_text_output(out, text.getvalue(), "--csv")
     print(f"{'ranks':>5} {'seq_len':>8} {'strategy':<8} {'runs':>4} {'failed':>6} {'step s (median)':>15} "
           f"{'spread':>17} {'FOM':>10} {'reportable':>10}  job ids")
     for row in table:
@@ -123,4 +134,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except mm.MetricsError as e:  # an output refused (minilst_metrics: its rule), one line
+        print(f"sweep.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

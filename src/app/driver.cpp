@@ -114,7 +114,7 @@ bool agree_on_prediction(const Deck& deck, const RunContext& ctx, Prediction& pr
   if (deck.run.machine.empty()) return true;
   std::vector<std::string> warnings;
   if (deck.run.machine == kMachineProbeAtStart && ctx.rank == 0)
-    std::printf("run.machine: probe: measuring this job's ranks first (about 20 s)\n"), std::fflush(stdout);
+    std::printf("run.machine: probe: measuring this job's ranks first (about 30-60 s)\n"), std::fflush(stdout);
   const std::string why = price_run(deck, ctx.comm, prediction, warnings);
   int failed[2] = {!why.empty(), !why.empty()};  // {this rank, rank 0}
   MPI_Bcast(&failed[1], 1, MPI_INT, 0, ctx.comm);

@@ -602,6 +602,7 @@ int run_probe(const ProbeArgs& a, MPI_Comm world) {
   FileOutput out;  // before any measuring: the name is this probe's, or the probe does not start
   const AvailableMemory available = available_memory(world);
   std::string refused = rank == 0 ? probe_refusal(a, out, available) : "";
+  if (rank == 0 && refused.empty()) remove_when_stopped(out.lock_path());  // a signal ends the probe: its lock goes
   refused = broadcast_string(refused, world);
   if (!refused.empty()) {
     if (rank == 0) std::fprintf(stderr, "error: probe: %s\n", refused.c_str());

@@ -292,6 +292,8 @@ int run_verify(const Deck& deck, const RunContext& ctx, const VerifyArgs& args) 
     problem = table_lock.acquire(out_path);
     if (problem.empty() && !args.export_path.empty() && args.export_path != out_path)
       problem = export_lock.acquire(args.export_path);
+    for (const auto* lock : {&table_lock, &export_lock})  // a signal ends verify: its locks go
+      if (lock->held()) remove_when_stopped(lock->path());
     if (problem.empty()) problem = prepare(out_path, "minilst-verify", deck.output.overwrite);
     if (problem.empty() && !args.export_path.empty()) {
       if (args.export_path == out_path)

@@ -391,15 +391,15 @@ Value convert(const KeySpec& spec, const std::string& text) {
       if (spec.or_auto && text == "auto") break;
       if (!parse_decimal(text, v.f))
         throw DeckError(where + "expected a finite number" + (spec.or_auto ? " or 'auto'" : "") + " in decimals");
-      if (v.f != 0 && !std::isnormal(v.f))
-        throw DeckError(where + "a subnormal number (below 2.2e-308): too small to compute with");
       v.f += 0.0;  // -0 is 0 (one text, one problem digest)
       v.text = yaml_float(v.f);
       if (v.f < spec.min || v.f > spec.max) {
         std::ostringstream msg;
-        if (spec.max == HUGE_VAL) {
+        if (spec.min > 0 && spec.min <= 1e-300 && v.f > 0 && v.f < spec.min) {  // 1e-300 stands for "> 0"
+          msg << where << "positive, but too small to compute with: must be at least 1e-300";
+        } else if (spec.max == HUGE_VAL) {
           msg << where << "must be " << (spec.min > 0 ? "> 0" : ">= " + yaml_float(spec.min));
-        } else if (spec.min > 0 && spec.min <= 1e-300) {  // a lower bound of 1e-300 stands for "> 0"
+        } else if (spec.min > 0 && spec.min <= 1e-300) {
           msg << where << "must be in (0, " << spec.max << "]";
         } else {
           msg << where << "must be in [" << spec.min << ", " << spec.max << "]";

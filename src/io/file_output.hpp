@@ -28,6 +28,7 @@ class FileOutput {
   // Writes `text` at the claimed name; throws std::runtime_error naming the flag.
   void write(const std::string& text) const;
   const std::string& path() const { return path_; }
+  const std::string& lock_path() const { return lock_.path(); }
 
  private:
   std::string path_, flag_;

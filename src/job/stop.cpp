@@ -27,8 +27,11 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 const char* g_command = "plan";  // the answering command's name, set before the handlers
+char g_remove[4][4096];          // files to remove when a signal ends the command ("" : none)
 
-extern "C" void on_plan_signal(int sig) {  // async-signal-safe: write and _exit only
+extern "C" void on_plan_signal(int sig) {  // async-signal-safe: write, unlink and _exit only
+  for (auto& path : g_remove)
+    if (path[0]) ::unlink(path);
   static const char head[] = "\nminilst ", tail[] = ": stopped by ";
   const char* name = signal_name(sig);
   ssize_t ignored = ::write(STDERR_FILENO, head, sizeof head - 1);
@@ -69,6 +72,14 @@ const char* signal_name(int sig) {
 
 // SA_RESTART: system calls (MPI's, the file system's) go on after the flag is set.
 void install_stop_signal_handlers() { install(on_stop_signal, SA_RESTART); }
+void remove_when_stopped(const std::string& path) {
+  for (auto& slot : g_remove)
+    if (!slot[0] && path.size() < sizeof slot) {
+      std::memcpy(slot, path.c_str(), path.size() + 1);
+      return;
+    }
+}
+
 void install_plan_signal_handlers(const char* command) {
   g_command = command;
   install(on_plan_signal, 0);

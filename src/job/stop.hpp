@@ -22,9 +22,11 @@ namespace minilst {
 
 // Once, before any work (after MPI_Init, so that MPI's own handlers are replaced).
 void install_stop_signal_handlers();
-// `minilst plan` (and validate) runs no steps: a signal ends it at once, exit 4, with a message
-// naming `command` (a string that outlives the process's handlers).
+// `minilst plan` (and validate, probe, verify) runs no steps: a signal ends it at once, exit 4, with
+// a message naming `command` (a string that outlives the process's handlers).
 void install_plan_signal_handlers(const char* command = "plan");
+// A file such a command holds (an output's lock) that a signal ending it removes first (at most 4).
+void remove_when_stopped(const std::string& path);
 // While true, signals are noted but never end the process (the final write).
 void protect_results_write(bool on);
 // While one lives, this thread holds the stop signals back (a command's final write under

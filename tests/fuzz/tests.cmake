@@ -17,3 +17,9 @@ set_tests_properties(fuzz_processes PROPERTIES PROCESSORS 2)
 minilst_add_script_test(NAME fuzz_results LABELS app
   COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/fuzz_results.py --files 150 --seed 1 --jobs 2)
 set_tests_properties(fuzz_results PROPERTIES PROCESSORS 2 TIMEOUT 300)
+# A hostile campaign over every command and analysis script (FIFOs, devices, links, odd numbers, the
+# environment, outputs aimed at a user's files, signals): no crash, hang or loss, every refusal naming
+# its input. tests/fuzz/fuzz_hostile.py --cases 2000 runs the long campaign (docs/tests.md).
+minilst_add_script_test(NAME fuzz_hostile LABELS app
+  COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/fuzz_hostile.py --cases 120 --seed 1 --jobs 2)
+set_tests_properties(fuzz_hostile PROPERTIES PROCESSORS 2 TIMEOUT 600)
