@@ -6,19 +6,22 @@
 // chunks' gradients add up to the gradient of the mean loss. Returns sum_i loss_i
 // (unscaled); the caller divides by N_valid. The [S, V] logits never exist at once.
 // One exp per logit: e = exp(logit - max) is kept in place, then scaled by 1/sum.
+// Layouts (row_layout.hpp): a thread per row on CPUs, a team per row on GPUs.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 #include <type_traits>
 
 #include "compat.hpp"
+#include "row_layout.hpp"
 #include "tile_ops.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
 
+namespace detail {
 template <class T>
-double cross_entropy_fused(const Mat<T>& logits, const Vec<const std::int64_t>& labels, double grad_scale) {
+double cross_entropy_thread_rows(const Mat<T>& logits, const Vec<const std::int64_t>& labels, double grad_scale) {
   using A = accum_t<T>;
   const int V = static_cast<int>(logits.extent(1));
   double loss_sum = 0;
@@ -59,6 +62,54 @@ double cross_entropy_fused(const Mat<T>& logits, const Vec<const std::int64_t>& 
       },
       loss_sum);
   return loss_sum;
+}
+
+// The same, a team per row: the max and the sum are team reductions over the row.
+template <class T>
+double cross_entropy_team_rows(const Mat<T>& logits, const Vec<const std::int64_t>& labels, double grad_scale) {
+  using A = accum_t<T>;
+  const int V = static_cast<int>(logits.extent(1));
+  double loss_sum = 0;
+  Kokkos::parallel_reduce("cross_entropy_fused_rows", row_teams(logits.extent(0)),
+      KOKKOS_LAMBDA(const RowTeam& team, double& acc) {
+        T* row = &logits(team.league_rank(), 0);
+        const auto label = labels(team.league_rank());
+        if (label == kIgnoreLabel) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int c) { row[c] = T(0); });
+          return;
+        }
+        const A target = row[label];  // read before the first reduction: no thread has written yet
+        A mx;
+        Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, V),
+            [&](const int c, A& m) { m = A(row[c]) > m ? A(row[c]) : m; }, Kokkos::Max<A>(mx));
+        A sum;
+        Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, V), [&](const int c, A& part) {
+          const A e = tile::exp(A(row[c]) - mx);
+          row[c] = T(e);
+          part += e;
+        }, sum);
+        const A scale = A(grad_scale) / sum;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int c) { row[c] = T(A(row[c]) * scale); });
+        team.team_barrier();
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          if constexpr (std::is_same<T, A>::value) {
+            row[label] = T(A(row[label]) - A(grad_scale));
+          } else {  // bf16: as above
+            row[label] = T(tile::exp(target - mx) * scale - A(grad_scale));
+          }
+          acc += double(mx + compat::log(sum) - target);
+        });
+      },
+      loss_sum);
+  return loss_sum;
+}
+}  // namespace detail
+
+template <class T>
+double cross_entropy_fused(const Mat<T>& logits, const Vec<const std::int64_t>& labels, double grad_scale,
+                           RowLayout layout = kDeviceRowLayout) {
+  return layout == RowLayout::team_per_row ? detail::cross_entropy_team_rows(logits, labels, grad_scale)
+                                           : detail::cross_entropy_thread_rows(logits, labels, grad_scale);
 }
 
 }  // namespace minilst::kernels

@@ -6,9 +6,11 @@
 // dx accumulates so the residual stream's gradient can already be in it.
 // The backward's dy is scratch: the token pass overwrites it with dy_ij x_ij r_i,
 // so that dw is a plain column sum (O(S d), no extra memory, a fixed order).
+// Layouts (row_layout.hpp): a thread per token on CPUs, a team per token on GPUs.
 #pragma once
 
 #include "compat.hpp"
+#include "row_layout.hpp"
 #include "types.hpp"
 
 namespace minilst::kernels {
@@ -24,10 +26,30 @@ KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const T* x, int d, double eps) {
   return A(1) / compat::sqrt(ss / A(d) + A(eps));
 }
 
+// A team's r_i = (mean_j x_ij^2 + eps)^(-1/2) of row xi (every thread of the team gets it).
 template <class T>
-void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>& w, double eps) {
+KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const RowTeam& team, const T* xi, int d, double eps) {
+  using A = accum_t<T>;
+  A ss = 0;
+  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, d), [&](const int j, A& part) { part += A(xi[j]) * A(xi[j]); }, ss);
+  return A(1) / compat::sqrt(ss / A(d) + A(eps));
+}
+
+template <class T>
+void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>& w, double eps,
+                     RowLayout layout = kDeviceRowLayout) {
   using A = accum_t<T>;
   const int d = static_cast<int>(x.extent(1));
+  if (layout == RowLayout::team_per_row) {
+    Kokkos::parallel_for("rmsnorm_forward_rows", row_teams(x.extent(0)), KOKKOS_LAMBDA(const RowTeam& team) {
+      const T* xi = &x(team.league_rank(), 0);
+      T* yi = &y(team.league_rank(), 0);
+      const T* wp = w.data();
+      const A r = rms_inverse<T>(team, xi, d, eps);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](const int j) { yi[j] = T(A(xi[j]) * r * A(wp[j])); });
+    });
+    return;
+  }
   Kokkos::parallel_for("rmsnorm_forward", Kokkos::RangePolicy<ExecSpace>(0, x.extent(0)),
       KOKKOS_LAMBDA(const int i) {
         const T* xi = &x(i, 0);
@@ -41,13 +63,40 @@ void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>&
       });
 }
 
+namespace detail {
+// dx and dy's overwrite of rmsnorm_backward, a team per token.
+template <class T>
+void rmsnorm_backward_dx_rows(const Mat<T>& dx, const Mat<T>& dy, const Mat<const T>& x, const Vec<const T>& w,
+                              double eps) {
+  using A = accum_t<T>;
+  const int d = static_cast<int>(x.extent(1));
+  Kokkos::parallel_for("rmsnorm_backward_dx_rows", row_teams(x.extent(0)), KOKKOS_LAMBDA(const RowTeam& team) {
+    const int i = team.league_rank();
+    const T* xi = &x(i, 0);
+    const T* wp = w.data();
+    T* dyi = &dy(i, 0);
+    T* dxi = &dx(i, 0);
+    const A r = rms_inverse<T>(team, xi, d, eps);
+    A dot = 0;  // sum_j w_j dy_ij x_ij: every thread has read dy before any writes it
+    Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, d),
+        [&](const int j, A& part) { part += A(wp[j]) * A(dyi[j]) * A(xi[j]); }, dot);
+    const A c = r * r * r * dot / A(d);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](const int j) {
+      dxi[j] += r * A(wp[j]) * A(dyi[j]) - A(xi[j]) * c;
+      dyi[j] = T(A(dyi[j]) * A(xi[j]) * r);
+    });
+  });
+}
+}  // namespace detail
+
 template <class T>
 void rmsnorm_backward(const Mat<T>& dx, const Vec<master_t<T>>& dw, const Mat<T>& dy, const Mat<const T>& x,
-                      const Vec<const T>& w, double eps) {
+                      const Vec<const T>& w, double eps, RowLayout layout = kDeviceRowLayout) {
   using A = accum_t<T>;
   const int S = static_cast<int>(x.extent(0));
   const int d = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for("rmsnorm_backward_dx", Kokkos::RangePolicy<ExecSpace>(0, S),
+  if (layout == RowLayout::team_per_row) detail::rmsnorm_backward_dx_rows(dx, dy, x, w, eps);
+  else Kokkos::parallel_for("rmsnorm_backward_dx", Kokkos::RangePolicy<ExecSpace>(0, S),
       KOKKOS_LAMBDA(const int i) {
         const T* xi = &x(i, 0);
         const T* wp = w.data();

@@ -266,7 +266,8 @@ MachineFile every_key_set() {
       v += 1;
       if (auto* d = std::get_if<double*>(&slot))
         **d = row.id == MachineKey::step_scale || row.id == MachineKey::step_scale_alone ? 1 + v / 1000 : v;
-      if (auto* i = std::get_if<int*>(&slot)) **i = int(v);
+      const bool head_dim = row.id == MachineKey::attention_head_dim || row.id == MachineKey::attention_second_head_dim;
+      if (auto* i = std::get_if<int*>(&slot)) **i = head_dim ? 2 * int(v) : int(v);  // a head dim is even
       if (auto* s = std::get_if<std::string*>(&slot)) **s = key == "kind" ? "measured" : "text " + key;
       if (auto* b = std::get_if<bool*>(&slot)) **b = true;
     }
@@ -277,7 +278,8 @@ MachineFile every_key_set() {
                   {"optimizer_gbs", "e"}, {"op_overhead_us", "f"}, {"host_link", "g"}, {"links", "h"},
                   {"framework", "i"}, {"attention_second_gflops", "j"}, {"step_scale_alone", "k"}};
   m.implausible = {"none: \"quoted\", a colon"};
-  for (const Precision p : all_of<Precision>()) m.nominal_gemm[p] = 1;  // below every rate: none implausible
+  // every rate (2 to a few hundred) within [1%, 100x] of it: none implausible
+  for (const Precision p : all_of<Precision>()) m.nominal_gemm[p] = 10;
   m.link_floor_gbs = 1e-3;
   return m;
 }
@@ -343,7 +345,7 @@ TEST(MachineFile, BadFilesAreRefusedNamingTheKey) {
   bad = good;
   bad.replace(bad.find("elementwise_gbs: "), std::string("elementwise_gbs: ").size(), "elementwise_gbs: -1 #");
   EXPECT_TRUE(has(refusal(bad), "elementwise_gbs: must be > 0"));
-  EXPECT_TRUE(has(refusal(good + "device: h100-80gb\n"), "nominal.gemm_gflops.float: 1 GFLOP/s is not the h100-80gb "
+  EXPECT_TRUE(has(refusal(good + "device: h100-80gb\n"), "nominal.gemm_gflops.float: 10 GFLOP/s is not the h100-80gb "
                                                          "datasheet's"));
   EXPECT_TRUE(has(refusal(good + "device: tpu\n"), "device: unknown device 'tpu'"));
 }

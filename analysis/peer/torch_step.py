@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The peer of miniLST's training step, in PyTorch: the same Llama-style model
 (RMSNorm, RoPE on rotate-half pairs, GQA causal attention, SwiGLU, LM head +
 cross-entropy over shifted labels), the same shapes, AdamW, on the CPU with the

@@ -96,7 +96,7 @@ TEST(CrossEntropy, StableForLargeLogits) {
 
 namespace {
 template <class T>
-void check_cross_entropy_reference(double tol_loss, double tol_grad) {
+void check_cross_entropy_reference(double tol_loss, double tol_grad, K::RowLayout layout) {
   Rng rng(600);
   const std::vector<std::int64_t> labels = {3, -100, 0, 36, 5, -100, 17, 30, 1};  // two ignored rows
   for (const int V : {37, 1001}) {
@@ -107,8 +107,9 @@ void check_cross_entropy_reference(double tol_loss, double tol_grad) {
     const double grad_scale = 1.0 / 7.0;  // 1 / N_valid
     Mat<T> ref = mat_of<T>("logits", C, V, l), opt = mat_of<T>("logits", C, V, l);
     const double loss_ref = K::cross_entropy_fused_reference<T>(ref, lab, grad_scale);
-    const double loss_opt = K::cross_entropy_fused<T>(opt, lab, grad_scale);
-    const std::string tag = "cross entropy " + type_name<T>() + " V=" + std::to_string(V);
+    const double loss_opt = K::cross_entropy_fused<T>(opt, lab, grad_scale, layout);
+    const std::string tag = "cross entropy " + type_name<T>() + " V=" + std::to_string(V) +
+                            (layout == K::RowLayout::team_per_row ? " (team per row)" : "");
     expect_le(tag + ": loss ref vs opt (rel)", std::fabs(loss_ref - loss_opt) / std::fabs(loss_opt), tol_loss);
     const Host dr = to_host(ref);
     expect_le(tag + ": dlogits ref vs opt (rel)", rel_err(dr, to_host(opt)), tol_grad);
@@ -126,8 +127,17 @@ void check_cross_entropy_reference(double tol_loss, double tol_grad) {
 }
 }  // namespace
 
-TEST(CrossEntropy, ReferenceMatchesOptimisedDouble) { check_cross_entropy_reference<double>(1e-13, 1e-12); }
-TEST(CrossEntropy, ReferenceMatchesOptimisedFloat) { check_cross_entropy_reference<float>(1e-6, 1e-5); }
+TEST(CrossEntropy, ReferenceMatchesOptimisedDouble) {
+  check_cross_entropy_reference<double>(1e-13, 1e-12, K::RowLayout::thread_per_row);
+}
+TEST(CrossEntropy, ReferenceMatchesOptimisedFloat) {
+  check_cross_entropy_reference<float>(1e-6, 1e-5, K::RowLayout::thread_per_row);
+}
+// The GPU's layout (a team per row, team reductions), run here on the host backend.
+TEST(CrossEntropy, ReferenceMatchesTeamPerRowDoubleAndFloat) {
+  check_cross_entropy_reference<double>(1e-13, 1e-12, K::RowLayout::team_per_row);
+  check_cross_entropy_reference<float>(1e-6, 1e-5, K::RowLayout::team_per_row);
+}
 
 // =============================================================================================
 // float

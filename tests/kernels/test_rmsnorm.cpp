@@ -86,26 +86,27 @@ TEST(Rmsnorm, BackwardAccumulatesIntoDxAndDw) {
 
 namespace {
 template <class T>
-void check_rmsnorm_reference(double tolerance) {
+void check_rmsnorm_reference(double tolerance, K::RowLayout layout) {
   Rng rng(800);
   const double eps = 1e-5;
   for (const int d : {37, 150}) {  // 150: more than the optimised dw's 64-column blocks, a partial last one
     const int S = 9;
-    const std::string tag = "rmsnorm " + type_name<T>() + " d=" + std::to_string(d);
+    const std::string tag = "rmsnorm " + type_name<T>() + " d=" + std::to_string(d) +
+                            (layout == K::RowLayout::team_per_row ? " (team per row)" : "");
     const Host x = random_vec(std::size_t(S) * d, rng, -2, 2), w = random_vec(d, rng, 0.5, 1.5),
                dy = random_vec(std::size_t(S) * d, rng), dx0 = random_vec(std::size_t(S) * d, rng),
                dw0 = random_vec(d, rng);
     Mat<T> X = mat_of<T>("x", S, d, x), y_ref("y", S, d), y_opt("y", S, d);
     Vec<T> W = vec_of<T>("w", w);
     K::rmsnorm_forward_reference<T>(y_ref, X, W, eps);
-    K::rmsnorm_forward<T>(y_opt, X, W, eps);
+    K::rmsnorm_forward<T>(y_opt, X, W, eps, layout);
     expect_le(tag + ": y ref vs opt (rel)", rel_err(to_host(y_ref), to_host(y_opt)), tolerance);
     // dx and dw accumulate (+=) onto what is there; dy is scratch (overwritten with dy x r).
     Mat<T> dx_ref = mat_of<T>("dx", S, d, dx0), dx_opt = mat_of<T>("dx", S, d, dx0);
     Vec<T> dw_ref = vec_of<T>("dw", dw0), dw_opt = vec_of<T>("dw", dw0);
     Mat<T> dy_ref = mat_of<T>("dy", S, d, dy), dy_opt = mat_of<T>("dy", S, d, dy);
     K::rmsnorm_backward_reference<T>(dx_ref, dw_ref, dy_ref, X, W, eps);
-    K::rmsnorm_backward<T>(dx_opt, dw_opt, dy_opt, X, W, eps);
+    K::rmsnorm_backward<T>(dx_opt, dw_opt, dy_opt, X, W, eps, layout);
     auto minus = [](Host a, const Host& b) {
       for (std::size_t n = 0; n < a.size(); ++n) a[n] -= b[n];
       return a;
@@ -123,8 +124,17 @@ void check_rmsnorm_reference(double tolerance) {
 }
 }  // namespace
 
-TEST(Rmsnorm, ReferenceMatchesOptimisedAccumulatingIntoDxDwDouble) { check_rmsnorm_reference<double>(1e-14); }
-TEST(Rmsnorm, ReferenceMatchesOptimisedAccumulatingIntoDxDwFloat) { check_rmsnorm_reference<float>(1e-6); }
+TEST(Rmsnorm, ReferenceMatchesOptimisedAccumulatingIntoDxDwDouble) {
+  check_rmsnorm_reference<double>(1e-14, K::RowLayout::thread_per_row);
+}
+TEST(Rmsnorm, ReferenceMatchesOptimisedAccumulatingIntoDxDwFloat) {
+  check_rmsnorm_reference<float>(1e-6, K::RowLayout::thread_per_row);
+}
+// The GPU's layout (a team per token, team reductions), run here on the host backend.
+TEST(Rmsnorm, ReferenceMatchesTeamPerRowDoubleAndFloat) {
+  check_rmsnorm_reference<double>(1e-14, K::RowLayout::team_per_row);
+  check_rmsnorm_reference<float>(1e-6, K::RowLayout::team_per_row);
+}
 
 // =============================================================================================
 // float

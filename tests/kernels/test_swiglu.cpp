@@ -81,7 +81,7 @@ TEST(Swiglu, BackwardInPlaceOnGateAndUpMatchesOutOfPlace) {
 
 namespace {
 template <class T>
-void check_swiglu_reference(double tolerance) {
+void check_swiglu_reference(double tolerance, K::RowLayout layout) {
   Rng rng(700);
   const int C = 7, I = 45;
   // Ordinary gates, then gates where the sigmoid saturates both ways (compared on their own:
@@ -91,15 +91,16 @@ void check_swiglu_reference(double tolerance) {
   for (std::size_t n = 0; n < extreme.size(); ++n) extreme[n] = big[n % 8] * (1 + 0.01 * ordinary[n]);
   const Host u = random_vec(ordinary.size(), rng), dm = random_vec(ordinary.size(), rng);
   for (const auto& [name, g] : {std::make_pair("ordinary gates", ordinary), std::make_pair("extreme gates", extreme)}) {
-    const std::string tag = "swiglu " + type_name<T>() + " " + name;
+    const std::string tag = "swiglu " + type_name<T>() + " " + name +
+                            (layout == K::RowLayout::team_per_row ? " (an element per thread)" : "");
     Mat<T> G = mat_of<T>("g", C, I, g), U = mat_of<T>("u", C, I, u), DM = mat_of<T>("dm", C, I, dm);
     Mat<T> m_ref("m", C, I), m_opt("m", C, I);
     K::swiglu_forward_reference<T>(m_ref, G, U);
-    K::swiglu_forward<T>(m_opt, G, U);
+    K::swiglu_forward<T>(m_opt, G, U, layout);
     expect_le(tag + ": m ref vs opt (rel)", rel_err(to_host(m_ref), to_host(m_opt)), tolerance);
     Mat<T> dg_ref("dg", C, I), du_ref("du", C, I), dg_opt("dg", C, I), du_opt("du", C, I);
     K::swiglu_backward_reference<T>(dg_ref, du_ref, DM, G, U);
-    K::swiglu_backward<T>(dg_opt, du_opt, DM, G, U);
+    K::swiglu_backward<T>(dg_opt, du_opt, DM, G, U, layout);
     expect_le(tag + ": dg/du ref vs opt (rel, worst)",
               std::max(rel_err(to_host(dg_ref), to_host(dg_opt)), rel_err(to_host(du_ref), to_host(du_opt))),
               tolerance);
@@ -108,14 +109,27 @@ void check_swiglu_reference(double tolerance) {
     K::swiglu_backward_reference<T>(G2, U2, DM, G2, U2);
     EXPECT_EQ(to_host(G2), to_host(dg_ref)) << tag << ": in place dg";
     EXPECT_EQ(to_host(U2), to_host(du_ref)) << tag << ": in place du";
+    Mat<T> G3 = mat_of<T>("g", C, I, g), U3 = mat_of<T>("u", C, I, u);
+    K::swiglu_backward<T>(G3, U3, DM, G3, U3, layout);
+    EXPECT_EQ(to_host(G3), to_host(dg_opt)) << tag << ": optimised in place dg";
+    EXPECT_EQ(to_host(U3), to_host(du_opt)) << tag << ": optimised in place du";
     for (const Host& x : {to_host(m_ref), to_host(dg_ref), to_host(du_ref)})
       for (double e : x) EXPECT_TRUE(std::isfinite(e)) << tag;
   }
 }
 }  // namespace
 
-TEST(Swiglu, ReferenceMatchesOptimisedExtremeGatesAndInPlaceDouble) { check_swiglu_reference<double>(1e-14); }
-TEST(Swiglu, ReferenceMatchesOptimisedExtremeGatesAndInPlaceFloat) { check_swiglu_reference<float>(1e-6); }
+TEST(Swiglu, ReferenceMatchesOptimisedExtremeGatesAndInPlaceDouble) {
+  check_swiglu_reference<double>(1e-14, K::RowLayout::thread_per_row);
+}
+TEST(Swiglu, ReferenceMatchesOptimisedExtremeGatesAndInPlaceFloat) {
+  check_swiglu_reference<float>(1e-6, K::RowLayout::thread_per_row);
+}
+// The GPU's layout (a thread per element), run here on the host backend.
+TEST(Swiglu, ReferenceMatchesElementPerThreadDoubleAndFloat) {
+  check_swiglu_reference<double>(1e-14, K::RowLayout::team_per_row);
+  check_swiglu_reference<float>(1e-6, K::RowLayout::team_per_row);
+}
 
 // =============================================================================================
 // float
