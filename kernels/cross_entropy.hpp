@@ -64,7 +64,8 @@ double cross_entropy_thread_rows(const Mat<T>& logits, const Vec<const std::int6
   return loss_sum;
 }
 
-// The same, a team per row: the max and the sum are team reductions over the row.
+// The same, a team per row: thread t of the team on columns t, t + kRowTeam, ...; the
+// max and the sum combined over the team (row_layout.hpp).
 template <class T>
 double cross_entropy_team_rows(const Mat<T>& logits, const Vec<const std::int64_t>& labels, double grad_scale) {
   using A = accum_t<T>;
@@ -74,31 +75,34 @@ double cross_entropy_team_rows(const Mat<T>& logits, const Vec<const std::int64_
       KOKKOS_LAMBDA(const RowTeam& team, double& acc) {
         T* row = &logits(team.league_rank(), 0);
         const auto label = labels(team.league_rank());
+        const int t0 = team.team_rank();
         if (label == kIgnoreLabel) {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int c) { row[c] = T(0); });
+          for (int c = t0; c < V; c += kRowTeam) row[c] = T(0);
           return;
         }
-        const A target = row[label];  // read before the first reduction: no thread has written yet
-        A mx;
-        Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, V),
-            [&](const int c, A& m) { m = A(row[c]) > m ? A(row[c]) : m; }, Kokkos::Max<A>(mx));
-        A sum;
-        Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, V), [&](const int c, A& part) {
+        A* slot = team_slots<A>(team);
+        const A target = row[label];  // read before the first combine: no thread has written yet
+        A mx = A(row[t0 < V ? t0 : 0]);
+        for (int c = t0; c < V; c += kRowTeam) mx = A(row[c]) > mx ? A(row[c]) : mx;
+        mx = team_combine(team, slot, mx, MaxOf{});
+        A sum = 0;
+        for (int c = t0; c < V; c += kRowTeam) {
           const A e = tile::exp(A(row[c]) - mx);
           row[c] = T(e);
-          part += e;
-        }, sum);
+          sum += e;
+        }
+        sum = team_combine(team, slot, sum, SumOf{});
         const A scale = A(grad_scale) / sum;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int c) { row[c] = T(A(row[c]) * scale); });
+        for (int c = t0; c < V; c += kRowTeam) row[c] = T(A(row[c]) * scale);
         team.team_barrier();
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        if (t0 == 0) {
           if constexpr (std::is_same<T, A>::value) {
             row[label] = T(A(row[label]) - A(grad_scale));
           } else {  // bf16: as above
             row[label] = T(tile::exp(target - mx) * scale - A(grad_scale));
           }
           acc += double(mx + compat::log(sum) - target);
-        });
+        }
       },
       loss_sum);
   return loss_sum;
@@ -107,7 +111,7 @@ double cross_entropy_team_rows(const Mat<T>& logits, const Vec<const std::int64_
 
 template <class T>
 double cross_entropy_fused(const Mat<T>& logits, const Vec<const std::int64_t>& labels, double grad_scale,
-                           RowLayout layout = kDeviceRowLayout) {
+                           RowLayout layout = row_layout()) {
   return layout == RowLayout::team_per_row ? detail::cross_entropy_team_rows(logits, labels, grad_scale)
                                            : detail::cross_entropy_thread_rows(logits, labels, grad_scale);
 }

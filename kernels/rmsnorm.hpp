@@ -28,16 +28,17 @@ KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const T* x, int d, double eps) {
 
 // A team's r_i = (mean_j x_ij^2 + eps)^(-1/2) of row xi (every thread of the team gets it).
 template <class T>
-KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const RowTeam& team, const T* xi, int d, double eps) {
+KOKKOS_INLINE_FUNCTION accum_t<T> rms_inverse(const RowTeam& team, accum_t<T>* slot, const T* xi, int d, double eps) {
   using A = accum_t<T>;
   A ss = 0;
-  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, d), [&](const int j, A& part) { part += A(xi[j]) * A(xi[j]); }, ss);
+  for (int j = team.team_rank(); j < d; j += kRowTeam) ss += A(xi[j]) * A(xi[j]);
+  ss = team_combine(team, slot, ss, SumOf{});
   return A(1) / compat::sqrt(ss / A(d) + A(eps));
 }
 
 template <class T>
 void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>& w, double eps,
-                     RowLayout layout = kDeviceRowLayout) {
+                     RowLayout layout = row_layout()) {
   using A = accum_t<T>;
   const int d = static_cast<int>(x.extent(1));
   if (layout == RowLayout::team_per_row) {
@@ -45,8 +46,8 @@ void rmsnorm_forward(const Mat<T>& y, const Mat<const T>& x, const Vec<const T>&
       const T* xi = &x(team.league_rank(), 0);
       T* yi = &y(team.league_rank(), 0);
       const T* wp = w.data();
-      const A r = rms_inverse<T>(team, xi, d, eps);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](const int j) { yi[j] = T(A(xi[j]) * r * A(wp[j])); });
+      const A r = rms_inverse<T>(team, team_slots<A>(team), xi, d, eps);
+      for (int j = team.team_rank(); j < d; j += kRowTeam) yi[j] = T(A(xi[j]) * r * A(wp[j]));
     });
     return;
   }
@@ -76,22 +77,23 @@ void rmsnorm_backward_dx_rows(const Mat<T>& dx, const Mat<T>& dy, const Mat<cons
     const T* wp = w.data();
     T* dyi = &dy(i, 0);
     T* dxi = &dx(i, 0);
-    const A r = rms_inverse<T>(team, xi, d, eps);
-    A dot = 0;  // sum_j w_j dy_ij x_ij: every thread has read dy before any writes it
-    Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, d),
-        [&](const int j, A& part) { part += A(wp[j]) * A(dyi[j]) * A(xi[j]); }, dot);
+    A* slot = team_slots<A>(team);
+    const A r = rms_inverse<T>(team, slot, xi, d, eps);
+    A dot = 0;  // sum_j w_j dy_ij x_ij: every thread has read dy before the combine, before any writes it
+    for (int j = team.team_rank(); j < d; j += kRowTeam) dot += A(wp[j]) * A(dyi[j]) * A(xi[j]);
+    dot = team_combine(team, slot, dot, SumOf{});
     const A c = r * r * r * dot / A(d);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](const int j) {
+    for (int j = team.team_rank(); j < d; j += kRowTeam) {
       dxi[j] += r * A(wp[j]) * A(dyi[j]) - A(xi[j]) * c;
       dyi[j] = T(A(dyi[j]) * A(xi[j]) * r);
-    });
+    }
   });
 }
 }  // namespace detail
 
 template <class T>
 void rmsnorm_backward(const Mat<T>& dx, const Vec<master_t<T>>& dw, const Mat<T>& dy, const Mat<const T>& x,
-                      const Vec<const T>& w, double eps, RowLayout layout = kDeviceRowLayout) {
+                      const Vec<const T>& w, double eps, RowLayout layout = row_layout()) {
   using A = accum_t<T>;
   const int S = static_cast<int>(x.extent(0));
   const int d = static_cast<int>(x.extent(1));

@@ -21,7 +21,7 @@ KOKKOS_INLINE_FUNCTION accum_t<T> sigmoid(accum_t<T> z) {
 }
 
 template <class T>
-void swiglu_forward(const Mat<T>& m, const Mat<const T>& g, const Mat<const T>& u, RowLayout layout = kDeviceRowLayout) {
+void swiglu_forward(const Mat<T>& m, const Mat<const T>& g, const Mat<const T>& u, RowLayout layout = row_layout()) {
   using A = accum_t<T>;
   const int I = int(g.extent(1));
   if (layout == RowLayout::team_per_row) {
@@ -48,7 +48,7 @@ void swiglu_forward(const Mat<T>& m, const Mat<const T>& g, const Mat<const T>& 
 
 template <class T>
 void swiglu_backward(const Mat<T>& dg, const Mat<T>& du, const Mat<const T>& dm, const Mat<const T>& g,
-                     const Mat<const T>& u, RowLayout layout = kDeviceRowLayout) {
+                     const Mat<const T>& u, RowLayout layout = row_layout()) {
   using A = accum_t<T>;
   const int I = int(g.extent(1));
   if (layout == RowLayout::team_per_row) {

@@ -24,6 +24,8 @@
 #   cuda_tests   the test programs built for CUDA: tensor-core attention against the
 #                float64 reference kernel, the GEMMs (cuBLAS), the copy engine, the
 #                model, planner and layouts on one GPU
+#   team_rows    the row-wise kernels in the GPU's layout (MINILST_ROW_LAYOUT=team): the
+#                model's tests, the layer check and the one-layer step with it
 #   offload      MEMO's offload (alpha auto) and ALST's checkpoint_offload on a 4-layer
 #                variant (vocabulary 32000): how much of the host copies the compute hides
 # Written into OUTDIR: summary.json (scripts/gpu/summary.py: the same keys in both
@@ -57,7 +59,7 @@ mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 work=$out/work
 # A fresh start: what an earlier check left here would be read as this one's.
-rm -rf "$work" "$out"/{summary.json,layer_check.h5,step_minilst.h5,step_torch.json} "$out"/offload_*.h5
+rm -rf "$work" "$out"/{summary.json,layer_check.h5,step_minilst.h5,step_torch.json} "$out"/offload_*.h5 "$out"/team_rows_*.h5
 mkdir -p "$work" || exit 2
 : > "$out/check.log"
 log() { echo "[check $(date -u +%H:%M:%S) +$((SECONDS))s] $*" | tee -a "$out/check.log"; }
@@ -251,6 +253,19 @@ cuda_tests() {
 }
 per_test=$(scaled 60)
 part cuda_tests 150 60 bash -c "set -o pipefail; $(declare -f cuda_tests); dry=$dry tests='$tests' work='$work' per_test=$per_test machines='$root/machines'; cuda_tests"
+
+# team_rows: the row-wise kernels (RMSNorm, SwiGLU, cross-entropy) in the GPU's layout
+# (MINILST_ROW_LAYOUT=team: a team per row, coalesced): the model's tests, the layer check
+# and the one-layer step with it, beside the default layout's figures above
+team_rows() {
+  export MINILST_ROW_LAYOUT=team
+  OPENBLAS_NUM_THREADS=1 "$tests/test_model" --gtest_brief=1 || return 1
+  "$minilst" run "$root/inputs/gpu_layer_check.yaml" --set output.metrics="$out/team_rows_layer.h5" \
+    --set output.overwrite=true || return 1
+  "$minilst" run "$root/inputs/llama3_8b_layer.yaml" "${step_sets[@]}" --set run.steps=3 \
+    --set output.metrics="$out/team_rows_step.h5" --set output.overwrite=true
+}
+part team_rows 120 40 bash -c "set -o pipefail; $(declare -f team_rows); minilst='$minilst' tests='$tests' root='$root' out='$out' step_sets=(${step_sets[*]}); team_rows"
 
 # offload: MEMO's swap with alpha chosen by the run, and ALST's checkpoint offload
 offload() {

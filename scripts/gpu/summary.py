@@ -17,6 +17,8 @@ Figures (each beside its target where the check has one):
                                plan's prediction (minilst plan; target within 5%)
   memory.used_over_plan        the driver's peak used memory less the idle level, over
                                the plan (adds the CUDA context, cuBLAS and the allocator)
+  team_rows.*                  the layer check's verdict and the step's median time and
+                               phases with the row-wise kernels in the GPU's layout
   offload.hidden_fraction      1 - (offload + prefetch waits) / copy-engine busy time
 """
 import argparse
@@ -28,10 +30,10 @@ import statistics
 import sys
 import tempfile
 
-PARTS = ["device", "layer_check", "step", "attention", "cuda_tests", "offload"]  # check.sh's order
+PARTS = ["device", "layer_check", "step", "attention", "cuda_tests", "team_rows", "offload"]  # check.sh's order
 # The summary's keys, in order: the same in a GPU run and in the dry run.
 SUMMARY_KEYS = ["schema", "schema_version", "mode", "budget_s", "verdict", "headline", "bundle", "device", "parts",
-                "cuda_tests", "layer_check", "attention", "step", "memory", "offload", "targets", "errors"]
+                "cuda_tests", "layer_check", "attention", "step", "memory", "team_rows", "offload", "targets", "errors"]
 TARGETS = {"attention_fraction_of_gemm": 0.35, "step_ratio_to_torch": 1.25, "memory_within": 0.05}
 # Dense bf16 tensor-core peaks from the datasheets (TFLOP/s, without sparsity).
 # The first name contained in the GPU's name wins: the more specific first.
@@ -221,6 +223,21 @@ def driver_used_bytes(work):
     return int((max(values) - values[0]) * 2**20)
 
 
+def team_rows_part(out):
+    """The layer check and the step run with MINILST_ROW_LAYOUT=team (check.sh's team_rows)."""
+    res = {"layer_check_verdict": None, "step_s": None, "phases": {}}
+    f = h5(os.path.join(out, "team_rows_layer.h5"))
+    if f is not None:
+        res["layer_check_verdict"] = str(f.attrs.get("valid", ""))
+    f = h5(os.path.join(out, "team_rows_step.h5"))
+    if f is not None:
+        warm = int(f.attrs.get("warmup_steps", 1))
+        res["step_s"] = median(measured(f["timings/step"][:, 0], warm))
+        res["phases"] = {p: median(measured(f[f"timings/{p}"][:, 0], warm))
+                         for p in ("attention", "mlp", "lm_head", "optimizer") if f"timings/{p}" in f}
+    return res
+
+
 def offload_part(out):
     rows = []
     for path in sorted(glob.glob(os.path.join(out, "offload_*.h5"))):
@@ -279,6 +296,7 @@ def main():
     manifest = os.path.join(args.bundle, "MANIFEST") if args.bundle else ""
     cuda_tests = guarded("cuda_tests", cuda_tests_part, work)
     layer_check = guarded("layer_check", layer_check_part, out)
+    team_rows = guarded("team_rows", team_rows_part, out)
     offload = guarded("offload", offload_part, out)
     # FAILED: a part failed, ran past its own limit or left files that cannot be read;
     # INCOMPLETE: parts were skipped or cut short by the budget (the check ran out of
@@ -297,7 +315,8 @@ def main():
         "bundle": open(manifest).read().splitlines()[:6] if manifest and os.path.exists(manifest) else None,
         "device": device, "parts": parts,
         "cuda_tests": cuda_tests, "layer_check": layer_check,
-        "attention": attention, "step": step, "memory": memory, "offload": offload, "targets": targets,
+        "attention": attention, "step": step, "memory": memory, "team_rows": team_rows, "offload": offload,
+        "targets": targets,
         "errors": errors,
     }
     summary = {k: values[k] for k in SUMMARY_KEYS}

@@ -32,6 +32,8 @@ st = s["step"]
 assert st["minilst_step_s"] > 0 and st["torch_step_s"] > 0 and st["ratio"] > 0, st
 assert 0 < st["minilst_mfu"] and 0 < st["torch_mfu"], st
 assert abs(s["memory"]["tracked_over_plan"] - 1) < 1e-9, s["memory"]  # the host tracks exactly what the plan says
+tr = s["team_rows"]  # the row-wise kernels in the GPU's layout: the same layer check, a timed step
+assert tr["layer_check_verdict"] == "PASSED" and tr["step_s"] > 0 and tr["phases"].get("lm_head", 0) > 0, tr
 assert {r["policy"] for r in s["offload"]["runs"]} == {"offload", "checkpoint_offload"}, s["offload"]
 assert all(r["verdict"] == "PASSED" and r["copy_busy_s"] > 0 for r in s["offload"]["runs"]), s["offload"]
 for k in ("attention_fraction_of_gemm", "step_ratio_to_torch", "memory_tracked_within_plan"):
