@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Compare miniLST runs and sweeps from different machines or commits side by side.
 
     /usr/bin/python3 analysis/compare.py [LABEL=]PATH [[LABEL=]PATH ...] [--csv FILE] [--markdown]

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Reads a scripts/bench/gpu_step.sh directory (miniLST metrics files and PyTorch
 JSON timings of the same step on the same device, alternating) and prints,
 writes gpu_step_bench.h5 and draws gpu_step_bench.png: per sequence length and

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Reads a scripts/bench/max_seq.sh directory and prints, writes max_seq.h5 and
 draws max_seq.png: the longest sequence per technique stack within a per-rank
 budget, predicted and (at CPU scale) confirmed by a run, and the Llama-3-8B

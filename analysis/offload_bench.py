@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Reads a scripts/bench/offload.sh directory: one metrics file per run (every
 memory policy, unthrottled and at a throttled bandwidth, and the longest
 sequence within a device budget). Prints the table, writes it to

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Plots a minilst_bench_mst HDF5 file: time and workspace of the MLP block and
 the LM head + loss against the mini-sequence count M, one line per sequence
 length, and prints the time overhead of each M against M = 1.

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Reads a scripts/bench/precision.sh directory (metrics files of float and bf16
 runs, the bf16 GEMM rates, one run on one machine) and prints, writes
 precision.h5 and draws precision.png:

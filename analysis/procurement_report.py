@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Projected beside demonstrated, per system: the table a vendor response includes (docs/procurement.md).
 
     /usr/bin/python3 analysis/procurement_report.py [--plan [SYSTEM[:DECK]=]PLAN.json ...]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Compare sequence-parallel runs (local, Ulysses, ring, hybrid) of one deck: a table, checks, a PNG.
 
     /usr/bin/python3 analysis/scaling.py DIR_OR_FILE.h5 [...] [--png out.png] [--csv out.csv]

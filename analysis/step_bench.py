@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Reads a scripts/bench/step.sh directory (miniLST metrics files, PyTorch JSON
 timings, the machine's GEMM rate in the run's precision and the attention kernel
 alone, one run) and prints, writes step_bench.h5 and draws step_bench.png: per

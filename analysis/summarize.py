@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Summarize miniLST metrics files: per-file phase and memory tables, a comparison table, CSV, plot.
 
     /usr/bin/python3 analysis/summarize.py FILE.h5 [FILE.h5 ...] [--csv out.csv] [--plot out.png]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Checks a `minilst verify --export` file with PyTorch: the worked example of docs/verify.md.
 
 For every layer and micro-step of the exported reference step it takes the exported q, k, v

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Reads a scripts/bench/zero.sh directory (metrics files of ZeRO stages 0-3 with
 and without optimizer offload, alternating rounds, one run on one machine) and
 prints, writes zero.h5 and draws zero.png:

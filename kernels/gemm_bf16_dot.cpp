@@ -24,8 +24,8 @@ namespace minilst::kernels {
 
 namespace {
 constexpr std::size_t kMr = 14, kNr = 32;  // micro-tile of C
-constexpr std::size_t kKc = 384;           // k per panel (even: whole pairs)
-constexpr std::size_t kMc = 756;           // rows of a block (a multiple of kMr)
+constexpr std::size_t kDotKc = 384;           // k per panel (even: whole pairs)
+constexpr std::size_t kDotMc = 756;           // rows of a block (a multiple of kMr)
 constexpr std::size_t kNcMax = 1024;       // columns of a block (a multiple of kNr)
 
 std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
@@ -190,15 +190,15 @@ struct Problem {
 
 // Block (i0, j0) of C: packs, multiplies over all panels of k, writes alpha acc + beta C.
 void block(const Problem& P, std::size_t i0, std::size_t j0) {
-  const std::size_t mc = std::min(kMc, P.m - i0), nc = std::min(P.nc, P.n - j0);
+  const std::size_t mc = std::min(kDotMc, P.m - i0), nc = std::min(P.nc, P.n - j0);
   const std::size_t mp = round_up(mc, kMr), np = round_up(nc, kNr);
   auto& buf = thread_buffers();
   if (P.k == 0) buf.c.assign(mp * np, 0.0f);  // no panel: C = beta C
   else buf.c.resize(mp * np);                 // the first panel overwrites it
-  buf.a.resize(mp * kKc / 2);
-  buf.b.resize(np * kKc / 2);
-  for (std::size_t p0 = 0; p0 < P.k; p0 += kKc) {
-    const std::size_t kc = std::min(kKc, P.k - p0), kp = (kc + 1) / 2;
+  buf.a.resize(mp * kDotKc / 2);
+  buf.b.resize(np * kDotKc / 2);
+  for (std::size_t p0 = 0; p0 < P.k; p0 += kDotKc) {
+    const std::size_t kc = std::min(kDotKc, P.k - p0), kp = (kc + 1) / 2;
     pack_a(buf.a.data(), P.A, i0, mc, p0, kc);
     pack_b(buf.b.data(), P.B, p0, kc, j0, nc);
     for (std::size_t js = 0; js < np / kNr; ++js)
@@ -238,12 +238,12 @@ void gemm_bf16_dot(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k
   Problem P{{reinterpret_cast<const std::uint16_t*>(A), lda, ta}, {reinterpret_cast<const std::uint16_t*>(B), ldb, tb},
             m, n, k, kNcMax, alpha, beta, c32, c16, ldc};
   using Host = Kokkos::DefaultHostExecutionSpace;
-  const std::size_t threads = std::size_t(Host().concurrency()), row_blocks = (m + kMc - 1) / kMc;
+  const std::size_t threads = std::size_t(Host().concurrency()), row_blocks = (m + kDotMc - 1) / kDotMc;
   // Narrower blocks where the rows alone would leave threads idle.
   while (P.nc > kNr && row_blocks * ((n + P.nc - 1) / P.nc) < threads) P.nc /= 2;
   const std::size_t col_blocks = (n + P.nc - 1) / P.nc;
   Kokkos::parallel_for("gemm_bf16_dot", Kokkos::RangePolicy<Host>(0, int(row_blocks * col_blocks)),
-                       [&](const int t) { block(P, std::size_t(t) % row_blocks * kMc, std::size_t(t) / row_blocks * P.nc); });
+                       [&](const int t) { block(P, std::size_t(t) % row_blocks * kDotMc, std::size_t(t) / row_blocks * P.nc); });
   Kokkos::fence();
 }
 

@@ -22,11 +22,15 @@ bash "$root/scripts/setup.sh"
 backends=${MINILST_TEST_BACKENDS:-serial openmp cuda}
 vendor=$(realpath -m "${MINILST_VENDOR:-$root/../shared/vendor}")
 status=0
+# The library compiled in batches of files (MINILST_UNITY_CORE, CMakeLists.txt): shorter builds
+# from scratch, as every CI run's is (docs/tests.md, "Stage timings"); a later `scripts/build.sh`
+# keeps the setting (-DMINILST_UNITY_CORE=OFF to compile file by file again while editing).
+unity=(-DMINILST_UNITY_CORE=ON)
 for backend in $backends; do
   t0=$SECONDS
   case $backend in
     serial)
-      bash "$root/scripts/build.sh"
+      bash "$root/scripts/build.sh" "${unity[@]}"
       (source "$root/scripts/env.sh"; cd "$root/build" && ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE cuda "$@") \
         || status=1
       ;;
@@ -36,12 +40,12 @@ for backend in $backends; do
         continue
       fi
       prefix=$(MINILST_VENDOR=$vendor bash "$root/scripts/build_kokkos.sh" --backend openmp | tail -n 1)
-      KOKKOS_PREFIX=$prefix BUILD_DIR=build-omp bash "$root/scripts/build.sh"
+      KOKKOS_PREFIX=$prefix BUILD_DIR=build-omp bash "$root/scripts/build.sh" "${unity[@]}"
       (export MINILST_THREADS=2; source "$root/scripts/env.sh"; cd "$root/build-omp" &&
         ctest --output-on-failure --timeout 3000 -j "$(nproc)" -L "unit|parallel|reference" "$@") || status=1
       ;;
     cuda)
-      [[ -f $root/build/CTestTestfile.cmake ]] || bash "$root/scripts/build.sh"
+      [[ -f $root/build/CTestTestfile.cmake ]] || bash "$root/scripts/build.sh" "${unity[@]}"
       (cd "$root/build" && ctest --output-on-failure -L cuda "$@") || status=1
       ;;
     *) echo "test.sh: unknown stage '$backend' (serial, openmp, cuda)" >&2; exit 2 ;;

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """ALST Table 1 (the feature ablation ladder) with Section 5.5's baseline-vs-ALST rows on 1, 8 and 32
 GPUs, beside miniLST: the CPU-scale ladder measured on 2 ranks, and Llama-3-8B predicted on 8, 1 and
 32 ranks.

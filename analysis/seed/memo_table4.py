@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MEMO Table 4: full recomputation without and with the memory plan, full swapping and MEMO's
 token-wise mix, by MFU, beside miniLST's memory.policy offload at alpha 0 (planner none and plan), 1
 and auto (measured at CPU scale behind a capped copy engine) and the longest sequence of each row

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MEMO Table 7: the parallelism strategy and the offload fraction alpha MEMO chose per workload,
 beside the alpha miniLST's rule (offload_alpha auto) would choose for the same workload, predicted;
 and at CPU scale the rule itself, checked against each run's own measurements.

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 11: Llama-2-7B with DeepSpeed-Ulysses on 2, 4 and 8 GPUs, the longest sequence with
 activation recomputation alone and with mini-sequences, beside miniLST (measured at CPU scale on 2
 and 4 ranks, predicted at the paper's scale).

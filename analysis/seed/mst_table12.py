@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 12: the LM head + loss's time against the mini-sequence count M, beside
 miniLST's (minilst_bench_mst at CPU scale).
 The paper's cells: seed_papers.MST_TABLE12.

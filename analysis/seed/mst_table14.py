@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 14: the MLP block's time against the mini-sequence count M, beside
 miniLST's (minilst_bench_mst at CPU scale).
 The paper's cells: seed_papers.MST_TABLE14.

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 15: the MLP block's memory against the mini-sequence count M, beside
 miniLST's (minilst_bench_mst at CPU scale; Llama-3-8B predicted by minilst plan).
 The paper's cells: seed_papers.MST_TABLE15.

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 2: the longest sequence of Llama-3-8B on one A100 80G, standard vs activation
 recomputation vs MsT, beside miniLST (measured at CPU scale, predicted at the paper's under MsT's own
 memory budget).

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 3: the longest sequence of Llama-2-7B and Llama-2-13B on one A100 80G, standard vs
 activation recomputation vs MsT, beside miniLST's predictions under MsT's own budget (and with the
 weights alone on the device).

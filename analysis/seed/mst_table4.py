@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 4: the longest sequence on one A100 80G with gradient accumulation, activation
 recomputation vs MsT (Llama-3-8B, Llama-2-7B), beside miniLST (measured at CPU scale with two
 micro-steps per step, predicted at the paper's scale with the gradient buffer in the budget).

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """MsT Table 5: time per step of standard training, activation recomputation and MsT, as ratios at
 equal batch, beside miniLST's measured on this machine's CPU (one rank, bf16).
 

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """RSA Table 1: the MLP block's memory per device under tensor and sequence parallelism, the
 paper's formulas evaluated beside miniLST's MLP on a ring of N ranks (measured at CPU scale,
 predicted at a BERT-Base-sized shape).

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """RSA Table 2 and Section 3.2.2: the multi-head attention block's memory and the bytes sent per
 layer under tensor parallelism and under sequence parallelism (Ring Self-Attention), the paper's
 formulas evaluated beside miniLST's RSA ring and its flash ring (measured at CPU scale, predicted at

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The seed papers' printed numbers, cell by cell, as the seed-table analyses compare them.
 
 Every table is a PaperTable: the paper, its table number as printed ("Table 13"), the unit, the

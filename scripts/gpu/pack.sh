@@ -9,7 +9,8 @@
 #    --backend cuda --shared; cached in ~/.cache/minilst), for --arch (Kokkos_ARCH_<NAME>;
 #    HOPPER90 = sm_90: H100, H200).
 # 2. miniLST against it in $MINILST_GPU_BUILD (default build-cuda/): a single-process
-#    build (MINILST_ENABLE_MPI=OFF: one GPU, no launcher, no NCCL), cuBLAS for the
+#    build (MINILST_ENABLE_MPI=OFF: one GPU, no launcher, no NCCL; the library compiled
+#    in batches of files, MINILST_UNITY_CORE: nvcc reads the headers once a batch), cuBLAS for the
 #    bf16 GEMMs, the tensor-core attention, the CUDA copy engine; with the test
 #    programs, all linking one shared libminilst_core (the device code once, not once
 #    per program). Then the CUDA checks of their own (tests/cuda/: the copy engine, and
@@ -58,7 +59,7 @@ export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }--compress-mo
 if [[ -d $build && "$(cat "$build/.pack-nvcc-flags" 2> /dev/null)" != "$NVCC_APPEND_FLAGS" ]]; then rm -rf "$build"; fi
 mkdir -p "$build"
 echo "$NVCC_APPEND_FLAGS" > "$build/.pack-nvcc-flags"
-KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF -DMINILST_SHARED_CORE=ON -DMINILST_ENABLE_GLPK=ON \
+KOKKOS_PREFIX=$prefix BUILD_DIR=$build bash "$root/scripts/build.sh" -DMINILST_ENABLE_MPI=OFF -DMINILST_SHARED_CORE=ON -DMINILST_UNITY_CORE=ON -DMINILST_ENABLE_GLPK=ON \
   -DMINILST_NCCL_COMPILE_CHECK=OFF > "$build.log" 2>&1 || { tail -60 "$build.log" >&2; exit 1; }
 grep "miniLST " "$build.log" | head -2 >&2
 export PATH=$cuda/bin:$PATH

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "core/range.hpp"
+#include "core/units.hpp"
 #include "predict/comm_model.hpp"
 #include "predict/device_facts.hpp"
 #include "predict/layout_search.hpp"
@@ -20,7 +21,6 @@ namespace minilst {
 
 namespace {
 using Json = nlohmann::ordered_json;
-constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string layout_of(const Deck& deck, const DeckPlan& p) {
   const auto& par = deck.parallel;

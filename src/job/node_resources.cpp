@@ -12,13 +12,13 @@
 #include <fstream>
 #include <string>
 
+#include "core/units.hpp"
 #include "parallel/node.hpp"
 #include "predict/device_facts.hpp"
 
 namespace minilst {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
 
 double meminfo_available() {
   std::ifstream in("/proc/meminfo");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/units.hpp"
 #include "kernels/bf16.hpp"
 #include "memory/offload_alpha.hpp"
 #include "memory/step_arena.hpp"
@@ -11,7 +12,6 @@
 namespace minilst {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string mib(double bytes) {
   char text[48];

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/range.hpp"
+#include "core/units.hpp"
 #include "memory/activation_store.hpp"
 #include "memory/planner.hpp"
 #include "memory/step_arena.hpp"
@@ -17,7 +18,6 @@
 namespace minilst {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
 constexpr long kMaxChunkPasses = 1L << 15;
 std::atomic<long> plans_made{0};
 

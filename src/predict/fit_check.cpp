@@ -3,10 +3,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/units.hpp"
+
 namespace minilst {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string refusal(double need, double have, const char* what) {
   char msg[512];

@@ -64,6 +64,10 @@ struct EnumNames<LinkOp> {
 // for a paused peer), 0 where not measured. gbs 0: the file has no such link.
 struct LinkRate {
   double gbs = 0, latency_us = 0, sync_us = 0;
+  // `calls` messages of `bytes` in all: calls (latency + sync) + bytes / bandwidth, seconds
+  double seconds(double bytes, double calls = 1) const {
+    return calls * (latency_us + sync_us) * 1e-6 + bytes / (gbs * 1e9);
+  }
 };
 
 struct MachineRates {

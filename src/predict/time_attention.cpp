@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/units.hpp"
 #include "parallel/mask_pairs.hpp"
 #include "parallel/ring_reach.hpp"
 #include "predict/comm_model.hpp"
@@ -12,13 +13,6 @@
 namespace minilst {
 
 namespace {
-constexpr double kGiga = 1e9;
-constexpr double kMicro = 1e-6;
-
-// `calls` collective calls of `bytes` in all (as comm_model counts them) over `link`, after compute.
-double transfer_s(const LinkRate& link, double bytes, double calls = 1) {
-  return calls * (link.latency_us + link.sync_us) * kMicro + bytes / (link.gbs * kGiga);
-}
 
 // A rank's useful (query, key) pairs against each ring block, its own included, under the
 // deck's mask (parallel/mask_pairs.hpp: causal, packed documents, a window; any layout), the
@@ -70,8 +64,8 @@ Lockstep price_hops(const PriceContext& c, const LinkRate& p2p_link, double R_fw
       const HopSends sends = hop_sends(t, reach.empty() ? R - 1 : reach[b], R, rsa, sh.parallel.rsa_seed_backward());
       const double kv = 2.0 * double(gs.block_rows[b]) * Gh_here * c.T;
       const double fwd_bytes = sends.forward * kv, bwd_bytes = sends.backward * kv;
-      if (fwd_bytes > 0) k.xfer_f[t] = std::max(k.xfer_f[t], transfer_s(p2p_link, fwd_bytes));
-      if (bwd_bytes > 0) k.xfer_b[t] = std::max(k.xfer_b[t], transfer_s(p2p_link, bwd_bytes));
+      if (fwd_bytes > 0) k.xfer_f[t] = std::max(k.xfer_f[t], p2p_link.seconds(fwd_bytes));
+      if (bwd_bytes > 0) k.xfer_b[t] = std::max(k.xfer_b[t], p2p_link.seconds(bwd_bytes));
     }
   }
   return k;
@@ -114,7 +108,7 @@ AttentionPrice price_attention(const PriceContext& c) {
   const std::vector<int> reach = R > 1 ? ring_reach(sh.layout, sh.options.mask.of_layers(false)) : std::vector<int>{};
   const auto ring = ring_layer_bytes(g, reach, std::uint64_t(c.T), master_bytes(p));
   const double rsa_allreduce =
-      R > 1 && ring.allreduce > 0 ? transfer_s(c.m.link(LinkOp::allreduce, R), double(ring.allreduce), 2) : 0.0;
+      R > 1 && ring.allreduce > 0 ? c.m.link(LinkOp::allreduce, R).seconds(double(ring.allreduce), 2) : 0.0;
   a.ring_wait_bwd += rsa_allreduce;
   a.fwd = std::max(busiest_f, pass_f);
   a.bwd = std::max(busiest_b, pass_b) + rsa_allreduce;
@@ -128,7 +122,7 @@ AlltoallPrice price_alltoall(const PriceContext& c) {
   if (c.g.U() <= 1) return a;
   const bool recompute = c.store.recompute_attention(), rederive = c.store.rederive_kept();
   const double calls = c.A * c.L * (4.0 * (recompute ? 2 : 1) + 4.0 + (rederive ? 4.0 : 0));
-  a.total = transfer_s(c.m.link(LinkOp::alltoall, c.g.U()), double(c.step.comm[CommOp::alltoall]), calls);
+  a.total = c.m.link(LinkOp::alltoall, c.g.U()).seconds(double(c.step.comm[CommOp::alltoall]), calls);
   a.forward_share = 4.0 / (8.0 + (recompute ? 4 : 0) + (rederive ? 4 : 0));
   return a;
 }

@@ -3,19 +3,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/units.hpp"
 #include "model/parameters.hpp"
 #include "predict/time_model.hpp"
 
 namespace minilst {
-
-namespace {
-constexpr double kGiga = 1e9;
-constexpr double kMicro = 1e-6;
-
-double transfer_s(const LinkRate& link, double bytes, double calls = 1) {
-  return calls * (link.latency_us + link.sync_us) * kMicro + bytes / (link.gbs * kGiga);
-}
-}  // namespace
 
 // The copy engine (a thread or a CUDA stream beside the compute) moves layer l's tensors while
 // layer l + 1 computes: per layer max(0, copy - compute), each way; the last layer's copy has no
@@ -43,20 +35,20 @@ StatesPrice price_states(const PriceContext& c, double forward, double backward)
   if (P <= 1) return s;
   const double A = c.A, units = c.L + 2;
   const auto bytes = [&](CommOp op) { return double(sh.comm[op]); };
-  if (zero <= 1) s.allreduce = transfer_s(c.m.link(LinkOp::allreduce, P), bytes(CommOp::allreduce));
+  if (zero <= 1) s.allreduce = c.m.link(LinkOp::allreduce, P).seconds(bytes(CommOp::allreduce));
   s.comm += s.allreduce;
   if (zero >= 2) {
-    const double rs = transfer_s(c.m.link(LinkOp::reduce_scatter, P), bytes(CommOp::reduce_scatter), A * units);
+    const double rs = c.m.link(LinkOp::reduce_scatter, P).seconds(bytes(CommOp::reduce_scatter), A * units);
     s.last_reduce_scatter = rs / (A * units);
     s.grad_reduce = std::max(0.0, rs - A * backward) + s.last_reduce_scatter;
     s.comm += s.last_reduce_scatter;
   }
   if (zero == 1 || zero == 2) {
-    s.gather_after = transfer_s(c.m.link(LinkOp::allgather, P), bytes(CommOp::allgather), units);
+    s.gather_after = c.m.link(LinkOp::allgather, P).seconds(bytes(CommOp::allgather), units);
     s.comm += s.gather_after;
   }
   if (zero == 3) {
-    const double ag = transfer_s(c.m.link(LinkOp::allgather, P), bytes(CommOp::allgather), A * 2 * units);
+    const double ag = c.m.link(LinkOp::allgather, P).seconds(bytes(CommOp::allgather), A * 2 * units);
     s.gather_beside = std::max(0.0, ag - A * (forward + backward)) + ag / (A * 2 * units);
   }
   return s;

@@ -2,10 +2,11 @@
 // (decoder_layer.cpp, mlp_block.cpp), the LM head (lm_head.cpp) and AdamW (kernels/adamw.hpp).
 #include "predict/time_model.hpp"
 
+#include "core/units.hpp"
+
 namespace minilst {
 
 namespace {
-constexpr double kGiga = 1e9;
 }  // namespace
 
 LayerPrice price_layer(const PriceContext& c) {

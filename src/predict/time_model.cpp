@@ -6,12 +6,11 @@
 #include <stdexcept>
 
 #include "core/range.hpp"
+#include "core/units.hpp"
 
 namespace minilst {
 
 namespace {
-constexpr double kGiga = 1e9;
-constexpr double kMicro = 1e-6;
 }  // namespace
 
 PriceContext price_context(const PricedStep& sh, const MachineRates& m) {

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/kernel_choice.hpp"
+#include "core/units.hpp"
 #include "results/provenance.hpp"
 #include "memory/tracker.hpp"
 #include "model/lm_head.hpp"
@@ -15,7 +16,6 @@
 namespace minilst {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
 
 void print_threads() {
   const auto th = thread_counts();

@@ -92,7 +92,9 @@ echo "== 5. run.time_limit_s"
 t0=$SECONDS
 rc=0; "$MINILST" run "$deck" "${long[@]}" --set parallel.ring=1 --set run.time_limit_s=4 --set output.metrics=limit.h5 > limit.log 2>&1 || rc=$?
 echo "exit $rc after $((SECONDS - t0)) s"; grep -E "stopping" limit.log
-((rc == 4 && SECONDS - t0 <= 6)) || { echo "FAIL: exit code $rc (expected 4) or past the limit"; exit 1; }
+# The limit counts from the run's start; start-up and the final write come on top (up to 4 s
+# on 2 cores shared with another test).
+((rc == 4 && SECONDS - t0 <= 8)) || { echo "FAIL: exit code $rc (expected 4) or past the limit"; exit 1; }
 check_file limit.h5 1 time_limit_s
 echo "== 6. SIGHUP, SIGQUIT, SIGUSR2 to every rank; two quick SIGTERMs"
 for sig in HUP QUIT USR2; do

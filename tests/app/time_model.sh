@@ -22,10 +22,10 @@ small=(--size 64 --repeats 2 --comm-mib 0.25)
 "$MINILST" probe --out one.yaml "${small[@]}" > probe1.log
 grep -q "^kind: measured" one.yaml && ! grep -q "^links:" one.yaml
 status=0
-"${mpi[@]}" "$MINILST" probe --out floor.yaml "${small[@]}" --link-floor-gbs 1e9 > floor.log 2> floor.err || status=$?
+"${mpi[@]}" "$MINILST" probe --out floor.yaml "${small[@]}" --link-floor-gbs 1e5 > floor.log 2> floor.err || status=$?
 [[ $status -eq 3 ]] || { echo "FAIL: a link below the floor: exit $status, expected 3"; cat floor.err; exit 1; }
 grep -q "implausible: links.intra_node" floor.err && [[ ! -e floor.yaml ]]
-"${mpi[@]}" "$MINILST" probe --out two.yaml "${small[@]}" --link-floor-gbs 1e9 --allow-implausible > probe2.log 2>&1
+"${mpi[@]}" "$MINILST" probe --out two.yaml "${small[@]}" --link-floor-gbs 1e5 --allow-implausible > probe2.log 2>&1
 grep -q "^implausible:" two.yaml && grep -q "intra_node:" two.yaml
 "$MINILST" plan "$tiny" --machine one.yaml --format json > one.json
 "$MINILST" plan "$tiny" --machine two.yaml --ranks 2 --set parallel.ring=2 --format json > ring.json 2> flagged.err
@@ -65,6 +65,11 @@ import re, sys
 text = open(sys.argv[1]).read()
 fast = re.sub(r"(gemm_gflops:.*?)(\nattention_gflops)", lambda m: re.sub(r"(square|projection|mlp|lm_head): (\d+)",
               lambda g: f"{g.group(1)}: {2 * int(g.group(2))}", m.group(1)) + m.group(2), text, flags=re.S)
+# a machine with twice the GEMM rates has twice their nominal peak (a rate above its file's own
+# nominal is refused) and is no longer the datasheet's H100
+fast = re.sub(r"(nominal:\n  gemm_gflops: \{)([^}]*)\}", lambda m: m.group(1) + re.sub(r": (\d+)", lambda g: f": {2 * int(g.group(1))}",
+              m.group(2)) + "}", fast)
+fast = re.sub(r"^device: .*\n", "", fast, flags=re.M)
 open("fast.yaml", "w").write(fast)
 slow = re.sub(r"(intra_node:.*?)(\n  inter_node)", lambda m: re.sub(r"gbs: (\d+)", lambda g: f"gbs: {int(g.group(1)) / 2}",
               m.group(1)) + m.group(2), text, flags=re.S)

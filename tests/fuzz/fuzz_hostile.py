@@ -96,7 +96,10 @@ def input_kinds(source):
              ("missing", lambda d: os.path.join(d, "no_such_file"), False),
              ("dangling", _link("in_dangling", "/nonexistent/x"), False)]
     numbers = DECK_NUMBERS if source == TINY else MACHINE_NUMBERS
-    kinds += [(f"number:{new.strip().splitlines()[-1].split(':')[0].strip()}", _mutated(source, old, new, "in_num.yaml"), False)
+    # Named by the key the mutation sets (its last line), or "documents" where it starts a second
+    # YAML document: the refusal names the file's second document, not a key.
+    kinds += [(f"number:{'documents' if new.startswith('---') else new.strip().splitlines()[-1].split(':')[0].strip()}",
+               _mutated(source, old, new, "in_num.yaml"), False)
               for old, new in numbers]
     kinds += [("good", lambda d, s=source: shutil.copy(s, os.path.join(d, "in_good.yaml")), True)] * 3
     return kinds
