@@ -69,8 +69,8 @@ READ_SECONDS = 60                 # a metrics file reads in well under a second
 READ_MEMORY = 8 << 30             # bytes the child may allocate beyond what it holds at the fork
 MAX_VALUES = 1 << 28              # a dataset claiming more values has a corrupt dataspace
 # Attributes the readers turn into numbers: whole numbers (int(float(v))) and reals (float(v)).
-WHOLE_NUMBER_ATTRS = ("warmup_steps", "jobsize", "ulysses", "ring", "data_parallel", "sequence_parallel", "seq_len",
-                      "grad_accum", "zero_stage")
+WHOLE_NUMBER_ATTRS = ("warmup_steps", "jobsize", "ulysses", "ulysses_head_chunks", "ring", "data_parallel",
+                      "sequence_parallel", "seq_len", "grad_accum", "zero_stage")
 REAL_ATTRS = ("fom", "tokens_per_step", "flops_per_step", "peak_gflops_per_rank", "nominal_peak_gflops_per_rank",
               "tokens_per_joule", "energy_joules", "energy_joules_run", "offload_alpha")
 REAL_ATTR_PREFIXES = ("mfu", "flops_per_step_")

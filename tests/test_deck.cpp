@@ -141,6 +141,10 @@ TEST(Deck, ErrorsNameTheKeyAndTheRule) {
                 .find("model.heads (8) is not divisible by the Ulysses degree parallel.ulysses (16)"),
             std::string::npos);
   EXPECT_EQ(error_of("model:\n  heads: 8\n  kv_heads: 2\nparallel:\n  ulysses: 8\n"), "") << "kv heads replicated";
+  EXPECT_EQ(error_of("parallel:\n  ulysses: auto\n  ulysses_head_chunks: 4\n"), "") << "both resolved with the world";
+  EXPECT_NE(error_of("parallel:\n  ulysses: 0\n").find("parallel.ulysses = '0'"), std::string::npos);
+  EXPECT_NE(error_of("parallel:\n  ulysses: 2\n  ulysses_head_chunks: 3\n").find("parallel.ulysses_head_chunks (3)"),
+            std::string::npos);
   EXPECT_NE(error_of("model:\n  heads: 12\n  hidden: 96\n  kv_heads: 4\nparallel:\n  ulysses: 6\n")
                 .find("model.kv_heads (4) and parallel.ulysses (6)"),
             std::string::npos);

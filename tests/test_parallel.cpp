@@ -1252,3 +1252,145 @@ TEST(SequenceParallel, InvalidConfigurationsAreNamed) {
   EXPECT_NE(check_parallel(m, p, 7, 4).find("run.seq_len (7) must be at least 8"), std::string::npos);
   EXPECT_EQ(check_parallel(m, p, 8, 8), "") << "2 data-parallel replicas of a 2x2 grid";
 }
+
+namespace {
+// Head-chunked Ulysses cases of degree U (U ranks, with a 2 x 2 hybrid on four): GQA with
+// the kv heads split among the chunks, one kv head per member shared by every chunk (MQA,
+// replicated kv), odd head counts, documents and a window, every memory policy.
+std::vector<Case> head_chunk_cases(int U) {
+  const std::string n = std::to_string(U);
+  const SequenceMask both{{1, 9, 10, 26}, 5};
+  std::vector<Case> out;
+  const auto add = [&](const std::string& what, int heads, int kv, int chunks, int u = 0, int r = 1) {
+    Case c = make("ulysses " + n + " head chunks " + std::to_string(chunks) + ", " + what, u > 0 ? u : U, r);
+    c.heads = heads;
+    c.kv_heads = kv;
+    c.par.ulysses_head_chunks = chunks;
+    out.push_back(c);
+    return &out.back();
+  };
+  // heads per member q = 2 (U = 3: 9 heads, 3 per member, odd) and the kv heads per member
+  const int q = U == 3 ? 3 : 4, H = q * U;
+  add("GQA, kv heads split", H, U == 3 ? 3 * U : 2 * U, U == 3 ? 3 : 2);
+  add("MQA (one kv head per member, shared)", H, 1, q);
+  auto* d = add("documents + window 5, S=41", H, U, q);
+  d->seq_len = 41;
+  d->opts.mask = both;
+  auto* k = add("checkpoint, chunks 3/2", H, U == 3 ? 3 * U : 2 * U, U == 3 ? 3 : 2);
+  k->opts.policy = MemoryPolicy::checkpoint;
+  k->opts.mlp_chunks = 3;
+  k->opts.lm_head_chunks = 2;
+  for (const double alpha : {0.0, 0.37}) {
+    auto* o = add("offload alpha " + std::to_string(alpha).substr(0, 4) + ", L=3", H, 1, q);
+    o->opts.policy = MemoryPolicy::offload;
+    o->opts.offload.alpha = alpha;
+    o->layers = 3;
+  }
+  auto* co = add("checkpoint_offload, grad_accum 2, L=3", H, U == 3 ? 3 * U : 2 * U, U == 3 ? 3 : 2);
+  co->opts.policy = MemoryPolicy::checkpoint_offload;
+  co->grad_accum = 2;
+  co->layers = 3;
+  if (U == 4) {  // the hybrid: a ring pass per chunk
+    add("hybrid 2x2 zigzag, kv split", 8, 4, 2, 2, 2);
+    auto* m = add("hybrid 2x2 zigzag, MQA shared, documents + window 5", 8, 1, 4, 2, 2);
+    m->seq_len = 41;
+    m->opts.mask = both;
+    auto* s = add("hybrid 2x2 rsa (seed backward), kv split, checkpoint", 8, 4, 2, 2, 2);
+    s->par.variant = RingVariant::rsa;
+    s->opts.policy = MemoryPolicy::checkpoint;
+  }
+  return out;
+}
+}  // namespace
+
+// Ulysses over chunks of heads on 2, 3 and 4 ranks (the first N of the world): every layout
+// gives the single-rank step (check_case: float64 to 1e-10, bf16 within its tolerance), its
+// memory equals the model category by category and its bytes the communication model's; the
+// all-to-alls move the unchunked run's bytes, each chunk's part in a call of its own.
+TEST(HeadChunkedUlysses, ExactOnTwoThreeAndFourRanksWithTheModelsBytesAndMemory) {
+  const int world = world_size();
+  if (world == 1) GTEST_SKIP() << "Ulysses needs two ranks";
+  for (int N = 2; N <= std::min(4, world); ++N) {
+    SubWorld sub(N);
+    if (!sub.member()) continue;
+    const auto cs = head_chunk_cases(N);
+    for (const auto& c : cs) {
+      const auto chunked = check_case<double>(c, sub.comm());
+      if (c.par.ring > 1) continue;
+      Case whole = c;
+      whole.par.ulysses_head_chunks = 1;
+      whole.name += ", unchunked";
+      const auto plain = check_case<double>(whole, sub.comm());
+      EXPECT_EQ(op_bytes(chunked, CommOp::alltoall), op_bytes(plain, CommOp::alltoall)) << c.name;
+    }
+    check_case<bf16>(cs.front(), sub.comm());
+    check_case<bf16>(cs[1], sub.comm());
+  }
+}
+
+TEST(HeadChunkedUlysses, ChunkCountsThatCannotSplitAreNamed) {
+  ModelConfig m;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.hidden = 64;
+  ParallelConfig p;
+  p.ulysses = 2;  // 4 query heads, 2 kv heads per member
+  p.ulysses_head_chunks = 2;
+  EXPECT_EQ(check_parallel(m, p, 64, 2), "");
+  p.ulysses_head_chunks = 4;  // 4 chunks of 1 query head cannot split 2 kv heads
+  EXPECT_NE(check_parallel(m, p, 64, 2).find("parallel.ulysses_head_chunks (4) must divide"), std::string::npos);
+  p.ulysses_head_chunks = 3;
+  EXPECT_NE(check_parallel(m, p, 64, 2).find("parallel.ulysses_head_chunks (3)"), std::string::npos);
+  m.kv_heads = 1;  // one kv head per member: every chunk reads it
+  p.ulysses_head_chunks = 4;
+  EXPECT_EQ(check_parallel(m, p, 64, 2), "");
+  p.ulysses = 1;
+  EXPECT_NE(check_parallel(m, p, 64, 1).find("needs parallel.ulysses > 1"), std::string::npos);
+  // auto: the largest valid count up to 4; 1 without Ulysses
+  p.ulysses_head_chunks = 0;
+  EXPECT_EQ(head_chunks(m, p), 1);
+  p.ulysses = 2;
+  EXPECT_EQ(head_chunks(m, p), 4);
+  m.kv_heads = 4;
+  EXPECT_EQ(head_chunks(m, p), 2);
+  m.heads = 6;
+  m.kv_heads = 6;
+  m.hidden = 48;
+  EXPECT_EQ(head_chunks(m, p), 3);
+  // behind a ring, auto only splits the kv heads: 8 heads, 2 kv heads on 2 members share one each
+  m.heads = 8;
+  m.kv_heads = 2;
+  m.hidden = 64;
+  EXPECT_EQ(head_chunks(m, p), 4);
+  p.ring = 2;
+  EXPECT_EQ(head_chunks(m, p), 1);
+  m.kv_heads = 4;  // 2 kv heads per member: 2 chunks split them
+  EXPECT_EQ(head_chunks(m, p), 2);
+}
+
+TEST(UlyssesAuto, TheLargestDegreeTheRanksLeftByTheRingAndTheHeadsAllow) {
+  ModelConfig m;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.hidden = 4096;
+  const auto resolved = [&](int world, int ring, int given = 0) {
+    ParallelConfig p;
+    p.ulysses = given;
+    p.ring = ring;
+    resolve_ulysses(m, p, world);
+    return p.ulysses;
+  };
+  EXPECT_EQ(resolved(8, 1), 8);
+  EXPECT_EQ(resolved(16, 1), 16);  // kv heads replicated (16 % 8 == 0)
+  EXPECT_EQ(resolved(64, 1), 32);  // the heads stop it: 2 data-parallel replicas
+  EXPECT_EQ(resolved(16, 2), 8);   // 16 ranks, a ring of 2: 8 left
+  EXPECT_EQ(resolved(1, 1), 1);
+  EXPECT_EQ(resolved(12, 1), 4);   // 12 does not divide 32; 6 does not either; 4 does
+  EXPECT_EQ(resolved(6, 4), 1);    // no whole number of ranks per ring member: the world check names it
+  EXPECT_EQ(resolved(16, 1, 4), 4);  // a given degree is kept
+  m.heads = 6;
+  m.kv_heads = 3;
+  m.hidden = 48;
+  EXPECT_EQ(resolved(4, 1), 1);  // 4 divides no 6; 2 does, but 3 kv heads neither split over 2 nor divide it
+  EXPECT_EQ(resolved(6, 1), 6);  // the 3 kv heads replicated twice
+}

@@ -158,6 +158,36 @@ TEST(TimeModel, AlltoallCallsByHand) {
   EXPECT_EQ(price_alltoall(price_context(small_step(), m)).total, 0) << "no Ulysses, no all-to-all";
 }
 
+// Head-chunked Ulysses over 2 (4 heads, 1 kv head: 2 query heads and the shared kv head per member),
+// 2 chunks: q and o, dO and dQ a call per chunk, k and v, dK and dV one each (the kv head every
+// chunk reads travels once): (2 x 2 + 2) calls forward, as many backward, a layer; the same bytes.
+TEST(TimeModel, AlltoallCallsOfHeadChunksByHand) {
+  const MachineRates m = small_rates();
+  PricedStep s = small_step(MemoryPolicy::full, 2, 2, 1);
+  s.model.heads = 4;
+  s.parallel.ulysses_head_chunks = 2;
+  s.comm[CommOp::alltoall] = 2000;
+  const AlltoallPrice a = price_alltoall(price_context(s, m));
+  expect_near(a.total, 24 * 15e-6 + 1e-6, "alltoall, 2 head chunks");
+  expect_near(a.forward_share, 0.5, "forward share");
+  // On a device, chunk 0's o and dQ gathers move while chunk 1 attends: of a pass's widths 2 q + 2 k
+  // = 6 (q = 2, k = 1), the gathers are q forward and q backward, 4 of the two passes' 12, half of
+  // them (N - 1 of N chunks) at 2 GB/s; a host's MPI hides nothing.
+  expect_near(a.overlappable, 2000.0 * 4 / 12 / 2e9 / 2, "overlappable gathers on a device");
+  MachineRates host = m;
+  host.host_same_memory = true;
+  EXPECT_EQ(price_alltoall(price_context(s, host)).overlappable, 0) << "a host's MPI moves them at the wait";
+  s.options.policy = MemoryPolicy::checkpoint;
+  const AlltoallPrice c = price_alltoall(price_context(s, m));
+  expect_near(c.total, 36 * 15e-6 + 1e-6, "alltoall, 2 head chunks, checkpoint");
+  expect_near(c.forward_share, 6.0 / 18, "forward share, checkpoint");
+  s.model.kv_heads = 2;  // one kv head per member still (2 over 2): shared
+  s.model.heads = 8;     // 4 query heads per member, 4 chunks
+  s.parallel.ulysses_head_chunks = 4;
+  s.options.policy = MemoryPolicy::full;
+  expect_near(price_alltoall(price_context(s, m)).total, 2 * 2 * (2 * 4 + 2) * 15e-6 + 1e-6, "4 chunks");
+}
+
 // Checkpointing redoes the attention block; offload at alpha 0.5 over 4 layers with two row buffers
 // reuses the buffers of layers 0 and 1: (1 - 0.5) x 2 / 4 = 0.25 of a layer's rows redone, the MLP's
 // too (one chunk: the row set holds it).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ALST Table 1 (the feature ablation ladder) with Section 5.5's baseline-vs-ALST rows on 1, 8 and 32
-GPUs, beside miniLST: the CPU-scale ladder measured on 2 ranks, and Llama-3-8B predicted on 8, 1 and
+GPUs, and UPipe's head-chunked records on 8 and 16, beside miniLST: the CPU-scale ladder measured on 2 ranks, and Llama-3-8B predicted on 8, 1 and
 32 ranks.
 
     /usr/bin/python3 analysis/seed/alst_table1.py DIR [--tiny]     (DIR: scripts/bench/seed/alst_table1.sh's output)
@@ -41,6 +41,10 @@ def main():
 
     # Longest S: Table 1's rungs on 8 ranks, Section 5.5's 1- and 32-GPU rows (its 8-GPU rows are Table 1's).
     rows = [(t1, r, f"gpu8_{r}", 8, WHY[r]) for r in RUNGS]
+    rows += [(sp.UPIPE_RECORDS, f"gpu{g}", f"gpu{g}_upipe", g,
+              "ALST's setting with Ulysses over chunks of heads (parallel.ulysses_head_chunks auto: the count of the "
+              "longest plan): a chunk's all-to-all buffers and attention gradients instead of every head's")
+             for g in (8, 16)]
     rows += [(t5, f"gpu{g}/{r}", f"gpu{g}_{r}", g, w) for g in (1, 32) for r, w in (
         ("base", "ALST's one-GPU baseline also offloads the weights to the CPU, which miniLST cannot (ZeRO-Offload "
                  "keeps the bf16 weights on the device)" if g == 1 else WHY["base"]),
@@ -97,7 +101,8 @@ def main():
     ax[0].bar(x - 0.2, [r["paper"] for r in longest.rows], 0.4, label="ALST (measured, H100s)")
     ax[0].bar(x + 0.2, [r["ours"] for r in longest.rows], 0.4, label="miniLST (predicted)")
     ax[0].set_yscale("log"), ax[0].set_ylabel("longest sequence (tokens)"), ax[0].legend(fontsize=8)
-    ax[0].set_xticks(x, RUNGS + ["1 base", "1 ALST", "32 base", "32 ALST"], fontsize=7, rotation=30)
+    ax[0].set_xticks(x, RUNGS + ["8 UPipe", "16 UPipe", "1 base", "1 ALST", "32 base", "32 ALST"], fontsize=7,
+                     rotation=30)
     ax[0].set_title("Llama-3-8B: the ladder on 8 GPUs, then 1 and 32")
     ax[1].bar(np.arange(len(RUNGS)), cpu["longest_seq_len"], 0.5, color="tab:green", label="longest S")
     ax[1].set_ylabel("longest sequence (tokens)"), ax[1].set_xticks(np.arange(len(RUNGS)), RUNGS)
@@ -110,12 +115,16 @@ def main():
     data.update({f"cpu/{k}": v for k, v in cpu.items()})
     data.update({"gpu8/longest_seq_len": [r["ours"] for r in longest.rows[:6]],
                  "gpu8/paper_seq_len": [r["paper"] for r in longest.rows[:6]],
+                 "upipe/rows": ["gpu8", "gpu16"],
+                 "upipe/longest_seq_len": [r["ours"] for r in longest.rows[6:8]],
+                 "upipe/paper_seq_len": [r["paper"] for r in longest.rows[6:8]],
                  "section55/rows": ["gpu1/base", "gpu1/all", "gpu32/base", "gpu32/all"],
-                 "section55/longest_seq_len": [r["ours"] for r in longest.rows[6:]],
-                 "section55/paper_seq_len": [r["paper"] for r in longest.rows[6:]]})
-    sc.finish(st, "alst_table1", "alst", f"{t1.name}: feature ablations (with Section 5.5's 1-, 8- and 32-GPU rows)",
+                 "section55/longest_seq_len": [r["ours"] for r in longest.rows[8:]],
+                 "section55/paper_seq_len": [r["paper"] for r in longest.rows[8:]]})
+    sc.finish(st, "alst_table1", "alst",
+              f"{t1.name}: feature ablations (with Section 5.5's 1-, 8- and 32-GPU rows and UPipe's records)",
               sections, notes, data, fig, attrs={"cpu_budget_mib": budget, "device_mib": dev, "node_host_mib": node},
-              papers=[t1, t5], compares=[longest] + ([work] if work.rows else []))
+              papers=[t1, t5, sp.UPIPE_RECORDS], compares=[longest] + ([work] if work.rows else []))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ PAPERS = {
             "(arXiv 2407.12117, SIGMOD 2025)",
     "rsa": "RSA: Li et al., Sequence Parallelism: Long Sequence Training from System Perspective "
            "(arXiv 2105.13120, ACL 2023)",
+    "upipe": "UPipe: Untied Ulysses, Ulysses attention over chunks of heads (arXiv 2602.21196)",
 }
 
 

@@ -36,7 +36,7 @@ class PaperTable:
 
     @property
     def name(self) -> str:
-        return f"{ {'mst': 'MsT', 'alst': 'ALST', 'memo': 'MEMO', 'rsa': 'RSA'}[self.paper]} {self.table}"
+        return f"{ {'mst': 'MsT', 'alst': 'ALST', 'memo': 'MEMO', 'rsa': 'RSA', 'upipe': 'UPipe'}[self.paper]} {self.table}"
 
     def cell(self, row: str, column: str) -> str | None:
         return self.rows[row][self.columns.index(column)]
@@ -211,6 +211,14 @@ ALST_SECTION55 = PaperTable(
 # section); one node has 8 H100s.
 ALST_HOST_PER_NODE_TB = 1.9
 ALST_GPUS_PER_NODE = 8
+
+# ---------------------------------------------------------------- UPipe (arXiv 2602.21196)
+# Not a seed paper: the longest published Llama-3-8B runs on H100 80GB since ALST, reached by
+# Ulysses over chunks of heads (miniLST's parallel.ulysses_head_chunks), as they are reported.
+UPIPE_RECORDS = PaperTable(
+    "upipe", "records", "longest Llama-3-8B sequence trained on H100 80GB", "tokens", ["Sequence length (bs=1)"],
+    {"gpu8": ["5M"], "gpu16": ["8M"]},
+    {"gpu8": "UPipe, 8 GPUs", "gpu16": "UPipe, 16 GPUs"})
 
 # ---------------------------------------------------------------- MEMO (arXiv 2407.12117)
 

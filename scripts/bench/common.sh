@@ -22,6 +22,23 @@ else
 fi
 py=/usr/bin/python3
 
+# shellcheck disable=SC2034  # rounds, np, deck: read by the scripts that source this file
+bench_options() {  # bench_options SCRIPT ARGS...: the round-robin benchmarks' options into $rounds (--rounds,
+  # 3), $np (--np, 2), $deck (--deck, the scaling deck) and $sets (--set key=value, repeatable)
+  local script=$1
+  shift
+  rounds=3 np=2 deck="$root/inputs/scaling_cpu.yaml" sets=()
+  while (($#)); do
+    case $1 in
+      --rounds) rounds=$2; shift 2 ;;
+      --np) np=$2; shift 2 ;;
+      --deck) deck=$(realpath "$2"); shift 2 ;;
+      --set) sets+=(--set "$2"); shift 2 ;;
+      *) echo "$script: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+  done
+}
+
 bench_dir() {  # bench_dir NAME: $out = OUT, else a new runs/bench/NAME_<UTC time>/; $launch: LAUNCH, else the default launcher
   out=${OUT:-$(unique_dir "$root/runs/bench" "$1")}
   mkdir -p "$out"

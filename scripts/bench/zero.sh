@@ -17,16 +17,7 @@
 #   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE scripts/bench/zero.sh).
 # MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.
 source "$(dirname "$0")/common.sh"
-rounds=3 np=2 deck="$root/inputs/scaling_cpu.yaml" sets=()
-while (($#)); do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --np) np=$2; shift 2 ;;
-    --deck) deck=$(realpath "$2"); shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "zero.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options zero.sh "$@"
 ((${#sets[@]})) || sets=(--set parallel.ulysses=2)
 bench_dir zero
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1

@@ -34,6 +34,7 @@
 #include "app/driver.hpp"
 #include "app/plan_command.hpp"
 #include "app/validate_command.hpp"
+#include "core/parallel_config.hpp"
 #include "predict/machine_keys.hpp"
 #include "app/probe.hpp"
 #include "app/command_line.hpp"
@@ -137,6 +138,8 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
   } catch (const std::exception& e) {  // DeckError, or what the file system or the YAML reader threw
     deck_error = e.what();
   }
+  if (deck_error.empty())  // parallel.ulysses auto: the world's (plan: --ranks)
+    minilst::resolve_ulysses(deck.model, deck.parallel, command.kind == Kind::plan ? command.plan.ranks : ctx.nranks);
   if (command.kind == Kind::plan) {  // rank 0 alone answers; nothing collective; a signal ends it at once
     ctx.watchdog->arm(0, "");
     minilst::install_plan_signal_handlers();

@@ -94,6 +94,7 @@ void print_json(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const ch
   Json j;
   j["seq_len"] = p.seq_len, j["ranks"] = p.ranks, j["data_parallel"] = p.data_parallel;
   j["ulysses"] = deck.parallel.ulysses, j["ring"] = deck.parallel.ring, j["zero_stage"] = deck.parallel.zero;
+  j["ulysses_head_chunks"] = head_chunks(deck.model, deck.parallel);
   j["optimizer_offload"] = deck.memory.optimizer_offload, j["policy"] = name_of(p.options.policy);
   j["offload_alpha"] = p.options.offload.alpha, j["precision"] = name_of(deck.run.precision);
   j["local_tokens"] = p.local_tokens;
@@ -153,8 +154,10 @@ void print_text(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const ch
   if (a.host_mib > 0)
     std::printf("  host: %.10g MiB per rank%s\n", a.host_mib, a.host_from_device ? " (the device's host memory)" : "");
   if (a.activation_mib > 0) std::printf("  activation budget: %.10g MiB per rank\n", a.activation_mib);
-  std::printf("  per rank: up to %lld tokens; mini-sequences: mlp %d, lm_head %d\n", static_cast<long long>(p.local_tokens),
+  std::printf("  per rank: up to %lld tokens; mini-sequences: mlp %d, lm_head %d", static_cast<long long>(p.local_tokens),
               effective_chunks(p.local_tokens, p.options.mlp_chunks), effective_chunks(p.local_tokens, p.options.lm_head_chunks));
+  if (const int n = head_chunks(deck.model, deck.parallel); n > 1) std::printf("; ulysses head chunks %d", n);
+  std::printf("\n");
   print_memory_text(p, a);
   std::printf("  communication per step, MiB sent per rank (max):");
   for (const auto& [k, v] : comm_by_name(deck, p.comm)) std::printf("  %s %.2f", k.c_str(), double(v) / kMiB);
@@ -177,7 +180,8 @@ void print_search_json(const LayoutSearch& s, const PlanArgs& a, const MachineFi
   Json layouts = Json::array();
   for (const auto& c : s.best) {
     const auto& p = c.deck.parallel;
-    Json l = {{"layout", c.name()}, {"data_parallel", c.plan.data_parallel}, {"ulysses", p.ulysses}, {"ring", p.ring},
+    Json l = {{"layout", c.name()}, {"data_parallel", c.plan.data_parallel}, {"ulysses", p.ulysses},
+              {"ulysses_head_chunks", head_chunks(c.deck.model, p)}, {"ring", p.ring},
               {"zero_stage", p.zero}, {"offload_alpha", c.plan.options.offload.alpha},
               {"mlp_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.mlp_chunks)},
               {"lm_head_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.lm_head_chunks)},
@@ -242,7 +246,11 @@ int run_longest(const Deck& deck, const PlanArgs& a) {
                  budget.c_str());
     return 2;
   }
-  print(deck, r.plan, a, "the longest run.seq_len within the budget");
+  Deck chosen = deck;  // ulysses_head_chunks auto: the count the search chose
+  if (r.head_chunks > 0) chosen.parallel.ulysses_head_chunks = r.head_chunks;
+  print(chosen, r.plan, a, r.head_chunks > 0 ? "the longest run.seq_len within the budget (ulysses head chunks auto: "
+                                               "the longest of every valid count)"
+                                             : "the longest run.seq_len within the budget");
   if (r.hit_limit) std::fprintf(stderr, "note: plan: run.seq_len's own limit (2^40) came before the budget\n");
   else if (!r.bound.empty()) std::fprintf(stderr, "note: plan: the search met a rule as well as the budget: %s\n", r.bound.c_str());
   if (!deck.memory.plan && a.device_mib > 0)

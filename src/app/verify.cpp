@@ -174,6 +174,7 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
   const auto heads = g.U() > 1 ? ulysses_q_heads(g.me_ulysses, g.U(), g.heads) : HeadRange{0, g.heads};
   where.head_first = heads.first;
   where.head_count = heads.count;
+  where.head_chunks = g.head_chunks;
   verify::CaptureShape shape{deck.run.seq_len, deck.model.layers, deck.model.heads, deck.model.kv_heads,
                           deck.model.head_dim(), deck.run.grad_accum, D, lse};
   const StepCapture run = verify::gather_to_root(mine, where, shape, ctx.comm);

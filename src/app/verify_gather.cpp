@@ -7,10 +7,11 @@
 namespace minilst::verify {
 
 namespace {
-// A rank's placement as int64s: d, S_local, S_group, head_first, head_count, positions, group positions.
+// A rank's placement as int64s: d, S_local, S_group, head_first, head_count, head_chunks, positions,
+// group positions.
 std::vector<std::int64_t> pack(const RankPlacement& p) {
   std::vector<std::int64_t> out{p.replica, std::int64_t(p.positions.size()), std::int64_t(p.group_positions.size()),
-                                p.head_first, p.head_count};
+                                p.head_first, p.head_count, p.head_chunks};
   out.insert(out.end(), p.positions.begin(), p.positions.end());
   out.insert(out.end(), p.group_positions.begin(), p.group_positions.end());
   return out;
@@ -18,10 +19,11 @@ std::vector<std::int64_t> pack(const RankPlacement& p) {
 RankPlacement unpack(const std::int64_t* v) {
   RankPlacement p;
   p.replica = int(v[0]);
-  p.positions.assign(v + 5, v + 5 + v[1]);
-  p.group_positions.assign(v + 5 + v[1], v + 5 + v[1] + v[2]);
+  p.positions.assign(v + 6, v + 6 + v[1]);
+  p.group_positions.assign(v + 6 + v[1], v + 6 + v[1] + v[2]);
   p.head_first = int(v[3]);
   p.head_count = int(v[4]);
+  p.head_chunks = int(v[5]);
   return p;
 }
 
@@ -85,8 +87,11 @@ StepCapture gather_to_root(const StepCapture& mine, const RankPlacement& where, 
           const std::int64_t width = shape.cols(t), first = stats ? p.head_first : 0,
                              cols = stats ? p.head_count : width;
           auto& g = out.micro.at(std::size_t(p.replica) * A + m)[l][t];
-          for (std::size_t i = 0; i < rows.size(); ++i)
-            for (std::int64_t j = 0; j < cols; ++j) g.at(std::size_t(rows[i] * width + first + j)) = *v++;
+          const int blocks = stats ? p.head_chunks : 1;  // lse: chunk by chunk
+          const std::int64_t per = cols / blocks;
+          for (int b = 0; b < blocks; ++b)
+            for (std::size_t i = 0; i < rows.size(); ++i)
+              for (std::int64_t j = 0; j < per; ++j) g.at(std::size_t(rows[i] * width + first + b * per + j)) = *v++;
         }
     if (v != values.data() + data_at[r + 1])
       throw std::runtime_error("verify: rank " + std::to_string(r) + " sent captured tensors of an unexpected size");

@@ -4,7 +4,9 @@
 //   q, k, v, o, dq, dk, dv  rows: the rank's global positions (local order), all columns
 //   lse                     rows: its attention group's positions (Ulysses: the group's
 //                           tokens after the all-to-all; else its own), columns: its
-//                           query heads [head_first, head_first + head_count) of H
+//                           query heads [head_first, head_first + head_count) of H,
+//                           in head_chunks blocks of [S_group, head_count / head_chunks]
+//                           (head-chunked Ulysses keeps them chunk by chunk)
 // and its data-parallel replica d: its micro-step m is global micro-step d A + m (the
 // reference runs the D A micro-steps of the step in that order).
 #pragma once
@@ -23,6 +25,7 @@ struct RankPlacement {
   std::vector<std::int64_t> positions;          // [S_local] global positions of the rows
   std::vector<std::int64_t> group_positions;    // [S_group] the lse rows' positions
   int head_first = 0, head_count = 0;           // the lse columns (query heads)
+  int head_chunks = 1;                          // ... in this many blocks, one after another
 };
 
 // The step's shape as rank 0 assembles it.

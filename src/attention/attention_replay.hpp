@@ -49,17 +49,18 @@ class ReplayAttention final : public AttentionStrategy<T> {
 
   void backward(const Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<const T>&, const Mat<const T>&,
                 const Mat<const A>&, const Mat<const T>&, const Mat<const T>&, const Mat<const T>&) override {
-    const auto inner = [this] {
-      if (g_.R() > 1) RingAttention<T>::replay_backward(g_);
-      else LocalAttention<T>::delta_buffer(g_.stats_shape());
+    const AttentionGeometry gc = g_.chunk();  // what the inner strategy attends over at a time
+    const auto inner = [gc] {
+      if (gc.R() > 1) RingAttention<T>::replay_backward(gc);
+      else LocalAttention<T>::delta_buffer(gc.stats_shape());
     };
-    if (g_.U() > 1) UlyssesAttention<T>::replay_backward(g_, inner);
+    if (g_.U() > 1) UlyssesAttention<T>::replay_backward(g_, g_.R() == 1, inner);
     else inner();
   }
 
  private:
   void inner_forward() const {
-    if (g_.R() > 1) RingAttention<T>::replay_forward(g_);  // local attention allocates nothing
+    if (g_.R() > 1) RingAttention<T>::replay_forward(g_.chunk());  // local attention allocates nothing
   }
 
   AttentionGeometry g_;

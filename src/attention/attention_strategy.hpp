@@ -58,7 +58,12 @@ class AttentionStrategy {
     (void)o, (void)stats, (void)kept;
     throw std::logic_error("attention: forward_kept of a strategy that reads the layer's own q, k, v");
   }
-  // dq: [S, H*h], dk, dv: [S, G*h] (=); o, q, k, v: what forward kept (saved_layout's).
+  // Whether backward adds dk, dv into what they hold (on) rather than overwriting them:
+  // a head-chunked Ulysses whose chunks share a kv head sums their gradients so. Returns
+  // whether the strategy does as asked (one that cannot is given temporaries instead).
+  virtual bool accumulate_kv_grads(bool on) { return !on; }
+  // dq: [S, H*h], dk, dv: [S, G*h] (=, or += under accumulate_kv_grads); o, q, k, v: what
+  // forward kept (saved_layout's).
   virtual void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                         const Mat<const T>& o, const Mat<const A>& saved, const Mat<const T>& q,
                         const Mat<const T>& k, const Mat<const T>& v) = 0;

@@ -80,6 +80,14 @@ TileCount sliced_tiles(const std::vector<std::int64_t>& q_pos, const std::vector
 
 AttentionWork attention_work(const AttentionGeometry& g, const SequenceLayout& layout, const SequenceMask& mask,
                              AttentionTiles tiles, std::uint64_t T) {
+  if (g.head_chunks > 1) {  // head-chunked Ulysses: N passes of one chunk's heads (a shared kv head streams N times)
+    AttentionWork w = attention_work(g.chunk(), layout, mask, tiles, T);
+    const double N = g.head_chunks;
+    for (double* x : {&w.flops_forward, &w.flops_backward, &w.bytes_forward, &w.bytes_backward}) *x *= N;
+    for (auto* v : {&w.hop_flops_forward, &w.hop_flops_backward, &w.hop_bytes_forward, &w.hop_bytes_backward})
+      for (double& x : *v) x *= N;
+    return w;
+  }
   const double h = g.head_dim, Hl = g.q_heads_here(), Gl = g.kv_heads_here(), group = Hl / Gl, Tb = double(T);
   const double fwd_pair = 4 * h * Hl, bwd_pair = 10 * h * Hl;
   const auto key_bytes = [&](double key_rows) { return 2 * key_rows * Gl * h * Tb; };      // K and V rows

@@ -41,13 +41,20 @@ class LocalAttention final : public AttentionStrategy<T> {
     kernels::attention_forward<T>(kernels_, o, lse, q, k, v, pos_, q_lo_, pos_, head_dim_);
   }
 
+  bool accumulate_kv_grads(bool on) override {
+    accumulate_kv_ = on;
+    return true;
+  }
+
   void backward(const Mat<T>& dq, const Mat<T>& dk, const Mat<T>& dv, const Mat<const T>& d_o,
                 const Mat<const T>& o, const Mat<const A>& lse, const Mat<const T>& q,
                 const Mat<const T>& k, const Mat<const T>& v) override {
     const auto delta = delta_buffer({std::int64_t(lse.extent(0)), std::int64_t(lse.extent(1))});
     Kokkos::deep_copy(ExecSpace(), dq, T(0));
-    Kokkos::deep_copy(ExecSpace(), dk, T(0));
-    Kokkos::deep_copy(ExecSpace(), dv, T(0));
+    if (!accumulate_kv_) {  // (the kernel adds into dk, dv)
+      Kokkos::deep_copy(ExecSpace(), dk, T(0));
+      Kokkos::deep_copy(ExecSpace(), dv, T(0));
+    }
     kernels::attention_backward<T>(kernels_, dq, dk, dv, delta.view(), d_o, o, lse, q, k, v, pos_, q_lo_, pos_,
                                    head_dim_);
   }
@@ -69,6 +76,7 @@ class LocalAttention final : public AttentionStrategy<T> {
   Vec<const std::int64_t> q_lo_;  // [S] their first visible positions, or empty (causal)
   int head_dim_;
   KernelChoice kernels_;
+  bool accumulate_kv_ = false;
 };
 
 }  // namespace minilst

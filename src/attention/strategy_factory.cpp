@@ -17,7 +17,7 @@ AttentionFactory<T> make_attention_factory(const AttentionGeometry& g, ParallelS
     if (g.R() > 1) {
       std::vector<std::vector<std::int64_t>> blocks;  // ring member r attends over its group's tokens
       for (int b = 0; b < g.R(); ++b) blocks.push_back(par.layout().group_positions(b));
-      inner = std::make_unique<RingAttention<T>>(par.ring(), g, blocks, mask, kernels, timers);
+      inner = std::make_unique<RingAttention<T>>(par.ring(), g.chunk(), blocks, mask, kernels, timers);
     } else {  // after the all-to-all: the group's tokens in member order, their q_lo in the same order
       inner = std::make_unique<LocalAttention<T>>(par.layout().group_positions(g.me_ring),
                                                   par.layout().group_q_lo(g.me_ring, mask), g.head_dim, kernels);

@@ -40,12 +40,15 @@ struct EnumNames<RsaBackward> {  // the deck's default first
 };
 
 struct ParallelConfig {
-  int ulysses = 1;                         // U
+  int ulysses = 1;                         // U (0: auto, until resolve_ulysses gives it the world's)
   int ring = 1;                            // R
   RingLayout layout = RingLayout::zigzag;
   RingVariant variant = RingVariant::flash;
   RsaBackward rsa_backward = RsaBackward::seed;  // read only when variant is rsa
   bool overlap = true;                     // ring transfers overlap block compute
+  // Head-chunked Ulysses: attention runs over N chunks of each member's heads, one
+  // at a time (parallel.ulysses_head_chunks; 0 = auto, resolved by head_chunks()).
+  int ulysses_head_chunks = 1;
   int zero = 0;                            // ZeRO stage over all ranks: 0 none, 1 optimizer, 2 + gradients, 3 + weights
   int sequence_parallel() const { return ulysses * ring; }
   // Whether the ring runs RSA with the seed's backward: its statistics are the
@@ -54,6 +57,21 @@ struct ParallelConfig {
     return ring > 1 && variant == RingVariant::rsa && rsa_backward == RsaBackward::seed;
   }
 };
+
+// The Ulysses head chunks N a run uses: the deck's, or for auto the largest valid N up to
+// kAutoHeadChunks (with a ring, one that splits the kv heads: a shared one would go round the
+// ring once per chunk); 1 without Ulysses. Valid: N divides the query heads per member H/U, and
+// the kv heads per member (each chunk its whole kv groups) unless a member holds one kv
+// head, which every chunk then reads (it travels once).
+constexpr int kAutoHeadChunks = 4;
+bool valid_head_chunks(const ModelConfig& model, const ParallelConfig& par, int n);
+int head_chunks(const ModelConfig& model, const ParallelConfig& par);
+
+// parallel.ulysses auto (0): the largest U that divides world / R and that the heads allow
+// (H % U == 0; the kv heads a multiple of U, or dividing it): Ulysses over every rank the ring
+// leaves where the heads allow, data parallel over the rest (1 where world / R is no whole
+// number: the world check then names it). A given U is kept.
+void resolve_ulysses(const ModelConfig& model, ParallelConfig& par, int world);
 
 // Empty when the configuration can run on world_size ranks; otherwise a message
 // naming the keys and the constraint (the same on every rank, before any work).

@@ -209,8 +209,17 @@ std::vector<KeySpec> run_keys() {
 
 std::vector<KeySpec> parallel_keys() {
   return {
-    integer("parallel.ulysses", 1, 1, 1 << 16, "Ulysses degree U: divides model.heads; kv heads a multiple or divisor",
-            [](Deck& d) -> auto& { return d.parallel.ulysses; }),
+    row("parallel.ulysses", "1", Kind::ChunkCount, 1, 1 << 16, {},
+        "Ulysses degree U: divides model.heads; kv heads a multiple or divisor; or auto (the largest U that "
+        "divides the ranks the ring leaves and that the heads allow: Ulysses over every rank, data parallel "
+        "only where the heads stop it; resolved at start with the world size, `plan` with --ranks)",
+        [](Deck& d, const Value& x) { d.parallel.ulysses = x.text == "auto" ? 0 : int(x.i); }),
+    row("parallel.ulysses_head_chunks", "1", Kind::ChunkCount, 1, 1 << 16, {},
+        "Ulysses over chunks of heads: attention and its all-to-alls run for one chunk of each member's heads at a "
+        "time, the next chunk's exchange overlapping (its buffers a chunk's, not every head's); N divides the "
+        "query heads per member and their kv heads (unless one), or auto (the largest such N up to 4, with a "
+        "ring one that splits the kv heads; 1 without Ulysses)",
+        [](Deck& d, const Value& x) { d.parallel.ulysses_head_chunks = x.text == "auto" ? 0 : int(x.i); }),
     integer("parallel.ring", 1, 1, 1 << 20, "ring degree R; world = D x U x R (D data parallel)",
             [](Deck& d) -> auto& { return d.parallel.ring; }),
     choice("parallel.ring_layout", RingLayout::zigzag,
@@ -667,8 +676,11 @@ Deck deck_of(std::map<std::string, std::string> given, const std::string& path, 
         "memory.offload_bandwidth_gbs = " + yaml_float(bandwidth) + ": a cap below " +
             yaml_float(kMinOffloadBandwidthGBs) + " GB/s (1 MB/s) would stall every step; 0 = unthrottled");
   check_sizes(d);
-  // The parallel rules that need no world size (that one is checked at start).
-  const auto parallel_error = check_parallel(m, d.parallel, r.seq_len, d.parallel.sequence_parallel());
+  // The parallel rules that need no world size (that one is checked at start, where an auto
+  // Ulysses degree and its head chunks are resolved too).
+  ParallelConfig alone = d.parallel;
+  if (alone.ulysses == 0) alone.ulysses = 1, alone.ulysses_head_chunks = 1;
+  const auto parallel_error = check_parallel(m, alone, r.seq_len, alone.sequence_parallel());
   check(parallel_error.empty(), parallel_error);
 
   // The window's layers: layers of the model, at least one, and only with a window.

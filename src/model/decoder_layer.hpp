@@ -46,7 +46,8 @@ class DecoderLayer {
   void forward_mlp(const Mat<T>& z, const LayerActivations<T>& a, const LayerWeights<T>& w) const {
     mlp_.forward(z, a.y, w, a);
   }
-  // dx := d(loss)/dx from dz;  grads of w accumulate into dw (fp32 under bf16)
+  // dx := d(loss)/dx from dz;  grads of w accumulate into dw (fp32 under bf16). dx may be
+  // dz itself (the model runs it in place: dz is read in full before dx is written).
   void backward(const Mat<T>& dx, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz, const LayerActivations<T>& a,
                 const LayerWeights<T>& w) const;
   // The attention strategy's statistics shape for this layer's S tokens.

@@ -121,7 +121,6 @@ double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::i
   }
   {
     ScopedPhase phase(timers_, Phase::backward);
-    auto dx_in = gradient_buffer("x_grad_in");
     for (int l = L - 1; l >= 0; --l) {
       const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
       const int unit = ShardLayout::layer_unit(l);
@@ -129,11 +128,11 @@ double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::i
       const Recompute<T> redo(*this, w);
       const auto a = store_.backward_begin(l, redo);
       states.progress();
-      layer(l).backward(dx_in.view(), states.gradients(unit).layers[l], dx.view(), a, w.layers[l]);
+      // in place: dx := gradient w.r.t. this layer's input, from dx = the gradient w.r.t. its output
+      layer(l).backward(dx.view(), states.gradients(unit).layers[l], dx.view(), a, w.layers[l]);
       states.gradients_done(unit);
       store_.backward_end(l);
       states.release(unit);
-      std::swap(dx, dx_in);  // dx := gradient w.r.t. this layer's input
     }
     kernels::embedding_backward<T>(kernels_, states.gradients(embed).embed, tokens, dx.view());
     states.gradients_done(embed);
@@ -160,14 +159,12 @@ void Model<T>::replay_micro_step() {
     head_.replay(tokens_);
   }
   store_.head_end();
-  auto dx_in = gradient_buffer("x_grad_in");
   const ReplayRecompute<T> redo(*this);
   for (int l = L - 1; l >= 0; --l) {
     const MemScope scope("L" + std::to_string(l) + ".bwd", "bwd");
     const auto a = store_.backward_begin(l, redo);
     layer(l).replay_backward(a);
     store_.backward_end(l);
-    std::swap(dx, dx_in);
   }
 }
 

@@ -47,7 +47,8 @@ class Model {
   const DecoderLayer<T>& layer(int l) const { return *layers_[windowed_.at(l)]; }
 
  private:
-  // dx and dx_in: the gradient with respect to a layer's output and input, [S, d].
+  // dx: the gradient flowing back through the layers, [S, d] (each layer turns the gradient
+  // w.r.t. its output into the one w.r.t. its input, in place).
   Tracked<Mat<T>> gradient_buffer(const char* label) const {
     return Tracked<Mat<T>>(uninitialized, label, MemCategory::workspace, tokens_, cfg_.hidden);
   }

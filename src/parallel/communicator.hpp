@@ -62,6 +62,16 @@ class Communicator {
                          const std::vector<std::int64_t>& sdispls, void* recv,
                          const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
                          DType type, CommOp op) = 0;
+  // The same, non-blocking (head-chunked Ulysses overlaps a chunk's exchange with the next
+  // chunk's attention); the buffers stay in use until wait(). This default runs the
+  // blocking one and returns a finished (null) request.
+  virtual RequestPtr ialltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                const std::vector<std::int64_t>& sdispls, void* recv,
+                                const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                                DType type, CommOp op) {
+    alltoallv(send, scounts, sdispls, recv, rcounts, rdispls, type, op);
+    return nullptr;
+  }
   // In-place sum over all ranks.
   virtual void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) = 0;
   // Non-blocking collectives of equal blocks (ZeRO), complete with wait():

@@ -31,7 +31,25 @@ int checked_count(std::int64_t n) {
 class MpiRequest final : public Request {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<int> counts;  // a non-blocking all-to-all's counts and displacements, alive until it completes
 };
+
+// An all-to-all's int counts and displacements (send counts, send displacements, receive
+// counts, receive displacements: size ints each), and the bytes it sends to others.
+std::uint64_t alltoall_counts(std::vector<int>& out, int size, int rank, const std::vector<std::int64_t>& scounts,
+                              const std::vector<std::int64_t>& sdispls, const std::vector<std::int64_t>& rcounts,
+                              const std::vector<std::int64_t>& rdispls, DType type) {
+  out.assign(std::size_t(4 * size), 0);
+  std::uint64_t sent = 0;
+  for (int p = 0; p < size; ++p) {
+    out[p] = checked_count(scounts[p]);
+    out[size + p] = checked_count(sdispls[p]);
+    out[2 * size + p] = checked_count(rcounts[p]);
+    out[3 * size + p] = checked_count(rdispls[p]);
+    if (p != rank) sent += std::uint64_t(scounts[p]) * dtype_bytes(type);
+  }
+  return sent;
+}
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool own) : comm_(comm), own_(own) {
@@ -47,17 +65,26 @@ void MpiCommunicator::alltoallv(const void* send, const std::vector<std::int64_t
                                 const std::vector<std::int64_t>& sdispls, void* recv,
                                 const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
                                 DType type, CommOp op) {
-  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
-  std::uint64_t sent = 0;
-  for (int p = 0; p < size_; ++p) {
-    sc[p] = checked_count(scounts[p]);
-    sd[p] = checked_count(sdispls[p]);
-    rc[p] = checked_count(rcounts[p]);
-    rd[p] = checked_count(rdispls[p]);
-    if (p != rank_) sent += std::uint64_t(scounts[p]) * dtype_bytes(type);
-  }
-  MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(), rd.data(), mpi_type(type), comm_);
+  std::vector<int> c;
+  const std::uint64_t sent = alltoall_counts(c, size_, rank_, scounts, sdispls, rcounts, rdispls, type);
+  const int n = size_;
+  MPI_Alltoallv(send, c.data(), c.data() + n, mpi_type(type), recv, c.data() + 2 * n, c.data() + 3 * n, mpi_type(type),
+                comm_);
   count(op, sent);
+}
+
+RequestPtr MpiCommunicator::ialltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                       const std::vector<std::int64_t>& sdispls, void* recv,
+                                       const std::vector<std::int64_t>& rcounts,
+                                       const std::vector<std::int64_t>& rdispls, DType type, CommOp op) {
+  auto r = std::make_unique<MpiRequest>();
+  auto& c = r->counts;
+  const std::uint64_t sent = alltoall_counts(c, size_, rank_, scounts, sdispls, rcounts, rdispls, type);
+  const int n = size_;
+  MPI_Ialltoallv(send, c.data(), c.data() + n, mpi_type(type), recv, c.data() + 2 * n, c.data() + 3 * n,
+                 mpi_type(type), comm_, &r->request);
+  count(op, sent);
+  return r;
 }
 
 void MpiCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, CommOp op) {

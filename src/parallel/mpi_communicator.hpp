@@ -26,6 +26,9 @@ class MpiCommunicator final : public Communicator {
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
                  DType type, CommOp op) override;
+  RequestPtr ialltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                        const std::vector<std::int64_t>& sdispls, void* recv, const std::vector<std::int64_t>& rcounts,
+                        const std::vector<std::int64_t>& rdispls, DType type, CommOp op) override;
   void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) override;
   RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, CommOp op) override;
   RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,

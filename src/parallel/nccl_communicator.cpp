@@ -165,10 +165,10 @@ NcclCommunicator::NcclRequest& NcclCommunicator::request_of(const RequestPtr& re
   return *r;
 }
 
-void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
-                                 const std::vector<std::int64_t>& sdispls, void* recv,
-                                 const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
-                                 DType type, CommOp op) {
+std::uint64_t NcclCommunicator::enqueue_alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                                  const std::vector<std::int64_t>& sdispls, void* recv,
+                                                  const std::vector<std::int64_t>& rcounts,
+                                                  const std::vector<std::int64_t>& rdispls, DType type) {
   const std::size_t n = std::size_t(size_);
   if (scounts.size() < n || sdispls.size() < n || rcounts.size() < n || rdispls.size() < n)
     throw std::runtime_error("NcclCommunicator::alltoallv: count/displacement vectors shorter than the communicator");
@@ -202,8 +202,23 @@ void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_
                                s + checked_count(sdispls[rank_], "send displacement") * eb, self_send * eb,
                                cudaMemcpyDeviceToDevice, stream_),
                "cudaMemcpyAsync");
+  return sent;
+}
+
+void NcclCommunicator::alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                 const std::vector<std::int64_t>& sdispls, void* recv,
+                                 const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                                 DType type, CommOp op) {
+  const std::uint64_t sent = enqueue_alltoallv(send, scounts, sdispls, recv, rcounts, rdispls, type);
   cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   count(op, sent);
+}
+
+RequestPtr NcclCommunicator::ialltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                        const std::vector<std::int64_t>& sdispls, void* recv,
+                                        const std::vector<std::int64_t>& rcounts,
+                                        const std::vector<std::int64_t>& rdispls, DType type, CommOp op) {
+  return launched(op, enqueue_alltoallv(send, scounts, sdispls, recv, rcounts, rdispls, type));
 }
 
 void NcclCommunicator::allreduce_sum(void* buf, std::size_t n, DType type, CommOp op) {

@@ -66,6 +66,9 @@ class NcclCommunicator final : public Communicator {
   void alltoallv(const void* send, const std::vector<std::int64_t>& scounts, const std::vector<std::int64_t>& sdispls,
                  void* recv, const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
                  DType type, CommOp op) override;
+  RequestPtr ialltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                        const std::vector<std::int64_t>& sdispls, void* recv, const std::vector<std::int64_t>& rcounts,
+                        const std::vector<std::int64_t>& rdispls, DType type, CommOp op) override;
   void allreduce_sum(void* buf, std::size_t count, DType type, CommOp op) override;
   RequestPtr iallgather(const void* send, void* recv, std::size_t count, DType type, CommOp op) override;
   RequestPtr ireduce_scatter_sum(const void* send, void* recv, std::size_t count, DType type,
@@ -100,7 +103,12 @@ class NcclCommunicator final : public Communicator {
   NcclRequest& request_of(const RequestPtr& request, const char* call) const;
   void after_compute();          // stream_ waits (device side) for the work compute_ holds now
   void complete(Batch& batch);   // records the batch's event after what stream_ holds now
-  RequestPtr launched(CommOp op, std::uint64_t bytes);  // a collective just enqueued: its event
+  RequestPtr launched(CommOp op, std::uint64_t bytes);
+  // An all-to-all's sends, receives and own-block copy enqueued on stream_; the bytes sent to others.
+  std::uint64_t enqueue_alltoallv(const void* send, const std::vector<std::int64_t>& scounts,
+                                  const std::vector<std::int64_t>& sdispls, void* recv,
+                                  const std::vector<std::int64_t>& rcounts, const std::vector<std::int64_t>& rdispls,
+                                  DType type);  // a collective just enqueued: its event
   void release() noexcept;       // frees what the constructor made (the destructor's, and a failed constructor's)
   using SharedStream = std::shared_ptr<CUstream_st>;
   // A part made by split(): it shares its parent's communication stream.

@@ -67,9 +67,11 @@ CommBytes predict_comm_bytes(const ModelConfig& c, const ModelOptions& o, const 
   for (const bool w : {false, true}) {
     const u64 layers = u64(w ? windowed : c.layers - windowed);
     if (layers == 0 || g.R() == 1) continue;
-    const auto ring = ring_layer_bytes(g, ring_reach(layout, mask.of_layers(w)), T, acc);
-    ring_bytes += layers * (passes * ring.forward + ring.backward);
-    allreduce_bytes += layers * ring.allreduce;
+    // head chunks: a ring pass per chunk, each of the chunk's kv heads (all of them where the chunks share one)
+    const auto ring = ring_layer_bytes(g.chunk(), ring_reach(layout, mask.of_layers(w)), T, acc);
+    const u64 chunks = u64(g.head_chunks);
+    ring_bytes += chunks * layers * (passes * ring.forward + ring.backward);
+    allreduce_bytes += chunks * layers * ring.allreduce;
   }
   CommBytes bytes;
   bytes[CommOp::alltoall] = u64(A) * L * (passes * a2a_fwd + a2a_bwd);

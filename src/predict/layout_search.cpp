@@ -13,6 +13,7 @@ std::string LayoutCandidate::name() const {
   const auto& p = deck.parallel;
   std::string s = "D" + std::to_string(plan.data_parallel) + " U" + std::to_string(p.ulysses) + " R" + std::to_string(p.ring) +
                   " Z" + std::to_string(p.zero);
+  if (const int n = head_chunks(deck.model, p); n > 1) s += " c" + std::to_string(n);  // Ulysses head chunks
   if (plan.options.policy == MemoryPolicy::offload) {
     char b[32];
     std::snprintf(b, sizeof b, " a%.2g", plan.options.offload.alpha);
@@ -100,7 +101,8 @@ LayoutSearch search_layouts(const Deck& deck, int ranks, const Budgets& budgets,
   return s;
 }
 
-LongestRun longest_run(const Deck& deck, int ranks, const Budgets& budgets, bool plan_arena, std::string& error) {
+namespace {
+LongestRun longest_run_of(const Deck& deck, int ranks, const Budgets& budgets, bool plan_arena, std::string& error) {
   LongestRun r;
   const PlanOptions options{ranks, plan_arena, false};
   r.lowest = std::max<std::int64_t>(2, 2LL * deck.parallel.sequence_parallel());
@@ -126,6 +128,28 @@ LongestRun longest_run(const Deck& deck, int ranks, const Budgets& budgets, bool
   r.hit_limit = lo == limit;
   r.plan = plan_deck(deck, lo, options, error);
   return r;
+}
+}  // namespace
+
+LongestRun longest_run(const Deck& deck, int ranks, const Budgets& budgets, bool plan_arena, std::string& error) {
+  const ParallelConfig& p = deck.parallel;
+  if (p.ulysses <= 1 || p.ulysses_head_chunks != 0) return longest_run_of(deck, ranks, budgets, plan_arena, error);
+  // ulysses_head_chunks auto: every valid count, the longest answer (the fewest chunks among equals)
+  LongestRun best;
+  for (int n = 1; n <= deck.model.heads / p.ulysses; ++n) {
+    if (!valid_head_chunks(deck.model, p, n)) continue;
+    Deck d = deck;
+    d.parallel.ulysses_head_chunks = n;
+    std::string why;
+    LongestRun r = longest_run_of(d, ranks, budgets, plan_arena, why);
+    if (!why.empty()) {
+      if (best.lowest == 0) error = why;
+      continue;
+    }
+    r.head_chunks = n;
+    if (best.lowest == 0 || (r.fits && (!best.fits || r.seq_len > best.seq_len))) best = std::move(r), error.clear();
+  }
+  return best;
 }
 
 }  // namespace minilst

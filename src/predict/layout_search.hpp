@@ -36,13 +36,15 @@ LayoutSearch search_layouts(const Deck& deck, int ranks, const Budgets& budgets,
 
 // The longest run.seq_len whose planned run (its step arena included) fits the budgets: doubled
 // until it does not (or 2^40), then bisected. A length the program refuses (too many
-// mini-sequence passes, a layout rule) ends the search like one that does not fit.
+// mini-sequence passes, a layout rule) ends the search like one that does not fit. With
+// parallel.ulysses_head_chunks auto, each valid count is searched and the longest answer kept.
 struct LongestRun {
   std::int64_t seq_len = 0, lowest = 0;  // the answer; the shortest length tried
   DeckPlan plan;                         // at seq_len (or, when not even `lowest` fits, at lowest)
   bool fits = false;                     // false: not even `lowest` fits
   bool hit_limit = false;                // run.seq_len's own limit (2^40) came first
   std::string bound;                     // the rule that refused a length, where one did
+  int head_chunks = 0;                   // parallel.ulysses_head_chunks auto: the count chosen (else 0)
 };
 // error: why the deck cannot run at the shortest length (a layout rule), else "".
 LongestRun longest_run(const Deck& deck, int ranks, const Budgets& budgets, bool plan_arena, std::string& error);

@@ -62,7 +62,8 @@ Lockstep price_hops(const PriceContext& c, const LinkRate& p2p_link, double R_fw
       k.busy_f[s] += f, k.busy_b[s] += bw;
       if (t + 1 >= R) continue;  // the last block computed has nothing in flight behind it
       const HopSends sends = hop_sends(t, reach.empty() ? R - 1 : reach[b], R, rsa, sh.parallel.rsa_seed_backward());
-      const double kv = 2.0 * double(gs.block_rows[b]) * Gh_here * c.T;
+      // (head chunks sharing the kv head: every chunk's pass moves it again)
+      const double kv = 2.0 * double(gs.block_rows[b]) * Gh_here * c.T * (c.g.kv_chunked() ? 1 : c.g.head_chunks);
       const double fwd_bytes = sends.forward * kv, bwd_bytes = sends.backward * kv;
       if (fwd_bytes > 0) k.xfer_f[t] = std::max(k.xfer_f[t], p2p_link.seconds(fwd_bytes));
       if (bwd_bytes > 0) k.xfer_b[t] = std::max(k.xfer_b[t], p2p_link.seconds(bwd_bytes));
@@ -106,24 +107,41 @@ AttentionPrice price_attention(const PriceContext& c) {
   for (int s = 0; s < SP && R > 1; ++s)
     a.ring_wait_fwd = std::max(a.ring_wait_fwd, pass_f - k.busy_f[s]), a.ring_wait_bwd = std::max(a.ring_wait_bwd, pass_b - k.busy_b[s]);
   const std::vector<int> reach = R > 1 ? ring_reach(sh.layout, sh.options.mask.of_layers(false)) : std::vector<int>{};
-  const auto ring = ring_layer_bytes(g, reach, std::uint64_t(c.T), master_bytes(p));
-  const double rsa_allreduce =
-      R > 1 && ring.allreduce > 0 ? c.m.link(LinkOp::allreduce, R).seconds(double(ring.allreduce), 2) : 0.0;
+  const auto ring = ring_layer_bytes(g.chunk(), reach, std::uint64_t(c.T), master_bytes(p));
+  const double rsa_allreduce = R > 1 && ring.allreduce > 0 ? c.m.link(LinkOp::allreduce, R).seconds(
+                                                                  double(ring.allreduce) * g.head_chunks, 2 * g.head_chunks)
+                                                            : 0.0;
   a.ring_wait_bwd += rsa_allreduce;
   a.fwd = std::max(busiest_f, pass_f);
   a.bwd = std::max(busiest_b, pass_b) + rsa_allreduce;
   return a;
 }
 
-// Ulysses: four all-to-alls forward (q, k, v scatter, o gather), four backward, each exposed; the
-// forward's again where the attention is recomputed, four more where offload re-derives the kept set.
+// Ulysses: four all-to-alls forward (q, k, v scatter, o gather), four backward (dO in; dQ, dK, dV
+// out), each exposed; the forward's again where the attention is recomputed, four more where
+// offload re-derives the kept set. With N head chunks the same bytes go in more calls: q, o, dO
+// and dQ once per chunk, k, v, dK and dV too where the chunks split the kv heads (else once).
+// On a device (NCCL's communication stream) the gathers of every chunk but the last move while the
+// next chunk attends: their share of the bytes (o forward; dQ, and dK, dV where the chunks split the
+// kv heads, backward: by width, q heads against kv heads) times (N - 1) / N, at the link's bandwidth,
+// is overlappable; on hosts the MPI backend moves them at their wait (docs/time_model.md).
 AlltoallPrice price_alltoall(const PriceContext& c) {
   AlltoallPrice a;
   if (c.g.U() <= 1) return a;
   const bool recompute = c.store.recompute_attention(), rederive = c.store.rederive_kept();
-  const double calls = c.A * c.L * (4.0 * (recompute ? 2 : 1) + 4.0 + (rederive ? 4.0 : 0));
-  a.total = c.m.link(LinkOp::alltoall, c.g.U()).seconds(double(c.step.comm[CommOp::alltoall]), calls);
-  a.forward_share = 4.0 / (8.0 + (recompute ? 4 : 0) + (rederive ? 4 : 0));
+  const double N = c.g.head_chunks, kv = c.g.kv_chunked() ? N : 1;
+  const double fwd = 2 * N + 2 * kv, bwd = 2 * N + 2 * kv;  // per layer: q, o + k, v; dO, dQ + dK, dV
+  const double total = fwd * (recompute ? 2 : 1) + bwd + (rederive ? fwd : 0);
+  const LinkRate link = c.m.link(LinkOp::alltoall, c.g.U());
+  const double bytes = double(c.step.comm[CommOp::alltoall]);
+  a.total = link.seconds(bytes, c.A * c.L * total);
+  a.forward_share = fwd / total;
+  if (N > 1 && !c.m.host_same_memory) {
+    const double q = c.g.q_heads_here(), k = c.g.kv_heads_here(), pass = 2 * q + 2 * k;  // a pass's widths
+    const double passes = (recompute ? 2 : 1) + 1 + (rederive ? 1 : 0);
+    const double gathered = (recompute ? 2 : 1) * q + q + (c.g.kv_chunked() ? 2 * k : 0);
+    a.overlappable = link.seconds(bytes * gathered / (passes * pass), 0) * (N - 1) / N;
+  }
   return a;
 }
 

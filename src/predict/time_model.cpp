@@ -60,21 +60,24 @@ StepTime add_up(const PriceContext& c, const LayerPrice& layer, const AttentionP
   const bool recompute = c.store.recompute_attention();
   StepTime t;
   PhaseSeconds& ph = t.phases;
-  ph[Phase::attention] = A * L * (attn.fwd + attn.bwd + rec.attention) + a2a.total;
-  ph[Phase::alltoall] = a2a.total;
+  // head chunks on a device: gathers hidden behind the next chunk's attention, at most its time
+  const double hidden = std::min(a2a.overlappable, A * L * (attn.fwd + attn.bwd + rec.attention));
+  const double a2a_exposed = a2a.total - hidden;
+  ph[Phase::attention] = A * L * (attn.fwd + attn.bwd + rec.attention) + a2a_exposed;
+  ph[Phase::alltoall] = a2a_exposed;
   ph[Phase::ring_wait] = A * L * (attn.ring_wait_fwd + attn.ring_wait_bwd + (recompute ? attn.ring_wait_fwd : 0));
   ph[Phase::mlp] = A * L * (layer.mlp_fwd + layer.mlp_bwd + rec.mlp);
   ph[Phase::lm_head] = A * head;
-  ph[Phase::recompute] = A * L * rec.layer + (recompute ? a2a.total * a2a.forward_share : 0);
+  ph[Phase::recompute] = A * L * rec.layer + (recompute ? a2a_exposed * a2a.forward_share : 0);
   ph[Phase::offload_wait] = off.wait;
   ph[Phase::copy_engine_busy] = off.copy_engine_busy;
   ph[Phase::grad_reduce] = st.grad_reduce + st.allreduce;  // the run's timer: ZeRO 0, 1 the all-reduce's wait too (inside comm)
   ph[Phase::param_gather] = st.gather_beside + st.gather_after;
   ph[Phase::comm] = st.comm;
   ph[Phase::optimizer] = optimizer;
-  const double a2a_fwd = a2a.total * a2a.forward_share;
+  const double a2a_fwd = a2a_exposed * a2a.forward_share;
   ph[Phase::forward] = A * (layers_fwd + 2 * c.t_op) + a2a_fwd + st.gather_beside / 2;  // + embedding's few calls
-  ph[Phase::backward] = A * (layers_bwd + 2 * c.t_op) + (a2a.total - a2a_fwd) + off.wait + st.gather_beside / 2 +
+  ph[Phase::backward] = A * (layers_bwd + 2 * c.t_op) + (a2a_exposed - a2a_fwd) + off.wait + st.gather_beside / 2 +
                         (st.grad_reduce - st.last_reduce_scatter);
   t.step_s = ph[Phase::forward] + ph[Phase::backward] + st.comm + optimizer;
   ph[Phase::step] = t.step_s;

@@ -25,7 +25,9 @@
 //     member's wait; RSA's seed backward adds its two all-reduces of dK, dV
 //   price_alltoall (per step): Ulysses' calls, each latency + sync, plus bytes / B_alltoall
 //     (bytes: the communication model's alltoall), A L (4 x passes + 4 + 4 when offload re-derives);
-//     passes = 2 where the attention is recomputed
+//     passes = 2 where the attention is recomputed; with N head chunks (2N + 2K) per pass and
+//     backward (K = N where the chunks split the kv heads, else 1), and on a device the first N - 1
+//     chunks' gathers of o and dQ (dK, dV) hidden behind the next chunk's attention
 //     (a machine file's framework.layer_bytes replace the byte counts: proj S_l (hidden d + heads
 //     (Hh + Gh)), mlp S_l intermediate I, the backward 2x (3x with the MLP's recompute))
 //   price_lm_head (per micro-step)  k_lm_head [6 S_l d V / R_lm_head + 4 T S_l V / B_el + 8 M_head t_op]
@@ -121,6 +123,10 @@ AttentionPrice price_attention(const PriceContext& c);
 
 struct AlltoallPrice {  // s per step
   double total = 0, forward_share = 0;  // forward_share: the part of total in the forward pass
+  // Head chunks on a device (NCCL's stream): the bytes time of the chunk gathers that move while
+  // the next chunk attends (all but the last chunk's o, dQ, and dK, dV where chunked), hidden up
+  // to the attention's own time (add_up caps it); 0 on hosts, whose MPI moves them at the wait.
+  double overlappable = 0;
 };
 AlltoallPrice price_alltoall(const PriceContext& c);
 

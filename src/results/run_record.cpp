@@ -115,6 +115,23 @@ void record_rule_facts(RunMetrics& m, MPI_Comm comm) {
 }
 }  // namespace
 
+namespace {
+// The attention work the kernels do in a step (the computed tiles only).
+void record_attention_work(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFacts& facts) {
+  const AttentionGeometry& g = facts.geometry;
+  const bool recompute =
+      store_buffers(facts.options.policy, deck.model.layers, facts.options.offload.alpha).recompute_attention();
+  const auto w = step_attention_work(deck.model, g, par.layout(), deck.options.mask,
+                                     attention_tiles(facts.kernels.choice, deck.run.precision,
+                                                     g.q_heads_here() / g.kv_heads_here()),
+                                     scalar_bytes(deck.run.precision), deck.run.grad_accum, recompute);
+  m.attention = {{"flops_forward", w.flops_forward}, {"flops_backward", w.flops_backward},
+                 {"bytes_forward", w.bytes_forward}, {"bytes_backward", w.bytes_backward}};
+  m.attention_hop_flops = w.hop_flops;
+  m.attention_hop_bytes = w.hop_bytes;
+}
+}  // namespace
+
 void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFacts& facts) {
   record_memory(m, deck, par, facts);
   m.comm_model = facts.predicted.comm;
@@ -122,19 +139,7 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   // calibration steps' own) and the ranks re-modelled at alpha auto's choice.
   m.attributes.integers["deck_plans"] = deck_plans_made();
   m.attributes.integers["rank_remodels"] = rank_remodels();
-  {  // the attention work the kernels do in a step (the computed tiles only)
-    const AttentionGeometry& g = facts.geometry;
-    const bool recompute = store_buffers(facts.options.policy, deck.model.layers, facts.options.offload.alpha)
-                               .recompute_attention();
-    const auto w = step_attention_work(deck.model, g, par.layout(), deck.options.mask,
-                                       attention_tiles(facts.kernels.choice, deck.run.precision,
-                                                       g.q_heads_here() / g.kv_heads_here()),
-                                       scalar_bytes(deck.run.precision), deck.run.grad_accum, recompute);
-    m.attention = {{"flops_forward", w.flops_forward}, {"flops_backward", w.flops_backward},
-                   {"bytes_forward", w.bytes_forward}, {"bytes_backward", w.bytes_backward}};
-    m.attention_hop_flops = w.hop_flops;
-    m.attention_hop_bytes = w.hop_bytes;
-  }
+  record_attention_work(m, deck, par, facts);
   auto& text = m.attributes.text;
   for (auto& [k, v] : collect_provenance(par.world_comm(), facts.argc, facts.argv)) text[k] = v;
   text["precision"] = name_of(deck.run.precision);
@@ -185,6 +190,7 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   ints["data_parallel"] = par.dp_size();
   ints["sequence_parallel"] = deck.parallel.sequence_parallel();
   ints["ulysses"] = deck.parallel.ulysses;
+  ints["ulysses_head_chunks"] = facts.geometry.head_chunks;
   ints["ring"] = deck.parallel.ring;
   ints["seq_len"] = deck.run.seq_len;
   ints["grad_accum"] = deck.run.grad_accum;

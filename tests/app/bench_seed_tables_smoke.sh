@@ -25,8 +25,9 @@ import math, sys, h5py, numpy as np
 # Per script: the paper tables it compares with, how many cells they print, and datasets that must
 # hold at least one finite, positive figure.
 EXPECT = {
-    "alst_table1": (["ALST Table 1", "ALST Section 5.5"], 36,
-                    ["cpu/longest_seq_len", "cpu/step_s", "gpu8/longest_seq_len", "section55/longest_seq_len"]),
+    "alst_table1": (["ALST Table 1", "ALST Section 5.5", "UPipe records"], 38,
+                    ["cpu/longest_seq_len", "cpu/step_s", "gpu8/longest_seq_len", "section55/longest_seq_len",
+                     "upipe/longest_seq_len"]),
     "mst_table2": (["MsT Table 2"], 3, ["cpu/longest_seq_len", "llama3_8b/longest_seq_len"]),
     "mst_table3": (["MsT Table 3"], 6, ["longest_seq_len_mst"]),
     "mst_table4": (["MsT Table 4"], 4, ["cpu/longest_seq_len", "gpu/longest_seq_len"]),
@@ -55,6 +56,7 @@ SAMPLES = {
     ("mst_table15", "MsT Table 15", "M=8", "80000"): "11.66",
     ("alst_table1", "ALST Section 5.5", "gpu32/all", "Sequence length (bs=1)"): "15M",
     ("alst_table1", "ALST Table 1", "offload", "Iteration time h:mm:ss"): "0:43:30",
+    ("alst_table1", "UPipe records", "gpu8", "Sequence length (bs=1)"): "5M",
     ("memo_table4", "MEMO Table 4", "memo", "896K"): "52.71%",
     ("memo_table4", "MEMO Table 4", "swap", "384K"): "×oohm",
     ("memo_table7", "MEMO Table 7", "8/7B/alpha", "256K"): "1.0",

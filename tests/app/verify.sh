@@ -37,6 +37,23 @@ with h5py.File(sys.argv[1], "r") as f:
 print(f"table file: {n} rows, all within 1e-10")
 PY
 
+# (v) head-chunked Ulysses over all four ranks (8 query heads, 2 kv heads replicated: every chunk
+# reads the member's one kv head) with the documents and window: certified; a count that does not
+# divide the heads refused on every rank, naming the key.
+chunked=(--set parallel.ulysses=4 --set model.hidden=64 --set model.heads=8 --set model.kv_heads=2
+         --set parallel.ulysses_head_chunks=2 --set "run.documents=7 1 1 13 1 5" --set model.sliding_window=5
+         --set output.metrics="$tmp/chunked.h5")
+rc=0; "${mpi[@]}" "$MINILST" verify "$deck" "${chunked[@]}" > chunked.log 2>&1 || rc=$?
+expect 0 chunked.log
+grep -Eq '^RESULT: verify PASSED certified=yes layout=ulysses\(2_head_chunks\):U4xR1xD1 precision=double' chunked.log ||
+  { cat chunked.log; echo "FAIL: head-chunked RESULT line"; exit 1; }
+rc=0; timeout 60 "${mpi[@]}" "$MINILST" verify "$deck" "${chunked[@]}" --set parallel.ulysses_head_chunks=3 \
+  > bad.log 2>&1 || rc=$?
+expect 2 bad.log
+grep -q 'error: deck: parallel.ulysses_head_chunks (3) must divide' bad.log ||
+  { cat bad.log; echo "FAIL: head chunks refusal"; exit 1; }
+echo "head-chunked Ulysses: $(grep '^RESULT' chunked.log | cut -c1-90)"
+
 # (iv) the export, checked by PyTorch attention with the mask built from doc ids and window.
 "$PYTHON" "$MINILST_SOURCE/analysis/verify_export_torch.py" "$tmp/export.h5"
 

@@ -3,7 +3,8 @@
 # node of 8 H100s: baseline (ZeRO-3, activation checkpointing, optimizer states on
 # the CPU) -> + tiled logits & loss -> + Ulysses -> + tiled MLP, or + activation
 # checkpoint offload -> all; the longest sequence and the iteration time of each.
-# With Section 5.5's baseline-vs-ALST rows on 1 GPU, 1 node and 4 nodes (32 GPUs).
+# With Section 5.5's baseline-vs-ALST rows on 1 GPU, 1 node and 4 nodes (32 GPUs), and UPipe's
+# records (head-chunked Ulysses) on 8 and 16 GPUs.
 #   CPU scale: the same ladder on 2 ranks of inputs/max_seq_cpu.yaml (ZeRO-3,
 #   optimizer offload): the longest S within a per-rank device budget (minilst plan
 #   --max-seq-len), then one step at that S: its time, and its memory against the
@@ -29,8 +30,10 @@ ladder=(  # name|label|policy|ulysses|mlp_chunks|lm_head_chunks
   "offload|+ activation checkpoint offload (no tiled MLP)|checkpoint_offload|N|1|auto"
   "all|+ tiled MLP and offload (ALST)|checkpoint_offload|N|auto|auto"
 )
-rung_sets() {  # rung_sets POLICY ULYSSES MLP LM: the --set arguments of a rung
-  echo "--set memory.policy=$1 --set parallel.ulysses=$2 --set mst.mlp_chunks=$3 --set mst.lm_head_chunks=$4"
+rung_sets() {  # rung_sets POLICY ULYSSES MLP LM [HEAD_CHUNKS]: the --set arguments of a rung (ALST's
+  # Ulysses attends over every head at once: head chunks 1 unless given)
+  echo "--set memory.policy=$1 --set parallel.ulysses=$2 --set mst.mlp_chunks=$3 --set mst.lm_head_chunks=$4" \
+    "--set parallel.ulysses_head_chunks=${5:-1}"
 }
 
 # CPU scale: 2 ranks, ZeRO-3 over both, AdamW on the host.
@@ -72,6 +75,13 @@ for rung in "${ladder[@]}"; do
   read -r -a sets <<< "$(rung_sets "$policy" "$u" "$mlp" "$lm")"
   plan_row "gpu8_$name" 8 "$label" "$deck" "${sets[@]}" --max-seq-len "${per_gpu[@]}"
   ((tiny)) || plan_row "gpu8_${name}_at_paper_s" 8 "$label" "$deck" "${sets[@]}" --set run.seq_len="${paper_seq[$name]}"
+done
+
+# UPipe's records (arXiv 2602.21196): ALST's setting with Ulysses over chunks of heads (auto: the count
+# of the longest plan), on 8 GPUs and on 16 (Ulysses over all 16: two nodes' host memory, 1.9 TB / 8 each).
+for g in 8 16; do
+  read -r -a sets <<< "$(rung_sets checkpoint_offload "$g" auto auto auto)"
+  plan_row "gpu${g}_upipe" "$g" "head-chunked Ulysses" "$deck" "${sets[@]}" --max-seq-len "${per_gpu[@]}"
 done
 
 # Section 5.5: baseline and ALST on one GPU (ZeRO-Offload: stage 2, AdamW on the host; the node's

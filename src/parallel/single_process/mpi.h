@@ -217,6 +217,12 @@ inline int MPI_Alltoallv(const void* send, const int* scounts, const int* sdispl
                                   std::size_t(scounts[0]) * stype);
   return MPI_SUCCESS;
 }
+inline int MPI_Ialltoallv(const void* send, const int* scounts, const int* sdispls, MPI_Datatype stype, void* recv,
+                          const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm,
+                          MPI_Request* request) {
+  *request = MPI_REQUEST_NULL;
+  return MPI_Alltoallv(send, scounts, sdispls, stype, recv, rcounts, rdispls, rtype, comm);
+}
 
 // Messages to oneself: a send completes at once (the data is kept until received);
 // a receive completes when a send of its tag has come.
