@@ -9,6 +9,7 @@
 //                            the step's three orientations (NT, NN, TN), best of three each
 //                            after a warm-up: the probe that chooses a path where the deck
 //                            says auto (src/core/kernel_choice.cpp).
+//   kProbeGemmFlops          what that probe computes for one path (4 calls x 3 orientations).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -50,9 +51,12 @@ double measured_gemm_gflops(const KernelChoice& choice, int n = 1024, int repeat
 // The probe's rate: the step's three orientations (X W^T forward, dY W backward, dY^T X
 // weight gradient) of one 512 x 2048 x 1024 product, their FLOPs over their summed best
 // times: a path that is fast in one orientation only is not chosen for it.
+constexpr int kProbeM = 512, kProbeN = 2048, kProbeK = 1024;
+constexpr double kProbeGemmFlops = 4 * 3 * 2.0 * kProbeM * kProbeN * kProbeK;
+
 template <class T>
 double probe_gemm_gflops(const KernelChoice& choice) {
-  constexpr int m = 512, n = 2048, k = 1024;
+  constexpr int m = kProbeM, n = kProbeN, k = kProbeK;
   double seconds = 0;
   for (const auto& [op_a, op_b] : {std::pair{Op::N, Op::T}, std::pair{Op::N, Op::N}, std::pair{Op::T, Op::N}})
     seconds += 2.0 * double(m) * n * k / (best_gemm_gflops<T>(choice, m, n, k, 3, op_a, op_b) * 1e9);

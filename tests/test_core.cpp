@@ -1,9 +1,12 @@
 // The shared vocabulary (src/core/): every enum's name table is complete, its names
 // unique and parsed back to the same value; the deck offers exactly those names as a
 // key's choices; the phases the metrics file lists are the Phase enum's; a replay in
-// a counting memory context allocates nothing and leaves the run's counters alone.
+// a counting memory context allocates nothing and leaves the run's counters alone;
+// a tensor-parallel group's slices of the model cover it once (kv heads replicated where
+// the group outnumbers them) and shapes the group cannot split are refused by key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -13,6 +16,7 @@
 #include "core/parallel_config.hpp"
 #include "core/comm_ops.hpp"
 #include "core/phases.hpp"
+#include "core/tensor_slice.hpp"
 #include "io/deck.hpp"
 #include "results/metrics.hpp"
 #include "memory/memory_context.hpp"
@@ -146,4 +150,39 @@ TEST(CountingMemory, AReplayCountsWithoutAllocatingOrTouchingTheRunsCounters) {
     EXPECT_EQ(counting.tracker().high_water(MemCategory::workspace), std::uint64_t(8) << 40);
   }
   EXPECT_FALSE(counting_only());
+}
+
+TEST(TensorSlice, TheGroupsSlicesCoverTheModelOnceAndEachQueryHeadFindsItsKvHead) {
+  ModelConfig m;
+  for (const auto& [H, G] : {std::pair{8, 4}, std::pair{8, 8}, std::pair{8, 1}, std::pair{32, 8}, std::pair{8, 2}}) {
+    m.heads = H, m.kv_heads = G, m.hidden = 8 * H, m.intermediate = 24, m.vocab = 64;
+    for (const int T : {1, 2, 4, 8}) {
+      ASSERT_EQ(check_tensor_slice(m, T), "") << H << "/" << G << " on " << T;
+      std::vector<int> q(H, 0), kv(G, 0), inter(m.intermediate, 0), vocab(m.vocab, 0);
+      for (int t = 0; t < T; ++t) {
+        const TensorSlice s = tensor_slice(m, T, t);
+        for (int j = s.q_head0; j < s.q_head0 + s.q_heads; ++j) {
+          ++q[j];
+          const int own_kv = j / (H / G);  // the kv head query head j reads (GQA)
+          EXPECT_TRUE(own_kv >= s.kv_head0 && own_kv < s.kv_head0 + s.kv_heads) << "query head " << j << ", rank " << t;
+        }
+        for (int j = s.kv_head0; j < s.kv_head0 + s.kv_heads; ++j) ++kv[j];
+        for (int j = s.intermediate0; j < s.intermediate0 + s.intermediate; ++j) ++inter[j];
+        for (int j = s.vocab0; j < s.vocab0 + s.vocab; ++j) ++vocab[j];
+        EXPECT_EQ(s.kv_copies, G % T == 0 ? 1 : T / G);
+      }
+      const auto all = [](const std::vector<int>& v, int k) { return std::all_of(v.begin(), v.end(), [k](int c) { return c == k; }); };
+      EXPECT_TRUE(all(q, 1) && all(inter, 1) && all(vocab, 1)) << H << "/" << G << " on " << T << ": split once";
+      EXPECT_TRUE(all(kv, G % T == 0 ? 1 : T / G)) << H << "/" << G << " on " << T << ": kv heads once or T/G times";
+    }
+  }
+  m.heads = 8, m.kv_heads = 4, m.intermediate = 24, m.vocab = 64;
+  EXPECT_NE(check_tensor_slice(m, 3).find("model.heads (8) is not divisible by parallel.tensor (3)"), std::string::npos);
+  m.heads = 12, m.kv_heads = 6;
+  EXPECT_NE(check_tensor_slice(m, 4).find("model.kv_heads (6) and parallel.tensor (4)"), std::string::npos);
+  m.heads = 8, m.kv_heads = 4, m.intermediate = 20;
+  EXPECT_NE(check_tensor_slice(m, 8).find("model.intermediate (20)"), std::string::npos);
+  m.intermediate = 24, m.vocab = 100;
+  EXPECT_NE(check_tensor_slice(m, 8).find("model.vocab (100)"), std::string::npos);
+  EXPECT_THROW(tensor_slice(m, 8, 0), std::logic_error);
 }

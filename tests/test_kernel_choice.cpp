@@ -8,6 +8,7 @@
 #include "core/kernel_choice.hpp"
 #include "kernels/gemm_bf16_dot.hpp"
 #include "kernels/gemm_onednn.hpp"
+#include "kernels/gemm_rate.hpp"
 #include "kernels/select.hpp"
 #include "test_util.hpp"
 
@@ -76,6 +77,26 @@ TEST(KernelChoice, AutoResolvesToWhatThisBuildAndCpuRun) {
     const auto r = resolve_kernel_choice(autos(), Precision::bf16, 64, path_bit(GemmPath::fp32_tiles));
     EXPECT_EQ(r.choice.gemm_bf16, GemmPath::fp32_tiles);
     EXPECT_TRUE(r.gemm_bf16_gflops.empty()) << "nothing to measure";
+  }
+  // A run smaller than the measurement is not measured: the first runnable path (EnumNames order).
+  if (!kCudaBuild) {
+    for (const Precision p : {Precision::bf16, Precision::float32}) {
+      const bool bf = p == Precision::bf16;
+      const GemmPaths paths = bf ? runnable_gemm_bf16_paths() & ~path_bit(GemmPath::cublas) : runnable_gemm_fp32_paths();
+      if (__builtin_popcount(paths) < 2) continue;
+      const double probe = __builtin_popcount(paths) * kernels::kProbeGemmFlops;
+      const auto small = resolve_kernel_choice(autos(), p, 64, runnable_gemm_bf16_paths(), runnable_gemm_fp32_paths(),
+                                               0.99 * probe);
+      GemmPath first = GemmPath::automatic;
+      for (const auto& [path, name] : EnumNames<GemmPath>::table)
+        if (first == GemmPath::automatic && (paths & path_bit(path))) first = path;
+      EXPECT_EQ(bf ? small.choice.gemm_bf16 : small.choice.gemm_fp32, first) << name_of(p);
+      EXPECT_TRUE((bf ? small.gemm_bf16_gflops : small.gemm_fp32_gflops).empty()) << name_of(p) << ": measured";
+      EXPECT_NE((bf ? small.gemm_bf16_reason : small.gemm_fp32_reason).find("not measured"), std::string::npos);
+      const auto large = resolve_kernel_choice(autos(), p, 64, runnable_gemm_bf16_paths(), runnable_gemm_fp32_paths(),
+                                               1.01 * probe);
+      EXPECT_EQ(bf ? large.gemm_bf16_reason : large.gemm_fp32_reason, "measured") << name_of(p);
+    }
   }
 }
 

@@ -39,7 +39,9 @@ template <class T>
 int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder, const Prediction& prediction) {
   const bool root = ctx.rank == 0;
   // The kernels every rank runs (rank 0's probes, broadcast); the peak MFU is measured against; the time budget.
-  const ResolvedKernels kernels = agree_on_kernels(deck.options.kernels, deck.run.precision, deck.model.head_dim(), ctx.comm);
+  const double run_flops = recorder.metrics().flops_per_step * double(deck.run.steps) / ctx.nranks;
+  const ResolvedKernels kernels =
+      agree_on_kernels(deck.options.kernels, deck.run.precision, deck.model.head_dim(), ctx.comm, run_flops);
   PeakRate peak = measure_peak<T>(kernels.choice, deck.run.precision, ctx.comm);
   StepGuard guard(deck, ctx.comm, ctx.rank, ctx.nranks, *ctx.watchdog, recorder.metrics().flops_per_step / ctx.nranks);
   PhaseTimers timers;

@@ -495,21 +495,13 @@ std::string probe_args_problem(const ProbeArgs& a) {
   return "";
 }
 
-MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slow_link, std::vector<std::string>& slow) {
-  int rank = 0, P = 1;
+// The job's ranks per node (the largest node's) and, with several ranks, its links: between
+// nodes and within one, or within the one node.
+void probe_job_links(MachineFile& m, MPI_Comm world, const ProbeArgs& a, int P,
+                     const std::map<std::string, std::string>& prov) {
+  int rank = 0;
   MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &P);
-  const auto prov = collect_provenance(world, 0, nullptr);
-  MachineFile m;
-  m.kind = "measured";
-  char host[256] = "unknown";
-  gethostname(host, sizeof host - 1);
-  m.rates.name = a.name.empty() ? std::string(host) : a.name;
   const auto get = [&](const char* k) { const auto it = prov.find(k); return it == prov.end() ? std::string("unknown") : it->second; };
-  m.description = get("cpu_model") + ", " + std::to_string(P) + " rank(s) on " + get("numhosts") + " host(s), " +
-                  version_string() + ", Kokkos " + get("kokkos_devices");
-  m.source = "measured by `" + a.command_line + "` on " + get("hostlist") + " at " + utc_time(false);
-  // ranks per node: the largest node's
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   int node_size = 1;
@@ -536,25 +528,60 @@ MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slo
     }
   }
   MPI_Comm_free(&node);
+}
+
+// Rank 0's progress lines: each part of the probe as it ends, with its time and the total.
+struct ProbeProgress {
+  bool print;
+  Kokkos::Timer total{}, part{};
+  void done(const char* what) {
+    if (print) std::printf("probe: %s measured in %.1f s (%.1f s in all)\n", what, part.seconds(), total.seconds());
+    std::fflush(stdout);
+    part.reset();
+  }
+};
+
+MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slow_link, std::vector<std::string>& slow) {
+  int rank = 0, P = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &P);
+  ProbeProgress progress{rank == 0};
+  const auto prov = collect_provenance(world, 0, nullptr);
+  MachineFile m;
+  m.kind = "measured";
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  m.rates.name = a.name.empty() ? std::string(host) : a.name;
+  const auto get = [&](const char* k) { const auto it = prov.find(k); return it == prov.end() ? std::string("unknown") : it->second; };
+  m.description = get("cpu_model") + ", " + std::to_string(P) + " rank(s) on " + get("numhosts") + " host(s), " +
+                  version_string() + ", Kokkos " + get("kokkos_devices");
+  m.source = "measured by `" + a.command_line + "` on " + get("hostlist") + " at " + utc_time(false);
+  probe_job_links(m, world, a, P, prov);
+  if (P > 1) progress.done("links");
   // A link below the floor can end the probe before the (longer) compute measurements.
   m.link_floor_gbs = a.link_floor_gbs > 0 ? a.link_floor_gbs : kDefaultLinkFloorGBs;
   slow = implausible_figures(m, {}, m.link_floor_gbs);
   if (stop_on_slow_link && !slow.empty()) return m;
   const KernelChoice f32 = choice_for(Precision::float32, a.head_dim), b16 = choice_for(Precision::bf16, a.head_dim),
                      f64 = choice_for(Precision::float64, a.head_dim);
+  progress.done("kernel choice");
   MPI_Barrier(world);  // the ranks measure together, as a run's ranks compute together
   probe_gemm<float>(m, Precision::float32, f32, a, world);
   probe_gemm<bf16>(m, Precision::bf16, b16, a, world);
   probe_gemm<double>(m, Precision::float64, f64, a, world);
+  progress.done("GEMM rates");
   probe_attention<float>(m, Precision::float32, f32, a, world);
   probe_attention<bf16>(m, Precision::bf16, b16, a, world);
   probe_attention<double>(m, Precision::float64, f64, a, world);
+  progress.done("attention rates");
   probe_elementwise(m, f32, a, world);
   probe_host_link(m, a, world);
+  progress.done("bandwidths and call overhead");
   MPI_Barrier(world);
   calibrate_step<float>(m, Precision::float32, f32, a, world);
   calibrate_step<bf16>(m, Precision::bf16, b16, a, world);
   calibrate_step<double>(m, Precision::float64, f64, a, world);
+  progress.done("calibration steps");
 
   // Plausibility: the ISA's nominal per core x the rank's threads (or a GPU's floor).
   std::string isa;

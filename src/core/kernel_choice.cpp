@@ -2,6 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdio>
 #include <type_traits>
 
 #include "kernels/attention_onednn.hpp"
@@ -113,15 +114,23 @@ GemmPath fastest(KernelChoice base, GemmPaths candidates, bool bf16, std::map<st
 }
 
 // A GEMM path where the request says auto: the one path allowed, else the fastest measured.
+std::string gflop_text(double flops) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g GFLOP", flops / 1e9);
+  return b;
+}
+
 template <class T>
-GemmPath resolve_path(const KernelChoice& base, GemmPaths allowed, bool bf16, std::map<std::string, double>& rates,
-                      std::string& reason) {
-  if ((allowed & (allowed - 1)) == 0) {  // one path
+GemmPath resolve_path(const KernelChoice& base, GemmPaths allowed, bool bf16, double run_flops,
+                      std::map<std::string, double>& rates, std::string& reason) {
+  const int paths = __builtin_popcount(allowed);
+  const double probe_flops = paths * kernels::kProbeGemmFlops;
+  if (paths == 1 || run_flops < probe_flops) {
+    reason = paths == 1 ? "the one path every rank can run"
+                        : "not measured: the run computes " + gflop_text(run_flops) + " per rank, measuring " +
+                              std::to_string(paths) + " paths " + gflop_text(probe_flops) + "; the established path";
     for (const auto& [path, name] : EnumNames<GemmPath>::table)
-      if (allowed & path_bit(path)) {
-        reason = "the one path every rank can run";
-        return path;
-      }
+      if (allowed & path_bit(path)) return path;
   }
   reason = "measured";
   return fastest<T>(base, allowed, bf16, rates);
@@ -129,7 +138,7 @@ GemmPath resolve_path(const KernelChoice& base, GemmPaths allowed, bool bf16, st
 }  // namespace
 
 ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision precision, int head_dim,
-                                      GemmPaths bf16_allowed, GemmPaths fp32_allowed) {
+                                      GemmPaths bf16_allowed, GemmPaths fp32_allowed, double run_flops) {
   ResolvedKernels r;
   KernelChoice& c = r.choice;
   c = request;
@@ -153,7 +162,7 @@ ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision pre
     c.gemm_fp32 = GemmPath::blas;
     r.gemm_fp32_reason = kCuda ? "device: the BLAS (cuBLAS)" : "the BLAS (no fp32 products in a double run)";
   } else {
-    c.gemm_fp32 = resolve_path<float>(c, fp32_allowed & kFp32Paths, false, r.gemm_fp32_gflops, r.gemm_fp32_reason);
+    c.gemm_fp32 = resolve_path<float>(c, fp32_allowed & kFp32Paths, false, run_flops, r.gemm_fp32_gflops, r.gemm_fp32_reason);
   }
   // bf16 products: the device's library, or the fastest measured host path.
   if (c.gemm_bf16 != GemmPath::automatic) {
@@ -165,7 +174,7 @@ ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision pre
     c.gemm_bf16 = GemmPath::fp32_tiles;
     r.gemm_bf16_reason = "not used: no bf16 products in a " + name_of(precision) + " run";
   } else {
-    c.gemm_bf16 = resolve_path<bf16>(c, bf16_allowed & kBf16Paths & ~path_bit(GemmPath::cublas), true,
+    c.gemm_bf16 = resolve_path<bf16>(c, bf16_allowed & kBf16Paths & ~path_bit(GemmPath::cublas), true, run_flops,
                                      r.gemm_bf16_gflops, r.gemm_bf16_reason);
   }
   return r;

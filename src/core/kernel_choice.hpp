@@ -10,9 +10,12 @@
 //   gemm_fp32  auto: blas on CUDA builds and in fp64 runs; on hosts the faster, measured
 //              now, of blas and onednn (in bf16 runs too: the fp32 tiles are fp32 products)
 // Several ranks agree through the job floor (job/agreement.hpp): the intersection of
-// what each can run, then rank 0's measurement.
+// what each can run, then rank 0's measurement. A run whose whole work (run_flops, per rank)
+// is less than measuring the paths would cost is not measured: it takes the established path
+// (the first runnable in EnumNames order), as no faster path could win back the probe's time.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <string>
 
@@ -71,7 +74,8 @@ constexpr double kGemmPathMargin = 1.10;
 // Requires kernel_choice_refusal(request, ...) == "".
 ResolvedKernels resolve_kernel_choice(const KernelChoice& request, Precision precision, int head_dim,
                                       GemmPaths bf16_allowed = runnable_gemm_bf16_paths(),
-                                      GemmPaths fp32_allowed = runnable_gemm_fp32_paths());
+                                      GemmPaths fp32_allowed = runnable_gemm_fp32_paths(),
+                                      double run_flops = std::numeric_limits<double>::infinity());
 
 // "variant=optimized attention=portable gemm_bf16=avx512_bf16 gemm_fp32=blas": what the
 // log prints and the metrics file records (kernel_choice).

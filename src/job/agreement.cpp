@@ -130,13 +130,14 @@ int agree_on_deck(const std::string& resolved_yaml, const std::string& error, MP
   return 2;
 }
 
-ResolvedKernels agree_on_kernels(const KernelChoice& request, Precision precision, int head_dim, MPI_Comm comm) {
+ResolvedKernels agree_on_kernels(const KernelChoice& request, Precision precision, int head_dim, MPI_Comm comm,
+                                 double run_flops) {
   unsigned mine[2] = {runnable_gemm_bf16_paths(), runnable_gemm_fp32_paths()}, common[2] = {0, 0};
   MPI_Allreduce(mine, common, 2, MPI_UNSIGNED, MPI_BAND, comm);
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   ResolvedKernels resolved;
-  if (rank == 0) resolved = resolve_kernel_choice(request, precision, head_dim, common[0], common[1]);
+  if (rank == 0) resolved = resolve_kernel_choice(request, precision, head_dim, common[0], common[1], run_flops);
   int parts[4] = {int(resolved.choice.variant), int(resolved.choice.attention), int(resolved.choice.gemm_bf16),
                   int(resolved.choice.gemm_fp32)};
   MPI_Bcast(parts, 4, MPI_INT, 0, comm);

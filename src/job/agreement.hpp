@@ -6,6 +6,8 @@
 // with rank 0 naming the first difference.
 #pragma once
 
+#include <limits>
+
 #include <mpi.h>
 
 #include <string>
@@ -19,8 +21,10 @@ int agree_on_command_line(int argc, char** argv, MPI_Comm comm);
 // The resolved deck (or, where `error` is not empty, the reason this rank could not read it).
 int agree_on_deck(const std::string& resolved_yaml, const std::string& error, MPI_Comm comm);
 // The run's kernel choice, the same on every rank (core/kernel_choice.hpp): the GEMM
-// paths every rank can run, then rank 0's resolution (and measurement) of `request`.
+// paths every rank can run, then rank 0's resolution (and measurement) of `request`;
+// run_flops: the run's work per rank (a run smaller than the measurement is not measured).
 // Requires kernel_choice_refusal(request, ...) == "" on every rank.
-ResolvedKernels agree_on_kernels(const KernelChoice& request, Precision precision, int head_dim, MPI_Comm comm);
+ResolvedKernels agree_on_kernels(const KernelChoice& request, Precision precision, int head_dim, MPI_Comm comm,
+                                 double run_flops = std::numeric_limits<double>::infinity());
 
 }  // namespace minilst

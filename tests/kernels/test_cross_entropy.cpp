@@ -6,6 +6,9 @@
 //  * The reference twin against the optimised kernel, double and float: V = 37 and 1001, a row
 //    of large logits, ignored rows, rows of the gradient summing to zero.
 //  * The float instantiation runs and gives a finite loss.
+//  * The vocabulary-parallel kernels (cross_entropy_shard.hpp): the shards' stats gathered and
+//    combined give the fused kernel's loss and dlogits, for 1-4 shards (even and uneven), in
+//    double, float and bf16, every shard's loss the same.
 // Each check prints its observed error as "[err] <what> = <value>".
 #include <gtest/gtest.h>
 
@@ -19,6 +22,7 @@
 #include "kernel_test_util.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/cross_entropy_reference.hpp"
+#include "kernels/cross_entropy_shard.hpp"
 
 using namespace minilst::kernel_test;
 namespace K = minilst::kernels;
@@ -148,4 +152,71 @@ TEST(CrossEntropy, FloatInstantiationGivesAFiniteLoss) {
   fill_random(lf, rng);
   const double ce = K::cross_entropy_fused<float>(lf, ids({1, 3}), 0.5);
   EXPECT_TRUE(std::isfinite(ce));
+}
+
+// =============================================================================================
+// Vocabulary-parallel: T shards of the columns against the whole row (the fused kernel).
+
+namespace {
+template <class T>
+void check_cross_entropy_shards(double tol_loss, double tol_grad) {
+  using A = minilst::accum_t<T>;
+  Rng rng(700);
+  const std::vector<std::int64_t> labels = {3, -100, 0, 36, 5, -100, 17, 30, 1, 20};  // two ignored rows
+  const int C = int(labels.size()), V = 37;
+  Host l = random_vec(std::size_t(C) * V, rng, -6, 6);
+  for (int c = 0; c < V; ++c) l[std::size_t(4) * V + c] += 1000.0;  // a row of large logits
+  const auto lab = ids(labels);
+  const double grad_scale = 1.0 / 8.0;
+  Mat<T> whole = mat_of<T>("logits", C, V, l);
+  const double loss_whole = K::cross_entropy_fused<T>(whole, lab, grad_scale);
+  const Host d_whole = to_host(whole);
+  for (const int shards : {1, 2, 3, 4}) {  // 3: uneven (37 = 13 + 12 + 12)
+    std::vector<std::int64_t> begin(shards + 1, 0);
+    for (int t = 0; t < shards; ++t) begin[t + 1] = begin[t] + V / shards + (t < V % shards ? 1 : 0);
+    std::vector<Mat<T>> part;
+    Mat<A> gathered("gathered", std::size_t(shards) * C, 3);
+    for (int t = 0; t < shards; ++t) {  // each rank's stats, gathered in rank order
+      const std::int64_t vt = begin[t + 1] - begin[t];
+      Host lt(std::size_t(C) * vt);
+      for (int i = 0; i < C; ++i)
+        for (std::int64_t c = 0; c < vt; ++c) lt[std::size_t(i) * vt + c] = l[std::size_t(i) * V + begin[t] + c];
+      part.push_back(mat_of<T>("shard", C, int(vt), lt));
+      K::ShardStats<T> stats("stats", C, 3);
+      K::cross_entropy_shard_stats<T>(part[t], stats, lab, begin[t]);
+      Kokkos::deep_copy(Kokkos::subview(gathered, Kokkos::make_pair(std::size_t(t) * C, std::size_t(t + 1) * C),
+                                        Kokkos::ALL),
+                        stats);
+    }
+    Host d_shards(std::size_t(C) * V);
+    const std::string tag = std::string("cross entropy shards ") + (sizeof(T) == 2 ? "bf16" : type_name<T>().c_str()) +
+                            " T=" + std::to_string(shards);
+    double first_loss = 0;
+    for (int t = 0; t < shards; ++t) {
+      Vec<A> factor("factor", C);
+      const double loss = K::cross_entropy_shard_combine<A>(gathered, shards, t, lab, factor, grad_scale);
+      if (t == 0) first_loss = loss;
+      EXPECT_EQ(loss, first_loss) << tag << ": every shard computes the same loss";
+      K::ShardStats<T> own("own", C, 3);
+      Kokkos::deep_copy(own, Kokkos::subview(gathered, Kokkos::make_pair(std::size_t(t) * C, std::size_t(t + 1) * C),
+                                             Kokkos::ALL));
+      K::cross_entropy_shard_grad<T>(part[t], own, factor, lab, begin[t], grad_scale);
+      const Host dt = to_host(part[t]);
+      const std::int64_t vt = begin[t + 1] - begin[t];
+      for (int i = 0; i < C; ++i)
+        for (std::int64_t c = 0; c < vt; ++c) d_shards[std::size_t(i) * V + begin[t] + c] = dt[std::size_t(i) * vt + c];
+    }
+    expect_le(tag + ": loss vs the whole row (rel)", std::fabs(first_loss - loss_whole) / std::fabs(loss_whole), tol_loss);
+    expect_le(tag + ": dlogits vs the whole row (rel)", rel_err(d_whole, d_shards), tol_grad);
+    for (int i = 0; i < C; ++i)
+      if (labels[i] == minilst::kIgnoreLabel)
+        for (int c = 0; c < V; ++c) EXPECT_EQ(d_shards[std::size_t(i) * V + c], 0.0) << tag << ": ignored row " << i;
+  }
+}
+}  // namespace
+
+TEST(CrossEntropy, VocabularyShardsMatchTheWholeRow) {
+  check_cross_entropy_shards<double>(1e-14, 1e-13);
+  check_cross_entropy_shards<float>(1e-6, 1e-5);
+  check_cross_entropy_shards<minilst::bf16>(1e-6, 2e-2);
 }

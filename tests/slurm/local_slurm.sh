@@ -1,6 +1,7 @@
 # Sourced by the Slurm test: a private, single-node Slurm (munged, slurmctld,
 # slurmd) on localhost, in the scratch directory $tmp, as root, on its own ports.
-# start_local_slurm exits 77 (ctest: skipped) with the reason where it cannot run.
+# start_local_slurm [SLURM.CONF LINE...] exits 77 (ctest: skipped) with the reason where it
+# cannot run; its arguments are added to the configuration.
 # SLURM_CONF points the clients (sbatch, squeue, sacct) at it.
 skip() { echo "skipped: $*"; exit 77; }
 
@@ -46,6 +47,7 @@ KillWait=30  # Slurm's default: SIGKILL 30 s after the SIGTERM of a time limit o
 NodeName=localhost CPUs=$cpus State=UNKNOWN
 PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
+  printf '%s\n' "$@" >> "$s/slurm.conf"
   export SLURM_CONF=$s/slurm.conf
   slurmctld -f "$SLURM_CONF" || skip "slurmctld does not start: $(tail -3 "$s/log/slurmctld.log" 2>/dev/null)"
   slurmd -f "$SLURM_CONF" -N localhost || skip "slurmd does not start: $(tail -3 "$s/log/slurmd.log" 2>/dev/null)"

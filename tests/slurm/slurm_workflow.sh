@@ -21,7 +21,11 @@
 source "$(dirname "$0")/../app/common.sh"
 source "$(dirname "$0")/local_slurm.sh"
 source "$MINILST_SOURCE/scripts/slurm/lib.sh"  # metrics_file
-start_local_slurm
+# MinJobAge=6: `sbatch --wait` polls every 2 s instead of backing off to 32 s (it lengthens its
+# sleep only while the sleep is under a third of MinJobAge); nothing here reads a finished job.
+# KillWait=5: mpirun, aborting a job whose rank failed (section 3), lingers twice the template's
+# sigkill timeout (KillWait - 3 s) after its ranks are gone; slurm_stop.sh tests the default.
+start_local_slurm MinJobAge=6 KillWait=5
 export RUNS_DIR=$tmp/runs LAUNCH="mpiexec --oversubscribe"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 template=$MINILST_SOURCE/scripts/slurm/minilst.sbatch
