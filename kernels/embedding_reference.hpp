@@ -5,6 +5,7 @@
 // gather, has no reference.)
 //   S tokens, V vocab, d hidden.  tokens: [S]  dx: [S, d]  dE: [V, d]
 //   backward  dE[tok[i], :] += dx[i, :]             dE: [V, d] (+=)
+//   (vocabulary shards: dE holds the rows of tokens [v0, v0 + rows), other tokens skipped)
 // Each column's tokens are summed in order: a token that appears twice adds up in a
 // fixed order (deterministic), every element of dE has one writer (no atomics).
 #pragma once
@@ -14,11 +15,14 @@
 namespace minilst::kernels {
 
 template <class T>
-void embedding_backward_reference(const Mat<master_t<T>>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) {
+void embedding_backward_reference(const Mat<master_t<T>>& dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx,
+                                  std::int64_t v0 = 0) {
   const int S = static_cast<int>(dx.extent(0));
+  const std::int64_t rows = dE.extent(0);
   Kokkos::parallel_for("embedding_backward_reference", Kokkos::RangePolicy<ExecSpace>(0, dx.extent(1)),
       KOKKOS_LAMBDA(const int j) {
-        for (int i = 0; i < S; ++i) dE(tokens(i), j) += dx(i, j);
+        for (int i = 0; i < S; ++i)
+          if (tokens(i) >= v0 && tokens(i) - v0 < rows) dE(tokens(i) - v0, j) += dx(i, j);
       });
 }
 

@@ -66,8 +66,8 @@ double cross_entropy_fused(const KernelChoice& kc, const Mat<T>& logits, const V
 
 template <class T>
 void embedding_backward(const KernelChoice& kc, const Mat<master_t<T>>& dE, const Vec<const std::int64_t>& tokens,
-                        const Mat<const T>& dx) {
-  plain(kc) ? embedding_backward_reference<T>(dE, tokens, dx) : embedding_backward<T>(dE, tokens, dx);
+                        const Mat<const T>& dx, std::int64_t v0 = 0) {
+  plain(kc) ? embedding_backward_reference<T>(dE, tokens, dx, v0) : embedding_backward<T>(dE, tokens, dx, v0);
 }
 
 // q_pos, q_lo: [Sq], k_pos: [Sk]: key j is visible to query i iff q_lo[i] <= k_pos[j] <= q_pos[i]

@@ -185,4 +185,14 @@ TEST(TensorSlice, TheGroupsSlicesCoverTheModelOnceAndEachQueryHeadFindsItsKvHead
   m.intermediate = 24, m.vocab = 100;
   EXPECT_NE(check_tensor_slice(m, 8).find("model.vocab (100)"), std::string::npos);
   EXPECT_THROW(tensor_slice(m, 8, 0), std::logic_error);
+  // One rank's model: its share of heads, kv heads, MLP and vocabulary, the head dim and width kept.
+  m.hidden = 64, m.heads = 8, m.kv_heads = 2, m.intermediate = 24, m.vocab = 64;
+  const ModelConfig local = local_model(m, tensor_slice(m, 4, 3));
+  EXPECT_EQ(local.heads, 2);
+  EXPECT_EQ(local.kv_heads, 1);
+  EXPECT_EQ(local.intermediate, 6);
+  EXPECT_EQ(local.vocab, 16);
+  EXPECT_EQ(local.hidden, 64);
+  EXPECT_EQ(local.head_dim(), 8) << "the model's head dim, not hidden / local heads";
+  EXPECT_EQ(local_model(m, tensor_slice(m, 1, 0)).head_dim(), m.head_dim());
 }

@@ -8,7 +8,10 @@
 //  - a sliding window in some layers (SequenceMask::window_layers): each layer attends
 //    with its own mask (in the forward, the backward and the recompute), the gradient
 //    against finite differences, the pattern's limits (all layers, none) equal to the
-//    window everywhere and nowhere, and its second q_lo set in the memory model.
+//    window everywhere and nowhere, and its second q_lo set in the memory model;
+//  - a tensor-parallel group's parameter slots: each split tensor's parts tile the global
+//    tensor once (kv heads T/G times where replicated), the norms whole on every rank, and
+//    one rank of one is the model's own layout.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 
 #include "attention/local_attention.hpp"
 #include "io/deck.hpp"
+#include "model/model_states.hpp"
 #include "model/documents.hpp"
 #include "predict/memory_model.hpp"
 #include "model/trainer.hpp"
@@ -475,4 +479,73 @@ TEST(WindowPattern, SecondMaskBufferIsInTheMemoryModel) {
       workspace[split] = tracker.high_water(MemCategory::workspace);
       if (split) EXPECT_EQ(workspace[1] - workspace[0], kSeq * sizeof(std::int64_t)) << where;
     }
+}
+
+TEST(Parameters, TensorParallelSlotsTileEachGlobalTensor) {
+  ModelConfig m;
+  m.hidden = 32, m.heads = 8, m.layers = 2, m.intermediate = 48, m.vocab = 64;
+  for (const int G : {4, 2}) {
+    m.kv_heads = G;
+    const auto whole = parameter_layout(m);
+    for (const int T : {1, 2, 4}) {
+      std::vector<std::vector<std::size_t>> covered(whole.size());  // per slot, per index along the split
+      for (int t = 0; t < T; ++t) {
+        const auto slots = parameter_layout(m, tensor_slice(m, T, t));
+        ASSERT_EQ(slots.size(), whole.size());
+        std::size_t offset = 0;
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+          const TensorSlot& s = slots[i];
+          EXPECT_EQ(s.name, whole[i].name);
+          EXPECT_EQ(s.global_shape, whole[i].shape) << s.name;
+          EXPECT_EQ(s.offset, offset) << s.name << ": slots packed in dump order";
+          offset += s.size();
+          const bool norm = s.shape.size() == 1;
+          if (norm || T == 1) EXPECT_EQ(s.split_dim, -1) << s.name;
+          else EXPECT_GE(s.split_dim, 0) << s.name << ": split on " << T << " ranks";
+          if (s.split_dim < 0) {
+            EXPECT_EQ(s.shape, s.global_shape) << s.name << ": whole on every rank";
+            continue;
+          }
+          auto& c = covered[i];
+          c.resize(s.global_shape[s.split_dim], 0);
+          for (std::size_t j = 0; j < s.shape[s.split_dim]; ++j) ++c.at(s.split_begin + j);
+          EXPECT_EQ(s.shape[1 - s.split_dim], s.global_shape[1 - s.split_dim]) << s.name << ": the other dim whole";
+        }
+      }
+      for (std::size_t i = 0; i < whole.size(); ++i) {
+        if (covered[i].empty()) continue;
+        const bool kv = whole[i].name.find(".wk") != std::string::npos || whole[i].name.find(".wv") != std::string::npos;
+        const std::size_t times = kv && G % T != 0 ? std::size_t(T / G) : 1;
+        for (const std::size_t n : covered[i]) EXPECT_EQ(n, times) << whole[i].name << " on " << T << " ranks";
+      }
+    }
+  }
+}
+
+// Initial values do not depend on a tensor-parallel split: each rank's rows or columns are the
+// whole model's, drawn from the same streams (norms perturbed, so they are checked too).
+TEST(Parameters, TensorParallelInitialValuesAreTheWholeModelsSlices) {
+  ModelConfig m;
+  m.hidden = 32, m.heads = 8, m.kv_heads = 2, m.layers = 1, m.intermediate = 48, m.vocab = 64;
+  TrainOptions init;
+  init.norm_init_noise = 0.1;
+  const auto whole = parameter_layout(m);
+  for (const int T : {2, 4}) {
+    for (int t = 0; t < T; ++t) {
+      const auto slots = parameter_layout(m, tensor_slice(m, T, t));
+      for (std::size_t i = 0; i < slots.size(); ++i) {
+        std::vector<double> full(whole[i].size()), part(slots[i].size());
+        for (std::size_t c = 0; c < initial_chunks(whole[i]); ++c) draw_initial_chunk(whole[i], c, init, full.data());
+        for (std::size_t c = 0; c < initial_chunks(slots[i]); ++c) draw_initial_chunk(slots[i], c, init, part.data());
+        const auto& s = slots[i];
+        const std::size_t cols = s.shape.size() == 2 ? s.shape[1] : 1, gcols = s.shape.size() == 2 ? s.global_shape[1] : 1;
+        for (std::size_t k = 0; k < part.size(); ++k) {
+          std::size_t row = k / cols, col = k % cols;
+          if (s.split_dim == 0) row += s.split_begin;
+          if (s.split_dim == 1) col += s.split_begin;
+          ASSERT_EQ(part[k], full[row * gcols + col]) << s.name << " on rank " << t << " of " << T << ", element " << k;
+        }
+      }
+    }
+  }
 }

@@ -15,6 +15,8 @@
 // launched at start() (its transfers under way while the block computes), what
 // start() did not launch is launched by finish(), and ring attention (flash with
 // and without overlap, RSA) stays exact.
+// The rank grid: tensor-parallel groups of consecutive ranks, the sequence groups across
+// them, the replicas outermost, for every factorisation of the world.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -1393,4 +1395,41 @@ TEST(UlyssesAuto, TheLargestDegreeTheRanksLeftByTheRingAndTheHeadsAllow) {
   m.hidden = 48;
   EXPECT_EQ(resolved(4, 1), 1);  // 4 divides no 6; 2 does, but 3 kv heads neither split over 2 nor divide it
   EXPECT_EQ(resolved(6, 1), 6);  // the 3 kv heads replicated twice
+}
+
+// The rank grid w = (d P + s) T + t: a tensor-parallel group is T consecutive ranks, the sequence
+// groups (Ulysses, ring) gather the ranks of one t, the replicas what is left. Each group's
+// members are checked by the sum of their world ranks, every factorisation of the world.
+TEST(RankGrid, TensorInnermostThenUlyssesRingAndReplicas) {
+  int W = 1, w = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  MPI_Comm_rank(MPI_COMM_WORLD, &w);
+  const auto member_sum = [&](Communicator& c) {
+    Vec<double> v("w", 1);
+    Kokkos::deep_copy(v, double(w));
+    c.allreduce_sum(v.data(), 1, DType::f64, CommOp::allreduce);
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    return h(0);
+  };
+  for (int T = 1; T <= W; ++T)
+    for (int U = 1; T * U <= W; ++U)
+      for (int R = 1; T * U * R <= W; ++R) {
+        if (W % (T * U * R) != 0) continue;
+        ParallelConfig p;
+        p.tensor = T, p.ulysses = U, p.ring = R;
+        ParallelSetup setup(MPI_COMM_WORLD, p, 64);
+        const int P = U * R, t = w % T, s = (w / T) % P, d = w / (P * T), u = s % U, r = s / U;
+        const std::string name = "T" + std::to_string(T) + " U" + std::to_string(U) + " R" + std::to_string(R);
+        EXPECT_EQ(setup.tensor().size(), T) << name;
+        EXPECT_EQ(setup.tensor().rank(), t) << name;
+        EXPECT_EQ(setup.ulysses().size(), U) << name;
+        EXPECT_EQ(setup.ring().size(), R) << name;
+        EXPECT_EQ(setup.sp_rank(), s) << name;
+        EXPECT_EQ(setup.dp_size(), W / (P * T)) << name;
+        EXPECT_EQ(setup.dp_index(), d) << name;
+        EXPECT_EQ(member_sum(setup.tensor()), T * (w - t) + T * (T - 1) / 2.0) << name << ": T consecutive ranks";
+        const double base = double(d) * P * T + t;  // world rank of s = 0 in this rank's sequence group
+        EXPECT_EQ(member_sum(setup.ulysses()), U * (base + double(r) * U * T) + T * U * (U - 1) / 2.0) << name;
+        EXPECT_EQ(member_sum(setup.ring()), R * (base + double(u) * T) + double(U) * T * R * (R - 1) / 2.0) << name;
+      }
 }

@@ -21,7 +21,10 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   std::int64_t sliding_window = 0;  // keys a query sees at most, itself included (0: none)
   LayerPattern sliding_window_layers;  // the layers that window applies to (default: all)
-  int head_dim() const { return hidden / heads; }  // h
+  // h where `heads` is one tensor-parallel rank's share (core/tensor_slice.hpp: local_model);
+  // 0 everywhere else: h = hidden / heads.
+  int head_dim_override = 0;
+  int head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }  // h
 };
 
 // The scalar type a run computes in (run.precision). bf16 is mixed precision:

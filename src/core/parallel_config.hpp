@@ -50,6 +50,9 @@ struct ParallelConfig {
   // at a time (parallel.ulysses_head_chunks; 0 = auto, resolved by head_chunks()).
   int ulysses_head_chunks = 1;
   int zero = 0;                            // ZeRO stage over all ranks: 0 none, 1 optimizer, 2 + gradients, 3 + weights
+  // T: the tensor-parallel degree (core/tensor_slice.hpp), innermost in the rank grid. No deck
+  // key sets it yet: the layers do not split their weights (1 everywhere but the grid's tests).
+  int tensor = 1;
   int sequence_parallel() const { return ulysses * ring; }
   // Whether the ring runs RSA with the seed's backward: its statistics are the
   // softmax probabilities [Hl Sq, S] rather than the log-sum-exp rows [Sq, Hl].

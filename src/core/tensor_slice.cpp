@@ -41,4 +41,14 @@ TensorSlice tensor_slice(const ModelConfig& m, int T, int t) {
   return s;
 }
 
+ModelConfig local_model(const ModelConfig& m, const TensorSlice& s) {
+  ModelConfig local = m;
+  local.head_dim_override = m.head_dim();
+  local.heads = s.q_heads;
+  local.kv_heads = s.kv_heads;
+  local.intermediate = s.intermediate;
+  local.vocab = s.vocab;
+  return local;
+}
+
 }  // namespace minilst

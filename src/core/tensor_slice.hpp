@@ -28,5 +28,8 @@ struct TensorSlice {
 std::string check_tensor_slice(const ModelConfig& model, int T);
 // Rank t's part; requires check_tensor_slice(model, T) == "".
 TensorSlice tensor_slice(const ModelConfig& model, int T, int t);
+// The model one rank computes with: its query and kv heads, MLP width and vocabulary rows, the
+// model's head dim and hidden size (the residual stream stays whole).
+ModelConfig local_model(const ModelConfig& model, const TensorSlice& slice);
 
 }  // namespace minilst

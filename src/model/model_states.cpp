@@ -27,6 +27,37 @@ std::vector<int> unit_gather_order(int L, bool first_micro_step) {
   return order;
 }
 
+// Initial values: each tensor in chunks of kInitChunk elements, each from its own stream.
+constexpr std::size_t kInitChunk = std::size_t(1) << 25;
+
+std::size_t initial_chunks(const TensorSlot& slot) {
+  const auto& g = slot.global_shape.empty() ? slot.shape : slot.global_shape;
+  const std::size_t n = g.size() == 1 ? g[0] : g[0] * g[1];
+  return (n + kInitChunk - 1) / kInitChunk;
+}
+
+template <class M>
+void draw_initial_chunk(const TensorSlot& slot, std::size_t chunk, const TrainOptions& init, M* dst) {
+  const auto& g = slot.global_shape.empty() ? slot.shape : slot.global_shape;
+  const std::size_t n = g.size() == 1 ? g[0] : g[0] * g[1], cols = g.size() == 2 ? g[1] : 1;
+  const std::uint64_t tensor_seed = init.seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull);
+  std::mt19937_64 rng(chunk == 0 ? tensor_seed : tensor_seed ^ (chunk * 0xD1B54A32D192ED03ull));
+  const bool is_norm = slot.shape.size() == 1;
+  const double sd = is_norm ? init.norm_init_noise : init.init_std;
+  std::normal_distribution<double> normal(0.0, sd);
+  const std::size_t k0 = chunk * kInitChunk, k1 = std::min(n, k0 + kInitChunk);
+  const std::size_t b = slot.split_begin, w = slot.split_dim < 0 ? 0 : slot.shape[slot.split_dim];
+  for (std::size_t k = k0; k < k1; ++k) {
+    const double noise = (is_norm && sd == 0.0) ? 0.0 : normal(rng);
+    const std::size_t row = k / cols, col = k % cols;
+    if (slot.split_dim < 0) dst[k] = M(is_norm ? 1.0 + noise : noise);
+    else if (slot.split_dim == 0 && row >= b && row < b + w) dst[(row - b) * cols + col] = M(noise);
+    else if (slot.split_dim == 1 && col >= b && col < b + w) dst[row * w + (col - b)] = M(noise);
+  }
+}
+template void draw_initial_chunk<float>(const TensorSlot&, std::size_t, const TrainOptions&, float*);
+template void draw_initial_chunk<double>(const TensorSlot&, std::size_t, const TrainOptions&, double*);
+
 namespace {
 using HostExec = Kokkos::DefaultHostExecutionSpace;
 using Index = Kokkos::IndexType<std::int64_t>;
@@ -37,14 +68,8 @@ auto part(const V& v, std::size_t begin, std::size_t n) {
 }
 
 // Unit u's initial values, in a padded unit's layout (P s_u elements, zero past the
-// unit's parameters): normal(0, init_std) for matrices; norm weights 1 + normal(0,
-// norm_noise) (norm_noise = 0 gives the usual ones; verification decks perturb them so
-// a dropped weight cannot go unnoticed). A tensor is drawn in chunks of kInitChunk
-// elements, each from its own stream: chunk 0 seeded by (seed, name), chunk c by (seed,
-// name, c). The values depend on neither the layout, the order nor the thread count,
-// and the chunks are drawn on all of the rank's cores (a Llama-3-8B embedding: 16).
-constexpr std::size_t kInitChunk = std::size_t(1) << 25;
-
+// unit's parameters; draw_initial_chunk gives the values), its tensors' chunks drawn on all
+// of the rank's cores (a Llama-3-8B embedding: 16 chunks).
 template <class M>
 std::vector<M> initial_unit(const ShardLayout& layout, const std::vector<TensorSlot>& slots, const ModelConfig& cfg,
                             int u, const TrainOptions& init) {
@@ -56,22 +81,11 @@ std::vector<M> initial_unit(const ShardLayout& layout, const std::vector<TensorS
   std::vector<Chunk> chunks;
   for (std::size_t i = 0; i < slots.size(); ++i)
     if (unit_of_slot(cfg, i) == u)
-      for (std::size_t c = 0; c * kInitChunk < slots[i].size(); ++c) chunks.push_back({i, c});
-  const auto draw = [&](const Chunk& chunk) {
-    const auto& slot = slots[chunk.slot];
-    const std::uint64_t tensor_seed = init.seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull);
-    std::mt19937_64 rng(chunk.index == 0 ? tensor_seed : tensor_seed ^ (chunk.index * 0xD1B54A32D192ED03ull));
-    const bool is_norm = slot.shape.size() == 1;
-    const double sd = is_norm ? init.norm_init_noise : init.init_std;
-    std::normal_distribution<double> normal(0.0, sd);
-    const std::size_t k0 = chunk.index * kInitChunk, k1 = std::min(slot.size(), k0 + kInitChunk);
-    M* dst = out.data() + (slot.offset - begin);
-    for (std::size_t k = k0; k < k1; ++k) {
-      const double noise = (is_norm && sd == 0.0) ? 0.0 : normal(rng);
-      dst[k] = M(is_norm ? 1.0 + noise : noise);
-    }
-  };
-  on_host_cores(chunks.size(), [&](std::size_t c) { draw(chunks[c]); });
+      for (std::size_t c = 0; c < initial_chunks(slots[i]); ++c) chunks.push_back({i, c});
+  on_host_cores(chunks.size(), [&](std::size_t c) {
+    const auto& slot = slots[chunks[c].slot];
+    draw_initial_chunk(slot, chunks[c].index, init, out.data() + (slot.offset - begin));
+  });
   return out;
 }
 

@@ -48,6 +48,17 @@ struct TrainOptions {
   kernels::AdamWHyper adamw;
 };
 
+// A parameter's initial values: normal(0, init_std) for matrices; norm weights 1 +
+// normal(0, norm_init_noise) (0 gives the usual ones; verification decks perturb them so a
+// dropped weight cannot go unnoticed). The model's tensor (its global shape) is drawn in
+// chunks of 2^25 elements, each from its own stream: chunk 0 seeded by (seed, name), chunk c
+// by (seed, name, c); so the values depend on neither the ZeRO layout, the tensor-parallel
+// split, the order nor the thread count. draw_initial_chunk writes chunk c's values that the
+// slot holds (its rows or columns under tensor parallelism) into dst, the slot's first element.
+std::size_t initial_chunks(const TensorSlot& slot);
+template <class M>
+void draw_initial_chunk(const TensorSlot& slot, std::size_t chunk, const TrainOptions& init, M* dst);
+
 // The order a micro-step acquires the units in: embedding, layers, head, layers back.
 std::vector<int> unit_acquire_order(int layers);
 // The units stage 3 gathers in a micro-step, in order: the last layer's weights stay

@@ -6,30 +6,40 @@
 
 namespace minilst {
 
-std::vector<TensorSlot> parameter_layout(const ModelConfig& c) {
-  const std::size_t d = c.hidden, hq = std::size_t(c.heads) * c.head_dim(),
-                    hk = std::size_t(c.kv_heads) * c.head_dim(), I = c.intermediate, V = c.vocab;
+std::vector<TensorSlot> parameter_layout(const ModelConfig& c) { return parameter_layout(c, tensor_slice(c, 1, 0)); }
+
+std::vector<TensorSlot> parameter_layout(const ModelConfig& c, const TensorSlice& t) {
+  const std::size_t d = c.hidden, h = c.head_dim(), hq = std::size_t(c.heads) * h, hk = std::size_t(c.kv_heads) * h,
+                    I = c.intermediate, V = c.vocab;
   std::vector<TensorSlot> slots;
   std::size_t offset = 0;
-  auto add = [&](std::string name, std::vector<std::size_t> shape) {
-    slots.push_back({std::move(name), std::move(shape), offset});
+  // global: the model's shape; split along dim (-1: none) from begin, `width` of it held here
+  auto add = [&](std::string name, std::vector<std::size_t> global, int dim = -1, std::size_t begin = 0,
+                 std::size_t width = 0) {
+    std::vector<std::size_t> shape = global;
+    if (dim >= 0) shape[dim] = width;
+    slots.push_back({std::move(name), std::move(shape), offset, std::move(global), dim, begin});
     offset += slots.back().size();
   };
-  add("embed", {V, d});
+  const std::size_t q0 = std::size_t(t.q_head0) * h, qn = std::size_t(t.q_heads) * h;
+  const std::size_t k0 = std::size_t(t.kv_head0) * h, kn = std::size_t(t.kv_heads) * h;
+  const bool split = t.ranks > 1;
+  const int cols = split ? 1 : -1, rows = split ? 0 : -1;
+  add("embed", {V, d}, rows, std::size_t(t.vocab0), std::size_t(t.vocab));
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     add(p + "attn_norm", {d});
-    add(p + "wq", {d, hq});
-    add(p + "wk", {d, hk});
-    add(p + "wv", {d, hk});
-    add(p + "wo", {hq, d});
+    add(p + "wq", {d, hq}, cols, q0, qn);
+    add(p + "wk", {d, hk}, cols, k0, kn);
+    add(p + "wv", {d, hk}, cols, k0, kn);
+    add(p + "wo", {hq, d}, rows, q0, qn);
     add(p + "mlp_norm", {d});
-    add(p + "w_gate", {d, I});
-    add(p + "w_up", {d, I});
-    add(p + "w_down", {I, d});
+    add(p + "w_gate", {d, I}, cols, std::size_t(t.intermediate0), std::size_t(t.intermediate));
+    add(p + "w_up", {d, I}, cols, std::size_t(t.intermediate0), std::size_t(t.intermediate));
+    add(p + "w_down", {I, d}, rows, std::size_t(t.intermediate0), std::size_t(t.intermediate));
   }
   add("final_norm", {d});
-  add("lm_head", {d, V});
+  add("lm_head", {d, V}, cols, std::size_t(t.vocab0), std::size_t(t.vocab));
   return slots;
 }
 

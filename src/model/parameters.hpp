@@ -13,18 +13,29 @@
 #include "kernels/types.hpp"
 #include "memory/tracker.hpp"
 #include "core/config.hpp"
+#include "core/tensor_slice.hpp"
 
 namespace minilst {
 
 struct TensorSlot {
   std::string name;
-  std::vector<std::size_t> shape;  // [n] or [rows, cols]
+  std::vector<std::size_t> shape;  // [n] or [rows, cols]: what this rank holds
   std::size_t offset;              // elements from the start of the flat buffer
+  // Tensor parallelism: the model's tensor is global_shape; this rank holds its rows
+  // (split_dim 0) or columns (1) [split_begin, split_begin + shape[split_dim]), or all of it
+  // (split_dim -1: the norms, every tensor when T = 1).
+  std::vector<std::size_t> global_shape = {};
+  int split_dim = -1;
+  std::size_t split_begin = 0;
   std::size_t size() const { return shape.size() == 1 ? shape[0] : shape[0] * shape[1]; }
 };
 
 // The parameter list in dump order, with offsets into the flat buffer.
 std::vector<TensorSlot> parameter_layout(const ModelConfig& cfg);
+// The same for one rank of a tensor-parallel group (core/tensor_slice.hpp): q, k, v, gate and up
+// split by columns, o and down by rows, the embedding by rows and the LM head by columns of the
+// vocabulary; kv heads replicated where T exceeds them. tensor_slice(cfg, 1, 0): the whole model.
+std::vector<TensorSlot> parameter_layout(const ModelConfig& cfg, const TensorSlice& slice);
 std::size_t parameter_count(const ModelConfig& cfg);
 
 // The units the parameters are gathered and reduced in (ZeRO): the embedding, each

@@ -26,10 +26,11 @@ ParallelSetup::ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::
                              const SequenceMask& mask)
     : config_(config), world_comm_(world), world_(make_communicator(world)),
       layout_(seq_len, config.ulysses, config.ring, config.layout, true, mask) {
-  const int P = config.sequence_parallel(), w = world_->rank();
-  dp_size_ = world_->size() / P;
-  dp_index_ = w / P;
-  sp_ = world_->split(dp_index_, w);
+  const int P = config.sequence_parallel(), T = config.tensor, w = world_->rank();
+  dp_size_ = world_->size() / (P * T);
+  dp_index_ = w / (P * T);
+  tensor_ = world_->split(w / T, w);
+  sp_ = world_->split(dp_index_ * T + w % T, w);
   const int s = sp_->rank();
   ulysses_ = sp_->split(s / config.ulysses, s);
   ring_ = sp_->split(s % config.ulysses, s);
@@ -53,7 +54,7 @@ std::vector<Batch> ParallelSetup::shard(const std::vector<Batch>& globals) const
 
 CommBytes ParallelSetup::take_comm_bytes() {
   CommBytes out{};
-  for (auto* c : {world_.get(), sp_.get(), ulysses_.get(), ring_.get()}) {
+  for (auto* c : {world_.get(), tensor_.get(), sp_.get(), ulysses_.get(), ring_.get()}) {
     for (const CommOp op : all_of<CommOp>()) out[op] += c->bytes_sent()[op];
     c->reset_bytes();
   }

@@ -1,8 +1,10 @@
 // The parallel world of a run: communicators and the sequence layout. World rank
-// w = d P + s (d: data-parallel replica, s: sequence-parallel rank, P = U R);
-// s = r U + u (u: Ulysses member, r: ring member).
-//   sp:      the P ranks sharing one sequence
-//   ulysses: U consecutive ranks (same r)         ring: R ranks with the same u
+// w = (d P + s) T + t (d: data-parallel replica, s: sequence-parallel rank, P = U R, t: the
+// tensor-parallel rank, innermost: a TP group's ranks share a node); s = r U + u (u: Ulysses
+// member, r: ring member).
+//   tensor:  the T consecutive ranks splitting one model (T = parallel.tensor, 1 in every run yet)
+//   sp:      the P ranks sharing one sequence (the same t)
+//   ulysses: U ranks of sp (same r)               ring: R ranks of sp with the same u
 // Which attention strategy runs on them is attention/strategy_factory.hpp's call.
 #pragma once
 
@@ -27,6 +29,7 @@ class ParallelSetup {
                 const SequenceMask& mask = SequenceMask{});
 
   Communicator& world() { return *world_; }
+  Communicator& tensor() { return *tensor_; }
   Communicator& ulysses() { return *ulysses_; }
   Communicator& ring() { return *ring_; }
   MPI_Comm world_comm() const { return world_comm_; }  // for host scalars (plain MPI)
@@ -49,7 +52,7 @@ class ParallelSetup {
  private:
   ParallelConfig config_;
   MPI_Comm world_comm_;
-  std::unique_ptr<Communicator> world_, sp_, ulysses_, ring_;
+  std::unique_ptr<Communicator> world_, tensor_, sp_, ulysses_, ring_;
   SequenceLayout layout_;
   int dp_index_ = 0, dp_size_ = 1;
 };

@@ -4,6 +4,9 @@
 //  * The reference twin's scatter-add against the optimised one, double and float: bitwise
 //    equal, and equal to a host loop in the storage type.
 //  * The float instantiation against double.
+//  * Vocabulary shards (tensor parallelism): the shards' forwards add up to the whole table's
+//    (each token's row from the one shard holding it, zeros elsewhere), each shard's backward
+//    is its rows of the whole table's gradient; 1-3 shards, uneven too.
 // Each check prints its observed error as "[err] <what> = <value>".
 #include <gtest/gtest.h>
 
@@ -97,4 +100,42 @@ TEST(Embedding, FloatAgreesWithDouble) {
   K::embedding_backward<float>(Ef, ids({2, 0}), xf);
   const double e = std::max(max_abs_diff(to_host(xf), to_host(x)), max_abs_diff(to_host(Ef), to_host(E)));
   expect_le("embedding float vs double x/dE (max abs)", e, 1e-5);
+}
+
+TEST(Embedding, VocabularyShardsAddUpToTheWholeTable) {
+  Rng rng(8);
+  const std::vector<std::int64_t> tok = {3, 1, 3, 6, 0, 3, 1, 5, 2};
+  const int V = 7, d = 5, S = int(tok.size());
+  const auto tv = ids(tok);
+  Mat<double> E("E", V, d), x("x", S, d), dx("dx", S, d), dE("dE", V, d);
+  fill_random(E, rng);
+  fill_random(dx, rng);
+  K::embedding_forward<double>(x, tv, E);
+  K::embedding_backward<double>(dE, tv, dx);
+  const Host Eh = to_host(E), xh = to_host(x), dEh = to_host(dE);
+  for (const int shards : {1, 2, 3}) {
+    Host sum(std::size_t(S) * d, 0.0);
+    std::int64_t v0 = 0;
+    for (int t = 0; t < shards; ++t) {
+      const int rows = V / shards + (t < V % shards ? 1 : 0);
+      Host eh(std::size_t(rows) * d);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < d; ++j) eh[std::size_t(r) * d + j] = Eh[std::size_t(v0 + r) * d + j];
+      const Mat<double> Et = mat_of<double>("Et", rows, d, eh);
+      Mat<double> xt("xt", S, d), dEt("dEt", rows, d);
+      K::embedding_forward<double>(xt, tv, Et, v0);
+      const Host xth = to_host(xt);
+      for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += xth[k];
+      K::embedding_backward<double>(dEt, tv, dx, v0);
+      Mat<double> dEr("dEr", rows, d);
+      K::embedding_backward_reference<double>(dEr, tv, dx, v0);
+      const Host dth = to_host(dEt);
+      EXPECT_EQ(rel_err(dth, to_host(dEr)), 0.0) << shards << " shards: the reference twin";
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < d; ++j)
+          EXPECT_EQ(dth[std::size_t(r) * d + j], dEh[std::size_t(v0 + r) * d + j]) << shards << " shards, row " << v0 + r;
+      v0 += rows;
+    }
+    for (std::size_t k = 0; k < sum.size(); ++k) EXPECT_EQ(sum[k], xh[k]) << shards << " shards: the rows add up";
+  }
 }
