@@ -96,14 +96,16 @@ void cross_entropy_shard_grad(const Mat<T>& e, const ShardStats<T>& stats, const
     const int i = team.league_rank(), t0 = team.team_rank();
     T* row = &e(i, 0);
     const std::int64_t label = labels(i);
-    const A f = factor(i);  // 0 on ignored rows
+    const A f = factor(i), g = A(grad_scale);  // f: 0 on ignored rows
+    const A p_label = tile::exp(stats(i, 2) - stats(i, 0)) * f;  // (the label's, where it is here)
     for (int c = t0; c < V; c += kRowTeam) row[c] = T(A(row[c]) * f);
     team.team_barrier();
     if (t0 == 0 && label != kIgnoreLabel && label >= v0 && label < v0 + V) {
+      // (every captured name read above: a device lambda may not capture first in an if constexpr)
       if constexpr (std::is_same<T, A>::value) {
-        row[label - v0] = T(A(row[label - v0]) - A(grad_scale));
+        row[label - v0] = T(A(row[label - v0]) - g);
       } else {  // bf16: p_label - 1 cancels, so from the fp32 probability, rounded once
-        row[label - v0] = T(tile::exp(stats(i, 2) - stats(i, 0)) * f - A(grad_scale));
+        row[label - v0] = T(p_label - g);
       }
     }
   });
