@@ -60,11 +60,14 @@ void cross_entropy_shard_stats(const Mat<T>& logits, const ShardStats<T>& stats,
 }
 
 // gathered [T C, 3]: every rank's stats in rank order; factor [C] := this rank's (t) factor.
-// Returns sum_i loss_i over the rows not ignored (unscaled, as cross_entropy_fused).
+// Returns sum_i loss_i over the rows not ignored (unscaled, as cross_entropy_fused) among rows
+// [counted_begin, counted_end) (all when counted_end < 0: with sequence parallelism inside the
+// group each rank counts the rows it owns, so the ranks' sums add up to the whole loss once).
 template <class A>
 double cross_entropy_shard_combine(const Mat<const A>& gathered, int T, int t, const Vec<const std::int64_t>& labels,
-                                   const Vec<A>& factor, double grad_scale) {
-  const std::int64_t C = labels.extent(0);
+                                   const Vec<A>& factor, double grad_scale, std::int64_t counted_begin = 0,
+                                   std::int64_t counted_end = -1) {
+  const std::int64_t C = labels.extent(0), c0 = counted_begin, c1 = counted_end < 0 ? C : counted_end;
   double loss_sum = 0;
   Kokkos::parallel_reduce("cross_entropy_shard_combine", Kokkos::RangePolicy<ExecSpace>(0, C),
       KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
@@ -80,7 +83,7 @@ double cross_entropy_shard_combine(const Mat<const A>& gathered, int T, int t, c
           target += gathered(r * C + i, 2);
         }
         factor(i) = A(grad_scale) * tile::exp(gathered(t * C + i, 0) - m) / Z;
-        acc += double(m + compat::log(Z) - target);
+        if (i >= c0 && i < c1) acc += double(m + compat::log(Z) - target);
       },
       loss_sum);
   return loss_sum;

@@ -126,7 +126,7 @@ TEST(CommOps, OneTableNamesEveryOperationAndTheStepsOnesAreTheMetricsFiles) {
   for (const CommOp op : all_of<CommOp>())
     if (step_op(op)) step.push_back(name_of(op));
   EXPECT_EQ(step, (std::vector<std::string>{"alltoall", "ring", "rsa_allreduce", "allreduce", "reduce_scatter", "allgather",
-                                            "grad_norm"}))
+                                            "grad_norm", "tp_allgather", "tp_reduce_scatter", "tp_grad_sum"}))
       << "the metrics file's /comm/<op>: what the readers in analysis/ expect";
 }
 

@@ -245,6 +245,26 @@ TEST(TimeModel, StatesCollectivesByHand) {
   EXPECT_EQ(price_states(price_context(s, m), 10e-6, 20e-6).comm, 0) << "one rank: no collective";
 }
 
+// Tensor parallelism over 2 ranks, full policy, one chunk each (M = H = 1), L = 2: gathers a micro-step
+// L (1 + M (1 + 2) + 2) + 2 H + 1 = 15 (the MLP recomputes its input: 2 gathers backward), reduce-scatters
+// L (1 + 2 M + 1) + H + 1 = 10; each call its share of the operation's time; the gradient sums one call.
+TEST(TimeModel, TensorParallelCallsByHand) {
+  const MachineRates m = small_rates();
+  PricedStep s = small_step();
+  s.parallel.tensor = 2, s.world = 2;
+  s.comm[CommOp::tp_allgather] = 3000, s.comm[CommOp::tp_reduce_scatter] = 1500, s.comm[CommOp::tp_grad_sum] = 300;
+  const TensorPrice t = price_tensor(price_context(s, m));
+  const double g = (15 * 10e-6 + 3000 / 3e9) / 15, r = (10 * 10e-6 + 1500 / 3e9) / 10, sums = 10e-6 + 300 / 3e9;
+  expect_near(t.total, 15 * g + 10 * r + sums, "tensor_comm");
+  expect_near(t.mlp, 3 * g + 2 * r, "the MLP's calls");
+  expect_near(t.lm_head, 2 * g + r, "the head's calls");
+  expect_near(t.forward, 2 * 2 * (g + r) + 2 * g + r + r, "the forward's calls (attention, MLP, head, embedding)");
+  expect_near(t.grad_sum, sums, "the replicated gradients' sum");
+  const StepTime step = predict_step_time(s, m);
+  expect_near(step.phases[Phase::tensor_comm], t.total, "the phase");
+  EXPECT_EQ(price_tensor(price_context(small_step(), m)).total, 0) << "no tensor parallelism, no calls";
+}
+
 // The step is its families added up as the run's timers nest them.
 TEST(TimeModel, TheStepAddsTheFamiliesUp) {
   const MachineRates m = small_rates();

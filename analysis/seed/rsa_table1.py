@@ -44,30 +44,34 @@ def main():
     bpp = sc.states(first) / float(first.attrs["parameters"])  # bytes of model state per parameter
     T = 8 if first.attrs.get("precision") == "double" else (2 if first.attrs.get("precision") == "bf16" else 4)
 
-    def scale_rows(kind, names_n, shape_of):
+    def scale_rows(kind, names_n, shape_of, prefix=""):
+        """prefix "tp_": miniLST's tensor parallelism (parallel.tensor = N) instead of its ring."""
         rows, out = [], {k: [] for k in ("N", "tp_states", "tp_act", "sp_states", "sp_act", "states", "act",
                                           "act_model", "measured_equals_model")}
         for n in names_n:
             if kind == "cpu":
-                v, f = st.run(f"cpu_n{n}_vanilla"), st.run(f"cpu_n{n}_full")
+                v, f = st.run(f"{prefix}cpu_n{n}_vanilla"), st.run(f"{prefix}cpu_n{n}_full")
                 cfg = v.config["model"]
                 L, layers = int(v.attrs["seq_len"]), cfg["layers"]
                 ok = sc.model_matches(v) and sc.model_matches(f)
             else:
-                v, f = st.plan(f"gpu_n{n}_vanilla"), st.plan(f"gpu_n{n}_full")
+                v, f = st.plan(f"{prefix}gpu_n{n}_vanilla"), st.plan(f"{prefix}gpu_n{n}_full")
                 if v is None or f is None:
                     continue
                 cfg, L, layers, ok = shape_of, v["seq_len"], shape_of["layers"], True
             H, Z = cfg["hidden"], cfg["heads"]
             var = dict(B=1, L=L, H=H, N=n, Z=Z, A=H // Z)
             states, act = mlp_bytes(v, f, layers, (H, cfg["intermediate"]), bpp)
+            if prefix:
+                states /= n  # (tensor parallel: 1/N of the MLP's columns and rows)
             act_model = mlp_bytes(v, f, layers, (H, cfg["intermediate"]), bpp, model=True)[1] if kind == "cpu" else act
             tp = {k: ev(e, **var) * T for k, e in PAPER_TERMS["tensor parallelism"].items()}
             sp = {k: ev(e, **var) * T for k, e in PAPER_TERMS["sequence parallelism"].items()}
             sp_wins = ev(PAPER_CONDITION, **var) > 0
+            formula = tp if prefix else sp  # what miniLST's layout is set beside
             rows.append([n, f"{L:,}", sc.mib(tp["states"]), sc.mib(tp["activations"]), sc.mib(sp["states"]),
                          sc.mib(sp["activations"]), "yes" if sp_wins else "no", sc.mib(states), sc.mib(act),
-                         sc.num(act / sp["activations"], ".2f"),
+                         sc.num(act / formula["activations"], ".2f"),
                          sc.mib(ev(PAPER_COMM["tensor parallelism"], **var) * T), "0",
                          ("yes" if ok and act == act_model else "**no**") if kind == "cpu" else "(predicted)"])
             for k, val in zip(out, (n, tp["states"], tp["activations"], sp["states"], sp["activations"], states, act,
@@ -75,26 +79,37 @@ def main():
                 out[k].append(val)
         return rows, out
 
-    cpu_n = sorted(int(n.split("_")[1][1:]) for n in st.rows if n.startswith("cpu_n") and n.endswith("_vanilla"))
-    gpu_n = sorted(int(n.split("_")[1][1:]) for n in st.rows if n.startswith("gpu_n") and n.endswith("_vanilla"))
+    def ranks_of(prefix):
+        return sorted(int(n[len(prefix):].split("_")[0][1:]) for n in st.rows
+                      if n.startswith(prefix) and n.endswith("_vanilla"))
+
     bert = dict(layers=12, hidden=768, heads=12, intermediate=3072)
-    cpu_rows, cpu = scale_rows("cpu", cpu_n, None)
-    gpu_rows, gpu = scale_rows("gpu", gpu_n, bert)
+    cpu_rows, cpu = scale_rows("cpu", ranks_of("cpu_"), None)
+    gpu_rows, gpu = scale_rows("gpu", ranks_of("gpu_"), bert)
+    tp_cpu_rows, tp_cpu = scale_rows("cpu", ranks_of("tp_cpu_"), None, "tp_")
+    tp_gpu_rows, tp_gpu = scale_rows("gpu", ranks_of("tp_gpu_"), bert, "tp_")
     cols = ["N", "L", "TP: states MiB", "TP: activations MiB", "SP: states MiB", "SP: activations MiB",
             "SP < TP (BL > 32H)", "miniLST: MLP states MiB", "miniLST: MLP activations MiB",
             "miniLST / SP activations", "TP: MLP comm MiB", "SP and miniLST: MLP comm", "measured = model"]
+    tp_cols = cols[:9] + ["miniLST / TP activations", "TP: MLP comm MiB", "SP: MLP comm", "measured = model"]
     c = first.config["model"]
     sections = [
         (f"CPU scale: H = {c['hidden']}, {c['heads']} heads, I = {c['intermediate']}, float, a contiguous ring of N "
          "ranks; per layer and rank, formulas x 4 bytes beside miniLST measured (MiB)", sc.md_table(cols, cpu_rows)),
         ("Paper scale: BERT-Base-sized decoder (H = 768, 12 heads, I = 3072, 12 layers, float), predicted "
          "(MiB per layer and rank)", sc.md_table(cols, gpu_rows)),
+        ("Tensor parallelism, CPU scale: the same shape with parallel.tensor = N (the MLP's columns split, the "
+         "sequence gathered before it), measured (MiB per layer and rank)", sc.md_table(tp_cols, tp_cpu_rows)),
+        ("Tensor parallelism, paper scale: the BERT-Base-sized decoder (vocabulary padded to 30720) with "
+         "parallel.tensor = N, predicted (MiB per layer and rank)", sc.md_table(tp_cols, tp_gpu_rows)),
     ]
     notes = [
         "TP and SP columns are the paper's formulas with B = 1, in bytes (elements x 4, float); the states term "
-        "(32H^2) is the two H x 4H weights with their gradients and two Adam moments. miniLST has no tensor "
-        "parallelism: its columns are its ring (sequence parallelism), whose MLP runs on the rank's L / N "
-        "tokens with the whole weights.",
+        "(32H^2) is the two H x 4H weights with their gradients and two Adam moments. In the first two tables "
+        "miniLST's columns are its ring (sequence parallelism), whose MLP runs on the rank's L / N tokens with "
+        "the whole weights; in the last two its tensor parallelism (parallel.tensor = N), whose MLP holds 1/N of "
+        "the weights' columns and keeps the gathered input whole (BLH, the formula's second term) beside its "
+        "1/N of the intermediates (gate, up and SwiGLU output: 3 x 4BLH/N at I = 4H against GeLU's 4BLH/N).",
         "miniLST's MLP activations are measured as what `memory.policy: vanilla` keeps beyond `full` (the MLP's "
         "input, gate, up and SwiGLU output, kept for the backward), per layer; both runs' memory equals the "
         "memory model's to the byte. They fall as 1/N, as the SP formula's do, and the states stay whole.",
@@ -106,7 +121,7 @@ def main():
         "and gradient traffic belong to the attention and the optimizer step); tensor parallelism's MLP "
         "all-reduces twice per layer.",
     ]
-    if not all(cpu["measured_equals_model"]):
+    if not all(cpu["measured_equals_model"]) or not all(tp_cpu["measured_equals_model"]):
         notes.append("**A run's memory or communication differs from its prediction** (see the table).")
     fig, ax = sc.plt.subplots(1, 2, figsize=(11, 4.2))
     for a, d, title in ((ax[0], cpu, "CPU scale (measured)"), (ax[1], gpu, "BERT-Base size (predicted)")):
@@ -123,6 +138,8 @@ def main():
     data = {"paper/formulas": [f"{k}: {v}" for k, v in PAPER_TEX.items()]}
     data.update({f"cpu/{k}": v for k, v in cpu.items()})
     data.update({f"gpu/{k}": v for k, v in gpu.items() if k != "measured_equals_model"})
+    data.update({f"tensor/cpu/{k}": v for k, v in tp_cpu.items()})
+    data.update({f"tensor/gpu/{k}": v for k, v in tp_gpu.items() if k != "measured_equals_model"})
     t = sp.RSA_TABLE1
     cmp = sc.Compare("activations", "MLP activations per layer and rank: the sequence-parallel formula's term "
                      "(5BLH/N elements x 4 bytes, B = 1) beside miniLST's ring, measured at CPU scale", "MiB", ".2f")
@@ -131,9 +148,17 @@ def main():
                 cpu["act"][i] / sc.MiB, "miniLST's SwiGLU MLP keeps H + 3I = 13H values per token (input, gate, up, "
                 "activation) against the GeLU MLP's 5H: 2.6 x at I = 4H", paper=cpu["sp_act"][i] / sc.MiB,
                 printed=f"5BLH/N = {cpu['sp_act'][i] / sc.MiB:.2f} MiB")
+    tp_cmp = sc.Compare("tensor_activations", "MLP activations per layer and rank under tensor parallelism: the "
+                        "formula's 4BLH/N + BLH elements x 4 bytes (B = 1) beside miniLST's parallel.tensor = N, "
+                        "measured at CPU scale", "MiB", ".2f")
+    for i, n in enumerate(tp_cpu["N"]):
+        tp_cmp.add(f"TP N = {n}, L = {int(first.attrs['seq_len']):,}", t, "tensor parallelism", "Memory",
+                   tp_cpu["act"][i] / sc.MiB, "miniLST keeps the gathered input whole (BLH, as the formula) and its "
+                   "1/N of three SwiGLU intermediates (3 x 4BLH/N at I = 4H) against GeLU's one",
+                   paper=tp_cpu["tp_act"][i] / sc.MiB, printed=f"4BLH/N + BLH = {tp_cpu['tp_act'][i] / sc.MiB:.2f} MiB")
     sc.finish(st, "rsa_table1", "rsa", "RSA Table 1: MLP block memory, tensor vs sequence parallelism", sections,
               notes, data, fig, attrs={"bytes_per_element": T, "bytes_per_parameter": bpp}, papers=[t],
-              compares=[cmp])
+              compares=[cmp, tp_cmp])
 
 
 if __name__ == "__main__":

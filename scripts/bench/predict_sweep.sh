@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The time model against this machine: probes it on 1, 2 and 4 ranks (at head dims 32 and
-# 64, those of the shipped CPU decks), then runs 21 configurations of the shipped CPU decks
-# (1, 2, 4 ranks; Ulysses, ring zigzag and contiguous, hybrid, data parallel; full,
+# 64, those of the shipped CPU decks), then runs 25 configurations of the shipped CPU decks
+# (1, 2, 4 ranks; Ulysses, ring zigzag and contiguous, hybrid, data parallel, tensor parallel; full,
 # checkpoint and offload; float and bf16), each with `--machine` (the probe of its rank
 # count and head dim), so every metrics file holds its prediction beside its measurement.
 # Prints the table (analysis/predicted_vs_measured.py: each run's step error and each
@@ -43,12 +43,16 @@ runs=(
   "n2_step_u2_b 2 64 step_cpu run.seq_len=1024 parallel.ulysses=2 run.precision=bf16"
   "n2_off_u2 2 64 offload_cpu parallel.ulysses=2"
   "n2_long_rz_ck 2 32 long_context_cpu run.seq_len=4096 parallel.ring=2"
+  "n2_scal_t2 2 32 scaling_cpu parallel.tensor=2"
+  "n2_step_t2_b 2 64 step_cpu run.seq_len=1024 parallel.tensor=2 run.precision=bf16"
   "n4_scal_u4 4 32 scaling_cpu parallel.ulysses=4"
   "n4_scal_rz 4 32 scaling_cpu parallel.ring=4"
   "n4_scal_rc_b 4 32 scaling_cpu parallel.ring=4 parallel.ring_layout=contiguous run.precision=bf16"
   "n4_scal_h22 4 32 scaling_cpu parallel.ulysses=2 parallel.ring=2"
   "n4_off_r4 4 64 offload_cpu parallel.ring=4"
   "n4_long_h22_ck 4 32 long_context_cpu run.seq_len=4096 parallel.ulysses=2 parallel.ring=2"
+  "n4_scal_t2u2 4 32 scaling_cpu parallel.tensor=2 parallel.ulysses=2"
+  "n4_scal_t2rz_ck 4 32 scaling_cpu parallel.tensor=2 parallel.ring=2 memory.policy=checkpoint"
 )
 
 run_on() {  # run_on RANKS CMD...: one rank directly, more through the launcher

@@ -25,7 +25,8 @@ using Json = nlohmann::ordered_json;
 std::string layout_of(const Deck& deck, const DeckPlan& p) {
   const auto& par = deck.parallel;
   std::string s = std::to_string(p.ranks) + " rank(s) = " + std::to_string(p.data_parallel) + " data-parallel x " +
-                  std::to_string(par.ulysses) + " ulysses x " + std::to_string(par.ring) + " ring";
+                  (par.tensor > 1 ? std::to_string(par.tensor) + " tensor x " : "") + std::to_string(par.ulysses) +
+                  " ulysses x " + std::to_string(par.ring) + " ring";
   if (par.ring > 1) s += " (" + name_of(par.layout) + ", " + name_of(par.variant) + ")";
   if (par.zero > 0) s += ", ZeRO stage " + std::to_string(par.zero);
   if (deck.memory.optimizer_offload) s += ", optimizer offload";
@@ -93,7 +94,8 @@ void print_json(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const ch
   const DeviceFacts* preset = a.device.empty() ? nullptr : find_device(a.device);
   Json j;
   j["seq_len"] = p.seq_len, j["ranks"] = p.ranks, j["data_parallel"] = p.data_parallel;
-  j["ulysses"] = deck.parallel.ulysses, j["ring"] = deck.parallel.ring, j["zero_stage"] = deck.parallel.zero;
+  j["tensor"] = deck.parallel.tensor, j["ulysses"] = deck.parallel.ulysses, j["ring"] = deck.parallel.ring;
+  j["zero_stage"] = deck.parallel.zero;
   j["ulysses_head_chunks"] = head_chunks(deck.model, deck.parallel);
   j["optimizer_offload"] = deck.memory.optimizer_offload, j["policy"] = name_of(p.options.policy);
   j["offload_alpha"] = p.options.offload.alpha, j["precision"] = name_of(deck.run.precision);
@@ -177,10 +179,11 @@ void print_search_json(const LayoutSearch& s, const PlanArgs& a, const MachineFi
   Json j;
   j["seq_len"] = S, j["ranks"] = a.ranks, j["machine"] = {{"name", machine.rates.name}, {"kind", machine.kind}};
   j["tried"] = s.tried, j["refused"] = s.refused, j["over_budget"] = s.over, j["fit"] = s.fit;
+  const auto layouts_of = [&](const std::vector<LayoutCandidate>& list) {
   Json layouts = Json::array();
-  for (const auto& c : s.best) {
+  for (const auto& c : list) {
     const auto& p = c.deck.parallel;
-    Json l = {{"layout", c.name()}, {"data_parallel", c.plan.data_parallel}, {"ulysses", p.ulysses},
+    Json l = {{"layout", c.name()}, {"data_parallel", c.plan.data_parallel}, {"tensor", p.tensor}, {"ulysses", p.ulysses},
               {"ulysses_head_chunks", head_chunks(c.deck.model, p)}, {"ring", p.ring},
               {"zero_stage", p.zero}, {"offload_alpha", c.plan.options.offload.alpha},
               {"mlp_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.mlp_chunks)},
@@ -189,7 +192,10 @@ void print_search_json(const LayoutSearch& s, const PlanArgs& a, const MachineFi
     for (const auto& [k, v] : time_json(c.time, machine).items()) l[k] = v;
     layouts.push_back(l);
   }
-  j["layouts"] = layouts;
+  return layouts;
+  };
+  j["layouts"] = layouts_of(s.best);
+  j["best_by_tensor"] = layouts_of(s.best_by_tensor);  // the best of each tensor-parallel degree not ranked above
   std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
@@ -203,11 +209,15 @@ void print_search_text(const Deck& deck, const LayoutSearch& s, const PlanArgs& 
   if (a.device_mib > 0) std::printf("  device: %s\n", device_text(a).c_str());
   std::printf("  %-4s %-30s %12s %12s %10s %12s %12s %7s\n", "rank", "layout", "seq_len", "device MiB", "step s", "tokens/s",
               "tok/s/rank", "MFU");  // the model-FLOPs convention (flops.hpp)
+  const auto row = [&](const std::string& rank, const LayoutCandidate& c) {
+    std::printf("  %-4s %-30s %12lld %12.0f %10.4g %12.4g %12.4g %7.3f\n", rank.c_str(), c.name().c_str(),
+                static_cast<long long>(S), double(c.plan.device_planned) / kMiB, c.time.step_s, c.time.tokens_per_s,
+                c.time.tokens_per_s / a.ranks, c.time.mfu[FlopsConvention::model]);
+  };
   int i = 0;
-  for (const auto& c : s.best)
-    std::printf("  %-4d %-30s %12lld %12.0f %10.4g %12.4g %12.4g %7.3f\n", ++i, c.name().c_str(), static_cast<long long>(S),
-                double(c.plan.device_planned) / kMiB, c.time.step_s, c.time.tokens_per_s, c.time.tokens_per_s / a.ranks,
-                c.time.mfu[FlopsConvention::model]);
+  for (const auto& c : s.best) row(std::to_string(++i), c);
+  if (!s.best_by_tensor.empty()) std::printf("  the best of each tensor-parallel degree not ranked above:\n");
+  for (const auto& c : s.best_by_tensor) row("-", c);
   if (!s.best.empty()) std::printf("%s", time_text(s.best.front().time, machine, a.ranks).c_str());
 }
 

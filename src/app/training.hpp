@@ -72,6 +72,8 @@ double dump_first_step(const Deck& deck, Trainer<T>& trainer, int replicas, doub
 template <class T>
 struct Training {
   ParallelSetup par;
+  TensorGroup tp;           // this rank's tensor-parallel group (T = 1: alone)
+  ModelConfig rank_model;   // the model one rank computes (its slice under tensor parallelism)
   AttentionGeometry geometry;
   ModelOptions opts;
   OffloadController<T> offload;
@@ -82,11 +84,14 @@ struct Training {
   Training(const Deck& deck, MPI_Comm comm, const KernelChoice& kernels, double host_states, PhaseTimers& timers,
            const Observer& observe = {})
       : par(comm, deck.parallel, deck.run.seq_len, deck.options.mask),
-        geometry(attention_geometry(deck.model, deck.parallel, par.layout(), par.sp_rank())),
+        tp(tensor_group(deck, par, timers)),
+        rank_model(tp.split() ? local_model(deck.model, tp.slice()) : deck.model),
+        geometry(attention_geometry(rank_model, deck.parallel, par.layout(), par.sp_rank())),
         opts(options(deck, geometry, kernels)),
         // Optimizer offload's states come out of the host budget first (the fit check saw that they fit).
         offload(opts, deck.model.layers,
-                activation_shapes(deck.model, geometry.local_rows, geometry.stats_shape(), geometry.saved_layout()),
+                activation_shapes(rank_model, geometry.local_rows, geometry.stats_shape(), geometry.saved_layout(),
+                                  tp.size()),
                 {deck.memory.alpha_auto, host_budget_bytes(deck.memory, comm) - host_states, deck.memory.host_budget_auto,
                  deck.memory.alpha_values},
                 comm),
@@ -94,7 +99,15 @@ struct Training {
                 observe ? observe(make_attention_factory<T>(geometry, par, opts.kernels, &timers))
                         : make_attention_factory<T>(geometry, par, opts.kernels, &timers),
                 zero_options(deck, par.world().size()),
-                &par.world()) {}
+                &par.states(), tp) {}
+
+  static TensorGroup tensor_group(const Deck& deck, ParallelSetup& par, PhaseTimers& timers) {
+    const int ranks = deck.parallel.tensor;
+    if (ranks == 1) return TensorGroup();
+    TensorGroup group(&par.tensor(), tensor_slice(deck.model, ranks, par.tensor().rank()), &timers);
+    if (group.kv_copies()) par.also_count(*group.kv_copies());
+    return group;
+  }
 
   static ModelOptions options(const Deck& deck, const AttentionGeometry& g, const KernelChoice& kernels) {
     ModelOptions o = resolve_chunks(deck, deck.model, g.local_rows, sizeof(T));

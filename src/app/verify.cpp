@@ -142,13 +142,35 @@ std::string spaceless(std::string s) {
   return s;
 }
 
+// Where this rank's captured tensors go in the global ones (verify_gather.hpp).
+template <class T>
+verify::RankPlacement placement_of(Training<T>& t) {
+  verify::RankPlacement where;
+  where.replica = t.par.dp_index();
+  where.positions = t.par.local_positions();
+  const auto& g = t.geometry;
+  where.group_positions = g.U() > 1 ? t.par.layout().group_positions(g.me_ring) : where.positions;
+  const auto heads = g.U() > 1 ? ulysses_q_heads(g.me_ulysses, g.U(), g.heads) : HeadRange{0, g.heads};
+  where.head_first = heads.first;
+  where.head_count = heads.count;
+  where.head_chunks = g.head_chunks;
+  if (t.tp.split()) {  // this rank's slice of the heads
+    const TensorSlice& slice = t.tp.slice();
+    where.q_first = slice.q_head0, where.q_count = slice.q_heads;
+    where.kv_first = slice.kv_head0, where.kv_count = slice.kv_heads;
+    where.kv_partial = slice.kv_copies > 1;
+  }
+  return where;
+}
+
 // Collective: the deck's first step observed, the reference on rank 0, the verdict.
 template <class T>
 int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args, const std::string& out_path) {
   const bool root = ctx.rank == 0;
   const ResolvedKernels kernels =
       agree_on_kernels(deck.options.kernels, deck.run.precision, deck.model.head_dim(), ctx.comm);
-  const auto states = predict_model_states(deck.model, zero_options(deck, ctx.nranks), deck.run.precision);
+  const auto states =
+      predict_model_states(deck.model, zero_options(deck, ctx.nranks), deck.run.precision, deck.parallel.tensor);
   const bool lse = !deck.parallel.rsa_seed_backward();  // RSA's seed backward keeps P, not the LSE
   StepCapture mine;
   mine.layers = deck.model.layers;
@@ -166,15 +188,8 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
   loss = reduce_step(t.trainer, t.par, loss, &timers);
   const auto grads = t.trainer.states().gathered_gradients();
 
-  verify::RankPlacement where;
-  where.replica = t.par.dp_index();
-  where.positions = t.par.local_positions();
   const auto& g = t.geometry;
-  where.group_positions = g.U() > 1 ? t.par.layout().group_positions(g.me_ring) : where.positions;
-  const auto heads = g.U() > 1 ? ulysses_q_heads(g.me_ulysses, g.U(), g.heads) : HeadRange{0, g.heads};
-  where.head_first = heads.first;
-  where.head_count = heads.count;
-  where.head_chunks = g.head_chunks;
+  const verify::RankPlacement where = placement_of(t);
   verify::CaptureShape shape{deck.run.seq_len, deck.model.layers, deck.model.heads, deck.model.kv_heads,
                           deck.model.head_dim(), deck.run.grad_accum, D, lse};
   const StepCapture run = verify::gather_to_root(mine, where, shape, ctx.comm);
@@ -189,8 +204,8 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
     for (const auto& r : rows) worst = std::isnan(r.rel_err) ? r.rel_err : std::max(worst, r.rel_err);
     verify::VerifySummary s;
     s.verdict = first == rows.end() ? "PASSED" : "FAILED";
-    s.layout = spaceless(g.name()) + ":U" + std::to_string(g.U()) + "xR" + std::to_string(g.R()) + "xD" +
-               std::to_string(D);
+    s.layout = spaceless(g.name()) + ":" + (t.tp.split() ? "T" + std::to_string(t.tp.size()) + "x" : "") + "U" +
+               std::to_string(g.U()) + "xR" + std::to_string(g.R()) + "xD" + std::to_string(D);
     s.precision = name_of(deck.run.precision);
     s.first_failure = first == rows.end() ? "none" : spaceless(row_name(*first));
     s.config_yaml = deck.resolved_yaml;
@@ -240,7 +255,7 @@ std::string fit_problem(const Deck& deck, const RunContext& ctx) {
   if (why.empty() && ctx.rank == 0) {
     Deck ref = deck;
     ref.run.precision = Precision::float64;
-    ref.parallel.ulysses = ref.parallel.ring = 1, ref.parallel.zero = 0;
+    ref.parallel.ulysses = ref.parallel.ring = ref.parallel.tensor = 1, ref.parallel.zero = 0;
     ref.memory.optimizer_offload = false;
     ref.options.policy = MemoryPolicy::full;
     std::string error;

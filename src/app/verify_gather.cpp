@@ -7,11 +7,13 @@
 namespace minilst::verify {
 
 namespace {
-// A rank's placement as int64s: d, S_local, S_group, head_first, head_count, head_chunks, positions,
-// group positions.
+// A rank's placement as int64s: d, S_local, S_group, head_first, head_count, head_chunks, q_first,
+// q_count, kv_first, kv_count, kv_partial, positions, group positions.
+constexpr int kPlacementHeader = 11;
 std::vector<std::int64_t> pack(const RankPlacement& p) {
-  std::vector<std::int64_t> out{p.replica, std::int64_t(p.positions.size()), std::int64_t(p.group_positions.size()),
-                                p.head_first, p.head_count, p.head_chunks};
+  std::vector<std::int64_t> out{p.replica,   std::int64_t(p.positions.size()), std::int64_t(p.group_positions.size()),
+                                p.head_first, p.head_count, p.head_chunks, p.q_first, p.q_count, p.kv_first,
+                                p.kv_count, p.kv_partial ? 1 : 0};
   out.insert(out.end(), p.positions.begin(), p.positions.end());
   out.insert(out.end(), p.group_positions.begin(), p.group_positions.end());
   return out;
@@ -19,11 +21,17 @@ std::vector<std::int64_t> pack(const RankPlacement& p) {
 RankPlacement unpack(const std::int64_t* v) {
   RankPlacement p;
   p.replica = int(v[0]);
-  p.positions.assign(v + 6, v + 6 + v[1]);
-  p.group_positions.assign(v + 6 + v[1], v + 6 + v[1] + v[2]);
+  const std::int64_t* at = v + kPlacementHeader;
+  p.positions.assign(at, at + v[1]);
+  p.group_positions.assign(at + v[1], at + v[1] + v[2]);
   p.head_first = int(v[3]);
   p.head_count = int(v[4]);
   p.head_chunks = int(v[5]);
+  p.q_first = int(v[6]);
+  p.q_count = int(v[7]);
+  p.kv_first = int(v[8]);
+  p.kv_count = int(v[9]);
+  p.kv_partial = v[10] != 0;
   return p;
 }
 
@@ -82,16 +90,22 @@ StepCapture gather_to_root(const StepCapture& mine, const RankPlacement& where, 
       for (int l = 0; l < L; ++l)
         for (int t = 0; t < kTensors; ++t) {
           if (t == kLse && !shape.lse) continue;
-          const bool stats = t == kLse;
+          const bool stats = t == kLse, kv = t == kK || t == kV || t == kDk || t == kDv;
           const auto& rows = stats ? p.group_positions : p.positions;
-          const std::int64_t width = shape.cols(t), first = stats ? p.head_first : 0,
-                             cols = stats ? p.head_count : width;
+          const std::int64_t h = shape.head_dim, width = shape.cols(t);
+          const std::int64_t first = stats ? p.q_first + p.head_first : (kv ? p.kv_first : p.q_first) * h;
+          const int heads = kv ? p.kv_count : p.q_count;  // the slice's (-1: every one)
+          const std::int64_t cols = stats ? p.head_count : heads < 0 ? width : heads * h;
+          const bool add = p.kv_partial && (t == kDk || t == kDv);  // the copies' partial sums
           auto& g = out.micro.at(std::size_t(p.replica) * A + m)[l][t];
           const int blocks = stats ? p.head_chunks : 1;  // lse: chunk by chunk
           const std::int64_t per = cols / blocks;
           for (int b = 0; b < blocks; ++b)
             for (std::size_t i = 0; i < rows.size(); ++i)
-              for (std::int64_t j = 0; j < per; ++j) g.at(std::size_t(rows[i] * width + first + b * per + j)) = *v++;
+              for (std::int64_t j = 0; j < per; ++j) {
+                double& dst = g.at(std::size_t(rows[i] * width + first + b * per + j));
+                dst = add ? dst + *v++ : *v++;
+              }
         }
     if (v != values.data() + data_at[r + 1])
       throw std::runtime_error("verify: rank " + std::to_string(r) + " sent captured tensors of an unexpected size");

@@ -1,10 +1,12 @@
 // The captured tensors of every rank (capturing_attention.hpp), put together on rank 0
 // in global token order, so that a layout's shards compare with the single-rank
 // reference tensor by tensor. Each rank says where its rows and columns go:
-//   q, k, v, o, dq, dk, dv  rows: the rank's global positions (local order), all columns
+//   q, k, v, o, dq, dk, dv  rows: the rank's global positions (local order), columns: its
+//                           tensor-parallel slice's query or kv heads (all at T = 1)
 //   lse                     rows: its attention group's positions (Ulysses: the group's
 //                           tokens after the all-to-all; else its own), columns: its
-//                           query heads [head_first, head_first + head_count) of H,
+//                           query heads [head_first, head_first + head_count) of its
+//                           slice's (q_first + ...: of H),
 //                           in head_chunks blocks of [S_group, head_count / head_chunks]
 //                           (head-chunked Ulysses keeps them chunk by chunk)
 // and its data-parallel replica d: its micro-step m is global micro-step d A + m (the
@@ -26,6 +28,10 @@ struct RankPlacement {
   std::vector<std::int64_t> group_positions;    // [S_group] the lse rows' positions
   int head_first = 0, head_count = 0;           // the lse columns (query heads)
   int head_chunks = 1;                          // ... in this many blocks, one after another
+  int q_first = 0, q_count = -1;                // tensor parallelism: the slice's query heads (-1: all)
+  int kv_first = 0, kv_count = -1;              // ... and kv heads
+  bool kv_partial = false;                      // dk, dv are partial sums (kv heads replicated over
+                                                // tensor-parallel ranks): added up, not placed
 };
 
 // The step's shape as rank 0 assembles it.

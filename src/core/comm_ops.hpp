@@ -17,18 +17,24 @@ enum class CommOp {
   reduce_scatter,  // the gradient's reduce-scatters (ZeRO 2, 3)
   allgather,       // the weights' all-gathers (ZeRO 1-3)
   grad_norm,       // the gradient norm's square sum (ZeRO 2, 3)
+  tp_allgather,    // tensor parallelism: the sequence's all-gathers before each split block
+  tp_reduce_scatter,  // ... and its reduce-scatters after them
+  tp_grad_sum,     // ... and the sums of replicated parameters' gradients (norms, shared kv heads)
   tensor_dump,     // the tensor dump's gathers (not a step's)
   probe,           // `minilst probe`'s link measurements (not a step's)
 };
 template <>
 struct EnumNames<CommOp> {
-  static constexpr std::array<std::pair<CommOp, const char*>, 9> table{{{CommOp::alltoall, "alltoall"},
+  static constexpr std::array<std::pair<CommOp, const char*>, 12> table{{{CommOp::alltoall, "alltoall"},
                                                                         {CommOp::ring, "ring"},
                                                                         {CommOp::rsa_allreduce, "rsa_allreduce"},
                                                                         {CommOp::allreduce, "allreduce"},
                                                                         {CommOp::reduce_scatter, "reduce_scatter"},
                                                                         {CommOp::allgather, "allgather"},
                                                                         {CommOp::grad_norm, "grad_norm"},
+                                                                        {CommOp::tp_allgather, "tp_allgather"},
+                                                                        {CommOp::tp_reduce_scatter, "tp_reduce_scatter"},
+                                                                        {CommOp::tp_grad_sum, "tp_grad_sum"},
                                                                         {CommOp::tensor_dump, "tensor_dump"},
                                                                         {CommOp::probe, "probe"}}};
 };

@@ -50,9 +50,7 @@ struct ParallelConfig {
   // at a time (parallel.ulysses_head_chunks; 0 = auto, resolved by head_chunks()).
   int ulysses_head_chunks = 1;
   int zero = 0;                            // ZeRO stage over all ranks: 0 none, 1 optimizer, 2 + gradients, 3 + weights
-  // T: the tensor-parallel degree (core/tensor_slice.hpp), innermost in the rank grid. No deck
-  // key sets it yet: the layers do not split their weights (1 everywhere but the grid's tests).
-  int tensor = 1;
+  int tensor = 1;                          // T: the tensor-parallel degree (core/tensor_slice.hpp), innermost
   int sequence_parallel() const { return ulysses * ring; }
   // Whether the ring runs RSA with the seed's backward: its statistics are the
   // softmax probabilities [Hl Sq, S] rather than the log-sum-exp rows [Sq, Hl].
@@ -63,7 +61,7 @@ struct ParallelConfig {
 
 // The Ulysses head chunks N a run uses: the deck's, or for auto the largest valid N up to
 // kAutoHeadChunks (with a ring, one that splits the kv heads: a shared one would go round the
-// ring once per chunk); 1 without Ulysses. Valid: N divides the query heads per member H/U, and
+// ring once per chunk); 1 without Ulysses. Heads here are one tensor-parallel rank's. Valid: N divides the query heads per member H/U, and
 // the kv heads per member (each chunk its whole kv groups) unless a member holds one kv
 // head, which every chunk then reads (it travels once).
 constexpr int kAutoHeadChunks = 4;

@@ -27,6 +27,7 @@ enum class Phase {
   attention,         // the attention strategy, forward and backward (communication included)
   alltoall,          // Ulysses' all-to-alls (inside attention)
   ring_wait,         // waiting for ring transfers (inside attention)
+  tensor_comm,       // tensor parallelism: the sequence's all-gathers and reduce-scatters around each block
   mlp,               // the MLP block, forward and backward
   lm_head,           // final norm, LM head and cross-entropy, forward and backward, in chunks
   recompute,         // checkpointing's forward redone, offload's token rows
@@ -50,6 +51,7 @@ struct EnumNames<Phase> {
       std::pair{Phase::attention, "attention"},
       std::pair{Phase::alltoall, "alltoall"},
       std::pair{Phase::ring_wait, "ring_wait"},
+      std::pair{Phase::tensor_comm, "tensor_comm"},
       std::pair{Phase::mlp, "mlp"},
       std::pair{Phase::lm_head, "lm_head"},
       std::pair{Phase::recompute, "recompute"},

@@ -220,8 +220,12 @@ std::vector<KeySpec> parallel_keys() {
         "query heads per member and their kv heads (unless one), or auto (the largest such N up to 4, with a "
         "ring one that splits the kv heads; 1 without Ulysses)",
         [](Deck& d, const Value& x) { d.parallel.ulysses_head_chunks = x.text == "auto" ? 0 : int(x.i); }),
-    integer("parallel.ring", 1, 1, 1 << 20, "ring degree R; world = D x U x R (D data parallel)",
+    integer("parallel.ring", 1, 1, 1 << 20, "ring degree R; world = D x T x U x R (D data parallel)",
             [](Deck& d) -> auto& { return d.parallel.ring; }),
+    integer("parallel.tensor", 1, 1, 1 << 10,
+            "tensor-parallel degree T (Megatron style, with sequence parallelism): q, k, v, gate, up split by "
+            "columns, o and down by rows, the embedding and LM head by vocabulary; the innermost ranks (one node)",
+            [](Deck& d) -> auto& { return d.parallel.tensor; }),
     choice("parallel.ring_layout", RingLayout::zigzag,
            "tokens of ring members: zigzag (chunks r and 2R-1-r: causal balance), contiguous, or balanced "
            "(chunks dealt by their attention cost under run.documents and model.sliding_window)",
@@ -632,6 +636,14 @@ std::string problem_digest(const std::map<std::string, Value>& v) {
   return digest.hex();
 }
 
+// The activation policies tensor parallelism does not run yet ("" when the deck's does).
+std::string tensor_policy_error(const Deck& d) {
+  if (d.parallel.tensor == 1 || d.options.policy != MemoryPolicy::offload) return "";
+  return "memory.policy offload with parallel.tensor = " + std::to_string(d.parallel.tensor) +
+         ": offload's token-wise recompute is not implemented under tensor parallelism (each row needs the "
+         "group's other rows); use checkpoint_offload, checkpoint or full, or parallel.tensor: 1";
+}
+
 }  // namespace
 
 namespace {
@@ -680,8 +692,9 @@ Deck deck_of(std::map<std::string, std::string> given, const std::string& path, 
   // Ulysses degree and its head chunks are resolved too).
   ParallelConfig alone = d.parallel;
   if (alone.ulysses == 0) alone.ulysses = 1, alone.ulysses_head_chunks = 1;
-  const auto parallel_error = check_parallel(m, alone, r.seq_len, alone.sequence_parallel());
+  const auto parallel_error = check_parallel(m, alone, r.seq_len, alone.sequence_parallel() * alone.tensor);
   check(parallel_error.empty(), parallel_error);
+  check(tensor_policy_error(d).empty(), tensor_policy_error(d));
 
   // The window's layers: layers of the model, at least one, and only with a window.
   if (!m.sliding_window_layers.is_all()) {

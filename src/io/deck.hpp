@@ -6,6 +6,8 @@
 // is allowed.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -93,8 +95,9 @@ inline double reference_tolerance(const Deck& deck) {
 }
 
 // Where the deck keeps the model states (parallel.zero, memory.optimizer_offload) on a job of `ranks`.
+// ranks: the job's; the states are sharded over those holding the same tensor-parallel slice.
 inline ZeroOptions zero_options(const Deck& deck, int ranks) {
-  return ZeroOptions{deck.parallel.zero, deck.memory.optimizer_offload, ranks};
+  return ZeroOptions{deck.parallel.zero, deck.memory.optimizer_offload, ranks / std::max(1, deck.parallel.tensor)};
 }
 
 // run.machine's value that measures the job's machine at start instead of reading a file.

@@ -13,8 +13,9 @@ namespace minilst {
 namespace {
 
 // A table row's columns, resolved against the run's shapes (ActivationShapes).
-enum class Width {
-  hidden,        // [S, d]
+enum class Width {                    // (n: the residual rows, S: the blocks'; n = S but under tensor parallelism)
+  hidden,        // [n, d]
+  block_hidden,  // [S, d]
   heads,         // [S, H h]
   kept_heads,    // the saved layout's q ([S, H h] when local)
   kept_kv,       // the saved layout's k, v ([S, G h] when local)
@@ -53,7 +54,7 @@ const std::vector<SavedTensor<T>>& saved_tensors() {
       {"o_kept",   Listed::kept,   Width::kept_heads,   &LA::o_kept},
       {"stats",    Listed::whole,  Width::stats,        nullptr, &LA::stats},
       {"y",        Listed::rows,   Width::hidden,       &LA::y},
-      {"mlp_in",   Listed::mlp,    Width::hidden,       &LA::mlp_in},
+      {"mlp_in",   Listed::mlp,    Width::block_hidden, &LA::mlp_in},
       {"mlp_gate", Listed::mlp,    Width::intermediate, &LA::mlp_gate},
       {"mlp_up",   Listed::mlp,    Width::intermediate, &LA::mlp_up},
       {"mlp_act",  Listed::mlp,    Width::intermediate, &LA::mlp_act},
@@ -76,10 +77,11 @@ std::optional<Family> resolve(Listed f, bool local, bool mlp_saved) {
 Extent2 extent(Width w, const ActivationShapes& s) {
   switch (w) {
     case Width::hidden: return {s.tokens, s.hidden};
-    case Width::heads: return {s.tokens, s.q_cols};
+    case Width::block_hidden: return {s.block_tokens, s.hidden};
+    case Width::heads: return {s.block_tokens, s.q_cols};
     case Width::kept_heads: return s.saved.q;
     case Width::kept_kv: return s.saved.kv;
-    case Width::intermediate: return {s.tokens, s.intermediate};
+    case Width::intermediate: return {s.block_tokens, s.intermediate};
     case Width::stats: return s.stats;
   }
   throw std::logic_error("activation store: unknown width");

@@ -82,7 +82,7 @@
 namespace minilst {
 
 template <class T>
-struct LayerActivations {  // views into the store's buffers, one layer
+struct LayerActivations {  // views into the store's buffers, one layer (n = S / T rows of x, y)
   Mat<T> x;                // [S, d]
   Mat<T> q, k, v;          // the saved layout's ([S, H*h], [S, G*h], [S, G*h] when local)
   Mat<T> o;                // [S, H*h]
@@ -110,17 +110,24 @@ class LayerRecompute {
   virtual void kept_layout(int layer, const LayerActivations<T>& a) const = 0;
 };
 
+// Under tensor parallelism (parallel.tensor = T, model/tensor_group.hpp) x and y hold the
+// rank's n = S / T rows of the residual stream and the blocks' tensors (q, k, v, o, the
+// MLP's) all S rows of the group with this rank's heads and MLP columns: `tokens` is n,
+// `block_tokens` S (equal at T = 1), and the model's widths are one rank's (local_model).
 struct ActivationShapes {
-  std::int64_t tokens = 0, hidden = 0, q_cols = 0, kv_cols = 0;  // S, d, H*h, G*h
+  std::int64_t tokens = 0, hidden = 0, q_cols = 0, kv_cols = 0;  // n, d, H*h, G*h
   std::int64_t intermediate = 0;                                 // I (the MLP's tensors)
   Extent2 stats;                                                 // the attention strategy's
   SavedLayout saved;                                             // its q, k, v (and o_kept)
+  std::int64_t block_tokens = 0;                                 // S: the rows of o and the MLP's tensors
 };
-// saved: the strategy's saved_layout (the local one when left out).
+// c: one rank's model; tokens: the rows its attention runs on (S, the sequence piece);
+// tensor_ranks: T. saved: the strategy's saved_layout (the local one when left out).
 inline ActivationShapes activation_shapes(const ModelConfig& c, std::int64_t tokens, Extent2 stats,
-                                          std::optional<SavedLayout> saved = std::nullopt) {
+                                          std::optional<SavedLayout> saved = std::nullopt, int tensor_ranks = 1) {
   const std::int64_t h = c.head_dim(), Hh = c.heads * h, Gh = c.kv_heads * h;
-  return {tokens, c.hidden, Hh, Gh, c.intermediate, stats, saved.value_or(SavedLayout{{tokens, Hh}, {tokens, Gh}, true})};
+  return {tokens / tensor_ranks, c.hidden, Hh, Gh, c.intermediate, stats,
+          saved.value_or(SavedLayout{{tokens, Hh}, {tokens, Gh}, true}), tokens};
 }
 
 // The families of saved tensors (see the top of this file).

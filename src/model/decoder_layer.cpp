@@ -19,7 +19,10 @@ Tracked<Mat<T>> DecoderLayer<T>::workspace(Buffer b, std::int64_t rows) const {
   };
   switch (b) {
     case Buffer::attn_in: return make("attn_in", d);
+    case Buffer::block_in: return make("block_in", d);
     case Buffer::y_grad: return make("y_grad", d);
+    case Buffer::y_grad_all: return make("y_grad_all", d);
+    case Buffer::out_partial: return make("out_partial", d);
     case Buffer::o_grad: return make("o_grad", Hh);
     case Buffer::q_grad: return make("q_grad", Hh);
     case Buffer::k_grad: return make("k_grad", Gh);
@@ -32,16 +35,43 @@ Tracked<Mat<T>> DecoderLayer<T>::workspace(Buffer b, std::int64_t rows) const {
 }
 
 template <class T>
+typename DecoderLayer<T>::BlockInput DecoderLayer<T>::block_input(const Mat<const T>& x, const LayerWeights<T>* w) const {
+  BlockInput in{workspace(Buffer::attn_in, x.extent(0)), {}};  // [n, d]
+  if (w) kernels::rmsnorm_forward<T>(kernels_, in.part.view(), x, w->attn_norm, cfg_.norm_eps);
+  if (tp_.split()) {
+    in.whole = workspace(Buffer::block_in, block_rows(x.extent(0)));  // [S, d]
+    tp_.gather<T>(in.whole.view(), in.part.view());
+    in.part.reset();
+  }
+  return in;
+}
+
+template <class T>
+void DecoderLayer<T>::add_output(const Mat<T>& y, const Mat<const T>& x, const Mat<const T>& o, const Mat<T>* wo) const {
+  if (wo) Kokkos::deep_copy(ExecSpace(), y, x);                                     // y = x
+  if (!tp_.split()) {
+    if (wo) kernels::gemm(kernels_, Op::N, Op::N, T(1), o, *wo, T(1), y);            // y += o Wo
+    return;
+  }
+  const auto partial = workspace(Buffer::out_partial, o.extent(0));                  // [S, d] this rank's heads' share
+  if (wo) kernels::gemm(kernels_, Op::N, Op::N, T(1), o, *wo, T(0), partial.view());
+  tp_.reduce_scatter<T>(y, partial.view(), true);                                   // y += the group's sum, rows of its own
+}
+
+template <class T>
 void DecoderLayer<T>::project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
                                   const LayerWeights<T>& w, Range r) const {
-  const auto pos = Kokkos::subview(pos_, Kokkos::make_pair(r.begin, r.end));
+  if (tp_.split() && r.size() != x.extent(0))
+    throw std::logic_error("decoder layer: token rows are not recomputed alone under tensor parallelism");
+  const Range p = tp_.split() ? Range{0, std::int64_t(pos_.extent(0))} : r;  // (the group's rows)
+  const auto pos = Kokkos::subview(pos_, Kokkos::make_pair(p.begin, p.end));
   const std::size_t h = cfg_.head_dim();
   {
-    const auto an = workspace(Buffer::attn_in, r.size());  // [C, d]
-    kernels::rmsnorm_forward<T>(kernels_, an.view(), x, w.attn_norm, cfg_.norm_eps);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), w.wq, T(0), q);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), w.wk, T(0), k);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), w.wv, T(0), v);
+    const auto in = block_input(x, &w);  // [C, d] (the group's [S, d] under tensor parallelism)
+    const Mat<T> an = in.view();
+    kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w.wq, T(0), q);
+    kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w.wk, T(0), k);
+    kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w.wv, T(0), v);
   }
   kernels::rope_forward<T>(q, pos, h, cfg_.rope_theta);
   kernels::rope_forward<T>(k, pos, h, cfg_.rope_theta);
@@ -60,20 +90,18 @@ void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const Laye
     ScopedPhase phase(timers_, Phase::attention);
     attention_.forward_kept(a.o, a.stats, kept);
   }
-  Kokkos::deep_copy(ExecSpace(), a.y, a.x);                              // y = x
-  kernels::gemm(kernels_, Op::N, Op::N, T(1), a.o, w.wo, T(1), a.y);     // y += o Wo
+  add_output(a.y, a.x, a.o, &w.wo);  // y = x + o Wo
 }
 
 template <class T>
 void DecoderLayer<T>::project_kept(const LayerActivations<T>& a, const LayerWeights<T>& w) const {
-  const std::int64_t S = a.x.extent(0);
+  const std::int64_t S = block_rows(a.x.extent(0));
   const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
-  const auto an = workspace(Buffer::attn_in, S);  // [S, d]
-  kernels::rmsnorm_forward<T>(kernels_, an.view(), a.x, w.attn_norm, cfg_.norm_eps);
+  const auto in = block_input(a.x, &w);  // [S, d]
   const Mat<T> weight[3] = {w.wq, w.wk, w.wv};
   for (int i = 0; i < 3; ++i) {  // t = rope(an W_i) (v: no rope), then into the strategy's layout
     const auto t = workspace(kLocalInput[i], S);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an.view(), weight[i], T(0), t.view());
+    kernels::gemm(kernels_, Op::N, Op::N, T(1), in.view(), weight[i], T(0), t.view());
     if (i < 2) kernels::rope_forward<T>(t.view(), pos_, cfg_.head_dim(), cfg_.rope_theta);
     ScopedPhase phase(timers_, Phase::attention);
     attention_.keep_input(i, t.view(), kept);
@@ -82,9 +110,9 @@ void DecoderLayer<T>::project_kept(const LayerActivations<T>& a, const LayerWeig
 
 template <class T>
 void DecoderLayer<T>::replay_project_kept(const LayerActivations<T>& a) const {
-  const std::int64_t S = a.x.extent(0);
+  const std::int64_t S = block_rows(a.x.extent(0));
   const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
-  const auto an = workspace(Buffer::attn_in, S);
+  const auto in = block_input(a.x, nullptr);
   for (int i = 0; i < 3; ++i) attention_.keep_input(i, workspace(kLocalInput[i], S).view(), kept);
 }
 
@@ -105,15 +133,15 @@ void DecoderLayer<T>::replay_recompute_kept(const LayerActivations<T>& a) const 
 
 template <class T>
 void DecoderLayer<T>::replay_forward_attention(const LayerActivations<T>& a) const {
-  const std::int64_t S = a.x.extent(0);
   const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
   if (a.local) {
-    workspace(Buffer::attn_in, S);
+    block_input(a.x, nullptr);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
   } else {
     replay_project_kept(a);
     attention_.forward_kept(a.o, a.stats, kept);
   }
+  add_output(a.y, a.x, a.o, nullptr);
 }
 
 template <class T>
@@ -122,9 +150,8 @@ void DecoderLayer<T>::recompute_rows(const LayerActivations<T>& a, const LayerWe
   if (a.local)  // (else q, k, v are kept whole)
     project_qkv(rows(a.q, r.begin, r.end), rows(a.k, r.begin, r.end), rows(a.v, r.begin, r.end),
                 rows(a.x, r.begin, r.end), w, r);
-  const auto y = rows(a.y, r.begin, r.end);
-  Kokkos::deep_copy(ExecSpace(), y, rows(a.x, r.begin, r.end));                          // y = x
-  kernels::gemm(kernels_, Op::N, Op::N, T(1), rows(a.o, r.begin, r.end), w.wo, T(1), y);  // y += o Wo
+  if (tp_.split()) throw std::logic_error("decoder layer: token rows are not recomputed alone under tensor parallelism");
+  add_output(rows(a.y, r.begin, r.end), rows(a.x, r.begin, r.end), rows(a.o, r.begin, r.end), &w.wo);  // y = x + o Wo
   if (a.mlp_saved) mlp_.recompute_rows(a, w, r);
 }
 
@@ -136,18 +163,27 @@ void DecoderLayer<T>::replay_recompute_rows(const LayerActivations<T>& a, Range 
 template <class T>
 void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz,
                                const LayerActivations<T>& a, const LayerWeights<T>& w) const {
-  const std::int64_t S = a.x.extent(0);
+  const std::int64_t n = a.x.extent(0), S = block_rows(n);
   const std::size_t h = cfg_.head_dim();
 
   // MLP block: dy = dz + mlp'(dz)
-  const auto dy = workspace(Buffer::y_grad, S);
+  const auto dy = workspace(Buffer::y_grad, n);
   Kokkos::deep_copy(ExecSpace(), dy.view(), dz);
   mlp_.backward(dy.view(), dw, dz, a.y, w, a);
 
-  // output projection: dO = dy Wo^T ; dWo += o^T dy
+  // output projection: dO = dy Wo^T ; dWo += o^T dy  (dy gathered to the group's [S, d] under tensor parallelism)
   auto d_o = workspace(Buffer::o_grad, S);
-  kernels::gemm(kernels_, Op::N, Op::T, T(1), dy.view(), w.wo, T(0), d_o.view());
-  kernels::gemm(kernels_, Op::T, Op::N, T(1), a.o, dy.view(), T(1), dw.wo);
+  {
+    Tracked<Mat<T>> gathered;
+    Mat<T> dy_all = dy.view();
+    if (tp_.split()) {
+      gathered = workspace(Buffer::y_grad_all, S);
+      tp_.gather<T>(gathered.view(), dy.view());
+      dy_all = gathered.view();
+    }
+    kernels::gemm(kernels_, Op::N, Op::T, T(1), dy_all, w.wo, T(0), d_o.view());
+    kernels::gemm(kernels_, Op::T, Op::N, T(1), a.o, dy_all, T(1), dw.wo);
+  }
 
   const auto dq = workspace(Buffer::q_grad, S), dk = workspace(Buffer::k_grad, S),
              dv = workspace(Buffer::v_grad, S);  // the strategies overwrite them
@@ -159,31 +195,42 @@ void DecoderLayer<T>::backward(const Mat<T>& dx, const LayerWeights<master_t<T>>
   kernels::rope_backward<T>(dq.view(), pos_, h, cfg_.rope_theta);
   kernels::rope_backward<T>(dk.view(), pos_, h, cfg_.rope_theta);
 
-  // projections: dW* += an^T d* ; dan = dq Wq^T + dk Wk^T + dv Wv^T  (an = rmsnorm(x) recomputed)
-  const auto an = workspace(Buffer::attn_in, S);
-  kernels::rmsnorm_forward<T>(kernels_, an.view(), a.x, w.attn_norm, cfg_.norm_eps);
-  kernels::gemm(kernels_, Op::T, Op::N, T(1), an.view(), dq.view(), T(1), dw.wq);
-  kernels::gemm(kernels_, Op::T, Op::N, T(1), an.view(), dk.view(), T(1), dw.wk);
-  kernels::gemm(kernels_, Op::T, Op::N, T(1), an.view(), dv.view(), T(1), dw.wv);
-  kernels::gemm(kernels_, Op::N, Op::T, T(1), dq.view(), w.wq, T(0), an.view());  // an := dan
-  kernels::gemm(kernels_, Op::N, Op::T, T(1), dk.view(), w.wk, T(1), an.view());
-  kernels::gemm(kernels_, Op::N, Op::T, T(1), dv.view(), w.wv, T(1), an.view());
+  // projections: dW* += an^T d* ; dan = dq Wq^T + dk Wk^T + dv Wv^T  (an = rmsnorm(x) recomputed, gathered)
+  const auto in = block_input(a.x, &w);
+  const Mat<T> an = in.view();
+  kernels::gemm(kernels_, Op::T, Op::N, T(1), an, dq.view(), T(1), dw.wq);
+  kernels::gemm(kernels_, Op::T, Op::N, T(1), an, dk.view(), T(1), dw.wk);
+  kernels::gemm(kernels_, Op::T, Op::N, T(1), an, dv.view(), T(1), dw.wv);
+  kernels::gemm(kernels_, Op::N, Op::T, T(1), dq.view(), w.wq, T(0), an);  // an := dan
+  kernels::gemm(kernels_, Op::N, Op::T, T(1), dk.view(), w.wk, T(1), an);
+  kernels::gemm(kernels_, Op::N, Op::T, T(1), dv.view(), w.wv, T(1), an);
+  Tracked<Mat<T>> mine;  // T > 1: this rank's rows of the group's dan, summed over its ranks
+  if (tp_.split()) {
+    mine = workspace(Buffer::attn_in, n);
+    tp_.reduce_scatter<T>(mine.view(), an, false);
+  }
 
   // residual + norm: dx = dy + rmsnorm'(dan)
   Kokkos::deep_copy(ExecSpace(), dx, dy.view());
-  kernels::rmsnorm_backward<T>(kernels_, dx, dw.attn_norm, an.view(), a.x, w.attn_norm, cfg_.norm_eps);
+  kernels::rmsnorm_backward<T>(kernels_, dx, dw.attn_norm, tp_.split() ? mine.view() : an, a.x, w.attn_norm,
+                               cfg_.norm_eps);
 }
 
 template <class T>
 void DecoderLayer<T>::replay_backward(const LayerActivations<T>& a) const {
-  const std::int64_t S = a.x.extent(0);
-  const auto dy = workspace(Buffer::y_grad, S);
+  const std::int64_t n = a.x.extent(0), S = block_rows(n);
+  const auto dy = workspace(Buffer::y_grad, n);
   mlp_.replay_backward(a);
   auto d_o = workspace(Buffer::o_grad, S);
+  if (tp_.split()) workspace(Buffer::y_grad_all, S);
   const auto dq = workspace(Buffer::q_grad, S), dk = workspace(Buffer::k_grad, S), dv = workspace(Buffer::v_grad, S);
   attention_.backward(dq.view(), dk.view(), dv.view(), d_o.view(), a.o_kept, a.stats, a.q, a.k, a.v);
   d_o.reset();
-  const auto an = workspace(Buffer::attn_in, S);
+  const auto in = block_input(a.x, nullptr);
+  if (tp_.split()) {
+    const auto mine = workspace(Buffer::attn_in, n);
+    tp_.reduce_scatter<T>(mine.view(), in.view(), false);
+  }
 }
 
 template class DecoderLayer<float>;

@@ -13,6 +13,11 @@
 // Weight gradients accumulate (+=); dx and the activations are overwritten (=).
 // Each compute method has a replay_ twin beside it for `minilst plan`: the same
 // buffers in the same order, no compute (memory/memory_context.hpp).
+// Tensor parallelism (model/tensor_group.hpp): x, y are the rank's n rows of the group's S
+// (= T n); rmsnorm(x) is gathered to [S, d] before the projections (this rank's heads:
+// cfg is local_model's), o Wo reduce-scattered back to [n, d] before the residual add; the
+// backward gathers dy before Wo^T and reduce-scatters d(rmsnorm(x)). The attention strategy
+// sees S tokens and H/T heads, as if T were 1.
 #pragma once
 
 #include "attention/attention_strategy.hpp"
@@ -21,16 +26,19 @@
 #include "memory/activation_store.hpp"
 #include "model/mlp_block.hpp"
 #include "model/parameters.hpp"
+#include "model/tensor_group.hpp"
 
 namespace minilst {
 
 template <class T>
 class DecoderLayer {
  public:
+  // cfg: one rank's model (local_model under tensor parallelism); rope_positions: [S] the
+  // block rows' (the group's whole sequence piece); tp: the tensor-parallel group.
   DecoderLayer(const ModelConfig& cfg, const ModelOptions& opts, AttentionStrategy<T>& attention,
-               Vec<const std::int64_t> rope_positions, PhaseTimers* timers)
-      : cfg_(cfg), kernels_(opts.kernels), mlp_(cfg, opts.mlp_chunks, opts.kernels, timers), attention_(attention),
-        pos_(rope_positions), timers_(timers) {}
+               Vec<const std::int64_t> rope_positions, PhaseTimers* timers, const TensorGroup& tp)
+      : cfg_(cfg), kernels_(opts.kernels), mlp_(cfg, opts.mlp_chunks, opts.kernels, timers, tp), attention_(attention),
+        pos_(rope_positions), timers_(timers), tp_(tp) {}
 
   // a.q, a.k, a.v, a.o (and a.o_kept), a.stats, a.y := attention block of a.x
   void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
@@ -65,16 +73,29 @@ class DecoderLayer {
   void replay_forward_mlp(const LayerActivations<T>& a) const { mlp_.replay_forward(a); }
   void replay_backward(const LayerActivations<T>& a) const;
 
-  // The layer's own buffers (workspace), each [rows, width]:
+  // The layer's own buffers (workspace), each [rows, width] (rows: n for attn_in, y_grad; S for
+  // the others):
   //   attn_in  [rows, d]: rmsnorm(x) in the forward, then its gradient in the backward
+  //   block_in [S, d]: (T > 1) rmsnorm(x) gathered, then its gradient before the reduce-scatter
+  //   y_grad_all [S, d]: (T > 1) dy gathered   out_partial [S, d]: (T > 1) o Wo before its reduce-scatter
   //   y_grad [rows, d]   o_grad, q_grad [rows, H*h]   k_grad, v_grad [rows, G*h]
   //   q_local [rows, H*h], k_local, v_local [rows, G*h]: the forward's q, k, v where the
   //   strategy keeps them in its own layout (not local), one at a time until handed over
-  enum class Buffer { attn_in, y_grad, o_grad, q_grad, k_grad, v_grad, q_local, k_local, v_local };
+  enum class Buffer { attn_in, block_in, y_grad, y_grad_all, out_partial, o_grad, q_grad, k_grad, v_grad, q_local, k_local, v_local };
   static constexpr Buffer kLocalInput[3] = {Buffer::q_local, Buffer::k_local, Buffer::v_local};
   Tracked<Mat<T>> workspace(Buffer b, std::int64_t rows) const;
 
  private:
+  // The projections' input: rmsnorm(x) [n, d], gathered to [S, d] under tensor parallelism
+  // (the [n, d] part freed once gathered). w null: a replay (the buffers alone).
+  struct BlockInput {
+    Tracked<Mat<T>> part, whole;
+    Mat<T> view() const { return whole.bytes() > 0 || part.bytes() == 0 ? whole.view() : part.view(); }
+  };
+  BlockInput block_input(const Mat<const T>& x, const LayerWeights<T>* w) const;
+  // y := x + o Wo, the product reduce-scattered over the group first (T > 1). wo null: a replay.
+  void add_output(const Mat<T>& y, const Mat<const T>& x, const Mat<const T>& o, const Mat<T>* wo) const;
+  std::int64_t block_rows(std::int64_t n) const { return n * tp_.size(); }
   // q, k, v := rope(rmsnorm(x) W*); x: the rows [r.begin, r.end) of the layer's input
   void project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
                    const LayerWeights<T>& w, Range r) const;
@@ -94,6 +115,7 @@ class DecoderLayer {
   AttentionStrategy<T>& attention_;
   Vec<const std::int64_t> pos_;  // [S] rotary positions (within each document; global with one document)
   PhaseTimers* timers_;
+  const TensorGroup& tp_;
 };
 
 }  // namespace minilst

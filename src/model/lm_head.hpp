@@ -12,12 +12,20 @@
 //              type, their fp32 upcast (when the type is narrower) and the upcast's
 //              gradient, fp32: f [C,d] + [C,V] (T) + 2 [C,V] (A) under bf16; the gradient
 //              is cast back into the logits' buffer, as autograd hands it to the matmul
+// Tensor parallelism (model/tensor_group.hpp; V: this rank's vocabulary rows, v0 the first):
+// a chunk of C residual rows is gathered after the final norm, f [T C, d], and the logits
+// [T C, V] of this rank's vocabulary go through the vocabulary-parallel cross-entropy
+// (kernels/cross_entropy_shard.hpp: the [T C, 3] statistics gathered, every rank the same
+// loss; each counts its own C rows); df [T C, d] is reduce-scattered before the norm's
+// backward. Extra workspace: the norm's [C, d], the labels [T C], the statistics [T C, 3]
+// and gathered [T^2 C, 3], the factors [T C], the reduce-scatter's [T C, d] and its result [C, d].
 #pragma once
 
 #include "core/config.hpp"
 #include "core/range.hpp"
 #include "core/phases.hpp"
 #include "model/parameters.hpp"
+#include "model/tensor_group.hpp"
 
 namespace minilst {
 
@@ -27,10 +35,12 @@ template <class T>
 class LmHeadLoss {
  public:
   using A = accum_t<T>;
-  LmHeadLoss(const ModelConfig& cfg, int chunks, const KernelChoice& kernels, PhaseTimers* timers, LogitsKeeping keeping)
-      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), keeping_(keeping) {}
+  LmHeadLoss(const ModelConfig& cfg, int chunks, const KernelChoice& kernels, PhaseTimers* timers, LogitsKeeping keeping,
+             const TensorGroup& tp = TensorGroup::none())
+      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), keeping_(keeping), tp_(tp) {}
 
-  // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=.
+  // dx := d(loss)/dx [S, d] (=); grads.final_norm, grads.lm_head +=. labels: [S], or the
+  // group's [T S] under tensor parallelism (rank t's rows at t S).
   // grad_scale = 1 / (global valid labels ...). Returns sum_i loss_i over local valid labels.
   double forward_backward(const Mat<T>& dx, const Mat<const T>& x, const Vec<const std::int64_t>& labels,
                           const ParamViews<T>& params, const ParamViews<master_t<T>>& grads, double grad_scale) const;
@@ -48,11 +58,22 @@ class LmHeadLoss {
   static std::size_t workspace_per_token(const ModelConfig& c) { return std::size_t(c.hidden) + c.vocab; }
 
  private:
+  // One chunk (rows r of S) under tensor parallelism; params, grads null: a replay.
+  double split_chunk(const Mat<T>& dx, const Mat<const T>& x, const Vec<const std::int64_t>& labels, Range r,
+                     std::int64_t S, const ParamViews<T>* params, const ParamViews<master_t<T>>* grads,
+                     double grad_scale) const;
+  // The vocabulary-parallel cross-entropy on ce [T C, V] (the logits, or their copy or fp32
+  // upcast), in place: its loss over this rank's rows [t C, (t+1) C). Replayed when !compute.
+  template <class E>
+  double shard_cross_entropy(const Mat<E>& ce, const Vec<const std::int64_t>& labels, std::int64_t C,
+                             double grad_scale, bool compute) const;
+
   ModelConfig cfg_;
   int chunks_;
   KernelChoice kernels_;
   PhaseTimers* timers_;
   LogitsKeeping keeping_;
+  const TensorGroup& tp_;
 };
 
 }  // namespace minilst

@@ -9,11 +9,9 @@ using kernels::Op;
 
 template <class T>
 typename MlpBlock<T>::ChunkBuffers MlpBlock<T>::chunk_buffers(std::int64_t C, bool backward) const {
-  const auto ws = MemCategory::workspace;
-  const std::int64_t d = cfg_.hidden, I = cfg_.intermediate;
-  ChunkBuffers b{Tracked<Mat<T>>(uninitialized, "mlp_in", ws, C, d), Tracked<Mat<T>>(uninitialized, "mlp_gate", ws, C, I),
-                 Tracked<Mat<T>>(uninitialized, "mlp_up", ws, C, I), {}};
-  if (backward) b.act = Tracked<Mat<T>>(uninitialized, "mlp_act", ws, C, I);
+  const std::int64_t d = cfg_.hidden, I = cfg_.intermediate, B = C * tp_.size();
+  ChunkBuffers b{workspace("mlp_in", B, d), workspace("mlp_gate", B, I), workspace("mlp_up", B, I), {}};
+  if (backward) b.act = workspace("mlp_act", B, I);
   return b;
 }
 
@@ -22,8 +20,9 @@ typename MlpBlock<T>::Chunk MlpBlock<T>::chunk(const LayerActivations<T>& keep, 
                                                bool backward) const {
   Chunk ch;
   ch.r = chunk_range(S, M, c);
-  if (keep.mlp_saved) {  // the store's tensors: one chunk, the whole sequence
-    const auto part = [&](const Mat<T>& t) -> Mat<T> { return rows(t, ch.r.begin, ch.r.end); };
+  if (keep.mlp_saved) {  // the store's tensors: one chunk, the whole sequence (the group's rows)
+    const std::int64_t k = tp_.size();
+    const auto part = [&](const Mat<T>& t) -> Mat<T> { return rows(t, k * ch.r.begin, k * ch.r.end); };
     ch.b = part(keep.mlp_in), ch.g = part(keep.mlp_gate), ch.u = part(keep.mlp_up), ch.m = part(keep.mlp_act);
     return ch;
   }
@@ -34,11 +33,42 @@ typename MlpBlock<T>::Chunk MlpBlock<T>::chunk(const LayerActivations<T>& keep, 
 }
 
 template <class T>
-void MlpBlock<T>::forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>& w) const {
-  kernels::rmsnorm_forward<T>(kernels_, ch.b, y, w.mlp_norm, cfg_.norm_eps);
-  kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.b, w.w_gate, T(0), ch.g);
-  kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.b, w.w_up, T(0), ch.u);
+void MlpBlock<T>::forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>* w) const {
+  if (tp_.split()) {  // the chunk's norm, then the group's [T C, d]
+    const auto mine = workspace("mlp_norm_part", y.extent(0), cfg_.hidden);
+    if (w) kernels::rmsnorm_forward<T>(kernels_, mine.view(), y, w->mlp_norm, cfg_.norm_eps);
+    tp_.gather<T>(ch.b, mine.view());
+  } else if (w) {
+    kernels::rmsnorm_forward<T>(kernels_, ch.b, y, w->mlp_norm, cfg_.norm_eps);
+  }
+  if (!w) return;
+  kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.b, w->w_gate, T(0), ch.g);
+  kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.b, w->w_up, T(0), ch.u);
   kernels::swiglu_forward<T>(kernels_, ch.m, ch.g, ch.u);
+}
+
+template <class T>
+void MlpBlock<T>::add_down(const Chunk& ch, const Mat<T>& z, const LayerActivations<T>& keep,
+                           const LayerWeights<T>* w) const {
+  if (!tp_.split()) {
+    if (w) kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.m, w->w_down, T(1), z);  // z_c += m Wd
+    return;
+  }
+  Tracked<Mat<T>> own;  // m Wd [T C, d]: into b, unless the store keeps b
+  Mat<T> partial = ch.b;
+  if (keep.mlp_saved) {
+    own = workspace("mlp_out_partial", ch.b.extent(0), cfg_.hidden);
+    partial = own.view();
+  }
+  if (w) kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.m, w->w_down, T(0), partial);
+  tp_.reduce_scatter<T>(z, partial, true);  // z_c += the group's sum, the chunk's own rows
+}
+
+template <class T>
+void MlpBlock<T>::forward_chunk(const Chunk& ch, const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>* w,
+                                const LayerActivations<T>& keep) const {
+  forward_tensors(ch, y, w);
+  add_down(ch, z, keep, w);
 }
 
 template <class T>
@@ -50,16 +80,52 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
   Kokkos::deep_copy(ExecSpace(), z, y);  // residual: z = y + ...
   for (int c = 0; c < M; ++c) {
     const Chunk ch = chunk(keep, S, M, c, false);
-    forward_tensors(ch, rows(y, ch.r.begin, ch.r.end), w);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.m, w.w_down, T(1), rows(z, ch.r.begin, ch.r.end));  // z_c += m Wd
+    forward_chunk(ch, rows(z, ch.r.begin, ch.r.end), rows(y, ch.r.begin, ch.r.end), &w, keep);
   }
 }
 
 template <class T>
 void MlpBlock<T>::recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>& w, Range r) const {
+  if (tp_.split()) throw std::logic_error("mlp block: token rows are not recomputed alone under tensor parallelism");
   Chunk ch = chunk(keep, keep.y.extent(0), 1, 0, true);  // the kept tensors, then their rows r
   for (Mat<T>* t : {&ch.b, &ch.g, &ch.u, &ch.m}) *t = rows(*t, r.begin, r.end);
-  forward_tensors(ch, rows(keep.y, r.begin, r.end), w);
+  forward_tensors(ch, rows(keep.y, r.begin, r.end), &w);
+}
+
+template <class T>
+void MlpBlock<T>::backward_chunk(const Chunk& ch, const Mat<T>& dy, const LayerWeights<master_t<T>>* dw,
+                                 const Mat<const T>& dz, const Mat<const T>& y, const LayerWeights<T>* w,
+                                 const LayerActivations<T>& keep) const {
+  const KernelChoice& K = kernels_;
+  const Mat<T> &b = ch.b, &g = ch.g, &u = ch.u, &m = ch.m;
+  if (!keep.mlp_saved) forward_tensors(ch, y, w);  // recompute the chunk's forward (else: the store's)
+  {
+    Tracked<Mat<T>> gathered;  // T > 1: dz of the group's chunk rows [T C, d]
+    Mat<const T> dzs = dz;
+    if (tp_.split()) {
+      gathered = workspace("mlp_out_grad", b.extent(0), cfg_.hidden);
+      tp_.gather<T>(gathered.view(), dz);
+      dzs = gathered.view();
+    }
+    if (w) {  // down projection: dWd += m^T dz_c ; dm = dz_c Wd^T (into m)
+      kernels::gemm(K, Op::T, Op::N, T(1), m, dzs, T(1), dw->w_down);
+      kernels::gemm(K, Op::N, Op::T, T(1), dzs, w->w_down, T(0), m);
+    }
+  }
+  if (w) {
+    kernels::swiglu_backward<T>(K, g, u, m, g, u);  // g, u := dg, du
+    kernels::gemm(K, Op::T, Op::N, T(1), b, g, T(1), dw->w_gate);
+    kernels::gemm(K, Op::T, Op::N, T(1), b, u, T(1), dw->w_up);
+    // db = dg Wg^T + du Wu^T (into b, whose forward value is no longer needed)
+    kernels::gemm(K, Op::N, Op::T, T(1), g, w->w_gate, T(0), b);
+    kernels::gemm(K, Op::N, Op::T, T(1), u, w->w_up, T(1), b);
+  }
+  Tracked<Mat<T>> mine;  // T > 1: the chunk's own rows of db, summed over the group
+  if (tp_.split()) {
+    mine = workspace("mlp_in_grad", dy.extent(0), cfg_.hidden);
+    tp_.reduce_scatter<T>(mine.view(), b, false);
+  }
+  if (w) kernels::rmsnorm_backward<T>(K, dy, dw->mlp_norm, tp_.split() ? mine.view() : b, y, w->mlp_norm, cfg_.norm_eps);
 }
 
 template <class T>
@@ -68,32 +134,25 @@ void MlpBlock<T>::backward(const Mat<T>& dy, const LayerWeights<master_t<T>>& dw
   ScopedPhase phase(timers_, Phase::mlp);
   const std::int64_t S = y.extent(0);
   const int M = chunk_count(keep, S);
-  const KernelChoice& K = kernels_;
   for (int c = 0; c < M; ++c) {
     const Chunk ch = chunk(keep, S, M, c, true);
-    const auto yc = rows(y, ch.r.begin, ch.r.end);
-    const auto dzc = rows(dz, ch.r.begin, ch.r.end);
-    const Mat<T> &b = ch.b, &g = ch.g, &u = ch.u, &m = ch.m;
-    if (!keep.mlp_saved) forward_tensors(ch, yc, w);  // recompute the chunk's forward (else: the store's)
-    // down projection: dWd += m^T dz_c ; dm = dz_c Wd^T (into m)
-    kernels::gemm(K, Op::T, Op::N, T(1), m, dzc, T(1), dw.w_down);
-    kernels::gemm(K, Op::N, Op::T, T(1), dzc, w.w_down, T(0), m);
-    kernels::swiglu_backward<T>(K, g, u, m, g, u);  // g, u := dg, du
-    kernels::gemm(K, Op::T, Op::N, T(1), b, g, T(1), dw.w_gate);
-    kernels::gemm(K, Op::T, Op::N, T(1), b, u, T(1), dw.w_up);
-    // db = dg Wg^T + du Wu^T (into b, whose forward value is no longer needed)
-    kernels::gemm(K, Op::N, Op::T, T(1), g, w.w_gate, T(0), b);
-    kernels::gemm(K, Op::N, Op::T, T(1), u, w.w_up, T(1), b);
-    kernels::rmsnorm_backward<T>(K, rows(dy, ch.r.begin, ch.r.end), dw.mlp_norm, b, yc, w.mlp_norm, cfg_.norm_eps);
+    const Range r = ch.r;
+    backward_chunk(ch, rows(dy, r.begin, r.end), &dw, rows(dz, r.begin, r.end), rows(y, r.begin, r.end), &w, keep);
   }
 }
 
-// Each chunk's workspace, allocated and freed in the run's order (none when the store keeps the MLP's set).
+// Each chunk's workspace, allocated and freed in the run's order (the chunk buffers none
+// when the store keeps the MLP's set); y's extents stand for every [S, d] operand.
 template <class T>
 void MlpBlock<T>::replay_chunks(const LayerActivations<T>& keep, bool backward) const {
   const std::int64_t S = keep.y.extent(0);
   const int M = chunk_count(keep, S);
-  for (int c = 0; c < M; ++c) chunk(keep, S, M, c, backward);
+  for (int c = 0; c < M; ++c) {
+    const Chunk ch = chunk(keep, S, M, c, backward);
+    const auto yc = rows(keep.y, ch.r.begin, ch.r.end);
+    if (backward) backward_chunk(ch, yc, nullptr, yc, yc, nullptr, keep);
+    else forward_chunk(ch, yc, yc, nullptr, keep);
+  }
 }
 
 template <class T>

@@ -16,6 +16,12 @@
 // so the peak falls from S (d + 3I) to ceil(S/M) (d + 3I) as M grows.
 // Results equal the unchunked block's to rounding (same math, other order); the kept
 // chunk runs the very operations of a one-chunk run, in the same order.
+// Tensor parallelism (model/tensor_group.hpp; I: this rank's columns): a chunk of C residual
+// rows is gathered after its norm, b [T C, d] (rank t's rows at t C), so the chunk's tensors
+// have T C rows; m Wd is reduce-scattered back onto the chunk's rows of z. The backward
+// gathers dz's chunk (dz_all [T C, d]) and reduce-scatters db. Extra workspace per chunk:
+// the norm's [C, d] before its gather, the reduce-scatter's receive buffer [T C, d], and
+// dz_all [T C, d] in the backward (and m Wd's [T C, d] where the store keeps b).
 #pragma once
 
 #include "core/config.hpp"
@@ -23,14 +29,16 @@
 #include "core/range.hpp"
 #include "memory/activation_store.hpp"
 #include "model/parameters.hpp"
+#include "model/tensor_group.hpp"
 
 namespace minilst {
 
 template <class T>
 class MlpBlock {
  public:
-  MlpBlock(const ModelConfig& cfg, int chunks, const KernelChoice& kernels, PhaseTimers* timers)
-      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers) {}
+  MlpBlock(const ModelConfig& cfg, int chunks, const KernelChoice& kernels, PhaseTimers* timers,
+           const TensorGroup& tp = TensorGroup::none())
+      : cfg_(cfg), chunks_(chunks), kernels_(kernels), timers_(timers), tp_(tp) {}
 
   // z := y + mlp(y);  z, y: [S, d]. keep: the layer's saved tensors (used when keep.mlp_saved).
   void forward(const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>& w,
@@ -47,7 +55,8 @@ class MlpBlock {
   void replay_forward(const LayerActivations<T>& keep) const;
   void replay_backward(const LayerActivations<T>& keep) const;
 
-  // One chunk's workspace: in [C, d], gate, up [C, I], and act [C, I] in the backward.
+  // One chunk's workspace: in [C, d], gate, up [C, I], and act [C, I] in the backward (C: T C
+  // rows under tensor parallelism).
   struct ChunkBuffers {
     Tracked<Mat<T>> in, gate, up, act;
   };
@@ -69,15 +78,26 @@ class MlpBlock {
     return keep.mlp_saved ? 1 : effective_chunks(S, chunks_);
   }
   Chunk chunk(const LayerActivations<T>& keep, std::int64_t S, int M, int c, bool backward) const;
-  // b := rmsnorm(y; w_mlp), g := b Wg, u := b Wu, m := silu(g) u (the forward's
-  // tensors, and the backward's recompute); y: the chunk's rows.
-  void forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>& w) const;
+  // b := rmsnorm(y; w_mlp) (gathered), g := b Wg, u := b Wu, m := silu(g) u (the forward's
+  // tensors, and the backward's recompute); y: the chunk's rows. w null: a replay.
+  void forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>* w) const;
+  // z_c += m Wd (reduce-scattered first under tensor parallelism); z: the chunk's rows.
+  void add_down(const Chunk& ch, const Mat<T>& z, const LayerActivations<T>& keep, const LayerWeights<T>* w) const;
+  // The chunk's forward and backward, written once for the run and the replay (w, dw null).
+  void forward_chunk(const Chunk& ch, const Mat<T>& z, const Mat<const T>& y, const LayerWeights<T>* w,
+                     const LayerActivations<T>& keep) const;
+  void backward_chunk(const Chunk& ch, const Mat<T>& dy, const LayerWeights<master_t<T>>* dw, const Mat<const T>& dz,
+                      const Mat<const T>& y, const LayerWeights<T>* w, const LayerActivations<T>& keep) const;
+  Tracked<Mat<T>> workspace(const char* label, std::int64_t rows, std::int64_t cols) const {
+    return Tracked<Mat<T>>(uninitialized, label, MemCategory::workspace, rows, cols);
+  }
   void replay_chunks(const LayerActivations<T>& keep, bool backward) const;
 
   ModelConfig cfg_;
   int chunks_;
   KernelChoice kernels_;
   PhaseTimers* timers_;
+  const TensorGroup& tp_;
 };
 
 }  // namespace minilst

@@ -67,13 +67,13 @@ std::vector<int> windowed_layers(const ModelConfig& cfg, const SequenceMask& mas
 
 template <class T>
 Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, const LayerAttention& attention,
-                Vec<const std::int64_t> rope_positions, PhaseTimers* timers)
-    : cfg_(cfg), kernels_(opts.kernels), tokens_(std::int64_t(rope_positions.extent(0))),
+                Vec<const std::int64_t> rope_positions, PhaseTimers* timers, const TensorGroup& tp)
+    : cfg_(cfg), kernels_(opts.kernels), tp_(tp), tokens_(std::int64_t(rope_positions.extent(0)) / tp.size()),
       windowed_(windowed_layers<T>(cfg, opts.mask, attention)),
       layers_([&] {
         std::array<std::optional<DecoderLayer<T>>, 2> layers;
         for (int w = 0; w < 2; ++w)
-          if (attention[w]) layers[w].emplace(cfg, opts, *attention[w], rope_positions, timers);
+          if (attention[w]) layers[w].emplace(cfg, opts, *attention[w], rope_positions, timers, tp);
         const auto same = [](Extent2 a, Extent2 b) { return a.rows == b.rows && a.cols == b.cols; };
         if (layers[0] && layers[1] &&
             (!same(layers[0]->stats_shape(), layers[1]->stats_shape()) ||
@@ -83,10 +83,39 @@ Model<T>::Model(const ModelConfig& cfg, const ModelOptions& opts, const LayerAtt
           throw std::logic_error("model: the windowed and the other layers' strategies keep different shapes");
         return layers;
       }()),
-      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_buffers(opts.policy, cfg.layers))),
-      store_(opts, cfg.layers, activation_shapes(cfg, tokens_, any_layer().stats_shape(), any_layer().saved_layout()),
+      head_(cfg, opts.lm_head_chunks, opts.kernels, timers, logits_keeping(store_buffers(opts.policy, cfg.layers)), tp),
+      store_(opts, cfg.layers,
+             activation_shapes(cfg, std::int64_t(rope_positions.extent(0)), any_layer().stats_shape(),
+                               any_layer().saved_layout(), tp.size()),
              timers),
-      timers_(timers) {}
+      timers_(timers) {
+  if (tokens_ * tp.size() != std::int64_t(rope_positions.extent(0)))
+    throw std::logic_error("model: the tensor-parallel ranks do not split the sequence piece evenly");
+}
+
+template <class T>
+void Model<T>::embed(const Mat<T>& x0, const Vec<const std::int64_t>& tokens, const Mat<const T>* E) const {
+  if (!tp_.split()) {
+    if (E) kernels::embedding_forward<T>(x0, tokens, *E);
+    return;
+  }
+  // this rank's vocabulary rows of all S tokens' embeddings (zeros for the others), summed over the group
+  const Tracked<Mat<T>> partial(uninitialized, "embed_partial", MemCategory::workspace, tokens_ * tp_.size(), cfg_.hidden);
+  if (E) kernels::embedding_forward<T>(partial.view(), tokens, *E, tp_.slice().vocab0);
+  tp_.reduce_scatter<T>(x0, partial.view(), false);
+}
+
+template <class T>
+void Model<T>::embed_backward(const Mat<master_t<T>>* dE, const Vec<const std::int64_t>& tokens,
+                              const Mat<const T>& dx) const {
+  if (!tp_.split()) {
+    if (dE) kernels::embedding_backward<T>(kernels_, *dE, tokens, dx);
+    return;
+  }
+  const Tracked<Mat<T>> gathered(uninitialized, "x_grad_all", MemCategory::workspace, tokens_ * tp_.size(), cfg_.hidden);
+  tp_.gather<T>(gathered.view(), dx);
+  if (dE) kernels::embedding_backward<T>(kernels_, *dE, tokens, gathered.view(), tp_.slice().vocab0);
+}
 
 template <class T>
 double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::int64_t>& tokens,
@@ -97,7 +126,8 @@ double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::i
   auto dx = gradient_buffer("x_grad");  // the LM head zeroes it
   {
     ScopedPhase phase(timers_, Phase::forward);
-    kernels::embedding_forward<T>(store_.input(0), tokens, states.acquire(embed).embed);
+    const Mat<const T> E = states.acquire(embed).embed;
+    this->embed(store_.input(0), tokens, &E);
     states.release(embed);
     for (int l = 0; l < L; ++l) {
       const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
@@ -134,7 +164,8 @@ double Model<T>::forward_backward(ModelStates<T>& states, const Vec<const std::i
       store_.backward_end(l);
       states.release(unit);
     }
-    kernels::embedding_backward<T>(kernels_, states.gradients(embed).embed, tokens, dx.view());
+    const Mat<master_t<T>> dE = states.gradients(embed).embed;
+    embed_backward(&dE, tokens, dx.view());
     states.gradients_done(embed);
   }
   return loss_sum;
@@ -144,7 +175,7 @@ template <class T>
 void Model<T>::replay_micro_step() {
   const int L = cfg_.layers;
   auto dx = gradient_buffer("x_grad");
-  store_.input(0);
+  embed(store_.input(0), Vec<const std::int64_t>(), nullptr);
   for (int l = 0; l < L; ++l) {
     const MemScope scope("L" + std::to_string(l) + ".fwd", "fwd");
     const auto a = store_.forward_begin(l);
@@ -166,6 +197,7 @@ void Model<T>::replay_micro_step() {
     layer(l).replay_backward(a);
     store_.backward_end(l);
   }
+  embed_backward(nullptr, Vec<const std::int64_t>(), dx.view());
 }
 
 template class Model<float>;

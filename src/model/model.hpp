@@ -4,6 +4,11 @@
 // chunk by chunk right after its forward and the [S, V] logits never exist.
 // What the layers keep for their backward lives in the activation store
 // (memory/activation_store.hpp), whose policy is memory.policy.
+// Tensor parallelism (model/tensor_group.hpp): the model is one rank's (local_model), the
+// tokens, labels and rotary positions the group's sequence piece [S], the residual stream
+// this rank's n = S / T rows of it (rows [t n, (t+1) n)). The embedding is vocabulary
+// parallel: each rank looks up the rows of its vocabulary for all S tokens ([S, d], zeros
+// elsewhere), reduce-scattered to its n rows; its backward gathers dx to [S, d].
 #pragma once
 
 #include <array>
@@ -28,8 +33,9 @@ class Model {
   // rope_positions: [S] rotary positions of the local tokens: their global positions, or
   // with packed documents their positions within their documents (SequenceMask); the
   // attention strategies mask with the global ones.
+  // tp: the tensor-parallel group (T = 1: the default group); it outlives the model.
   Model(const ModelConfig& cfg, const ModelOptions& opts, const LayerAttention& attention,
-        Vec<const std::int64_t> rope_positions, PhaseTimers* timers);
+        Vec<const std::int64_t> rope_positions, PhaseTimers* timers, const TensorGroup& tp = TensorGroup::none());
 
   // tokens, labels: [S]. Gradients accumulate (+=) into the states' gradients, scaled
   // so that grad_scale = 1 / (global valid labels * micro-steps) gives the mean loss's
@@ -47,15 +53,20 @@ class Model {
   const DecoderLayer<T>& layer(int l) const { return *layers_[windowed_.at(l)]; }
 
  private:
-  // dx: the gradient flowing back through the layers, [S, d] (each layer turns the gradient
+  // dx: the gradient flowing back through the layers, [n, d] (each layer turns the gradient
   // w.r.t. its output into the one w.r.t. its input, in place).
   Tracked<Mat<T>> gradient_buffer(const char* label) const {
     return Tracked<Mat<T>>(uninitialized, label, MemCategory::workspace, tokens_, cfg_.hidden);
   }
+  // The embedding of the S tokens into x_0 [n, d], and dE += its backward from dx [n, d]
+  // (vocabulary parallel under tensor parallelism); E, dE null: a replay.
+  void embed(const Mat<T>& x0, const Vec<const std::int64_t>& tokens, const Mat<const T>* E) const;
+  void embed_backward(const Mat<master_t<T>>* dE, const Vec<const std::int64_t>& tokens, const Mat<const T>& dx) const;
 
   ModelConfig cfg_;
   KernelChoice kernels_;
-  std::int64_t tokens_;
+  const TensorGroup& tp_;
+  std::int64_t tokens_;  // n: the residual stream's rows
   std::vector<int> windowed_;                       // [L] 1: layer l attends within the window
   std::array<std::optional<DecoderLayer<T>>, 2> layers_;  // by mask, as the strategies
   const DecoderLayer<T>& any_layer() const { return layers_[1] ? *layers_[1] : *layers_[0]; }

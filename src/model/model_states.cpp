@@ -128,11 +128,20 @@ void copy_from_host(const V& dst, const S* src) {
 }  // namespace
 
 template <class T>
-ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, const TrainOptions& init,
-                            Communicator* world, PhaseTimers* timers)
-    : cfg_(cfg), zero_(zero), world_(world), timers_(timers),
-      layout_(shard_layout(cfg, zero.ranks, zero.stage > 0)), slots_(parameter_layout(cfg, layout_)),
-      order_(unit_acquire_order(cfg.layers)) {
+ModelStates<T>::ModelStates(const ModelConfig& model, const ZeroOptions& zero, const TrainOptions& init,
+                            Communicator* world, PhaseTimers* timers, const TensorGroup& tp)
+    : model_(model), cfg_(tp.split() ? local_model(model, tp.slice()) : model), tp_(tp), zero_(zero), world_(world),
+      timers_(timers), layout_(shard_layout(cfg_, zero.ranks, zero.stage > 0)), slots_(parameter_layout(cfg_, layout_)),
+      order_(unit_acquire_order(cfg_.layers)) {
+  const ModelConfig& cfg = cfg_;
+  if (tp_.split()) {  // the model's shapes and this rank's part of each: its initial values
+    const auto split = parameter_layout(model_, tp_.slice());
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      slots_[i].global_shape = split[i].global_shape;
+      slots_[i].split_dim = split[i].split_dim;
+      slots_[i].split_begin = split[i].split_begin;
+    }
+  }
   if (zero_.stage < 0 || zero_.stage > 3) throw std::invalid_argument("ModelStates: ZeRO stage must be 0 to 3");
   if (!world_ && zero_.stage > 0 && zero_.ranks > 1 && !counting_only())
     throw std::invalid_argument("ModelStates: sharding over several ranks needs their communicator");
@@ -173,9 +182,35 @@ ModelStates<T>::ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, con
                                                                          MemCategory::host_optimizer, layout_.max_shard);
     }
     if (zero_.optimizer_offload && !counting_only()) engine_ = make_copy_engine(0.0);
-    if (zero_.ranks > 1) norm_ = Tracked<Vec<double>>("grad_norm", MemCategory::comm, 1);
+  }
+  if ((zero_.stage >= 2 && zero_.ranks > 1) || tp_.split()) norm_ = Tracked<Vec<double>>("grad_norm", MemCategory::comm, 1);
+  if (tp_.split()) {  // the replicated gradients' sums: the whole buffer's at stages 0, 1, a unit's at 2, 3
+    std::size_t most = 0;
+    for (int u = zero_.stage >= 2 ? 0 : -1; u < (zero_.stage >= 2 ? int(layout_.units.size()) : 0); ++u) {
+      const auto rep = replicated(u, 0);
+      most = std::max(most, tp_.replicated_scratch(rep.norms, rep.kv));
+    }
+    if (most > 0) tp_scratch_ = Tracked<Vec<M>>(uninitialized, "tp_grad_sum", MemCategory::comm, most);
   }
   if (!counting_only()) initialise(init);
+}
+
+template <class T>
+typename ModelStates<T>::Replicated ModelStates<T>::replicated(int u, std::size_t base) const {
+  Replicated r;
+  if (!tp_.split()) return r;
+  const auto ends_with = [](const std::string& name, const char* tail) {
+    const std::size_t n = std::char_traits<char>::length(tail);
+    return name.size() >= n && name.compare(name.size() - n, n, tail) == 0;
+  };
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (u >= 0 && unit_of_slot(cfg_, i) != u) continue;
+    const auto& slot = slots_[i];
+    const TensorGroup::Span span{slot.offset - base, slot.size()};
+    if (slot.shape.size() == 1) r.norms.push_back(span);
+    else if (tp_.slice().kv_copies > 1 && (ends_with(slot.name, ".wk") || ends_with(slot.name, ".wv"))) r.kv.push_back(span);
+  }
+  return r;
 }
 
 template <class T>
@@ -284,6 +319,10 @@ void ModelStates<T>::gradients_done(int unit) {
   if (b.unit != unit) throw std::logic_error("ModelStates::gradients_done: not the unit being computed");
   const std::size_t s = layout_.units[unit].shard;
   land(b);  // its receive buffer is free again (offload)
+  if (tp_.split()) {
+    const auto rep = replicated(unit, layout_.units[unit].padded_begin);
+    tp_.sum_replicated(b.grads.view(), rep.norms, rep.kv, tp_scratch_.view());
+  }
   if (world_ && zero_.ranks > 1) {
     ScopedPhase phase(timers_, Phase::grad_reduce);  // fences: the bucket is complete
     compat::fence("gradient bucket ready");
@@ -349,6 +388,10 @@ void ModelStates<T>::reduce_gradients() {
     for (Bucket* b : {&buckets_[next_bucket_], &buckets_[1 - next_bucket_]}) land(*b);
     return;
   }
+  if (tp_.split()) {
+    const auto rep = replicated(-1, 0);
+    tp_.sum_replicated(grads_->flat(), rep.norms, rep.kv, tp_scratch_.view());
+  }
   if (world_ && world_->size() > 1) {
     ScopedPhase phase(timers_, Phase::grad_reduce);
     compat::fence("gradients ready");
@@ -367,15 +410,44 @@ void ModelStates<T>::gradients_to_host() {  // stages 0, 1: the rank's shard of 
 
 template <class T>
 double ModelStates<T>::grad_norm() {
-  if (grads_) return std::sqrt(square_sum(ExecSpace(), grads_->flat()));  // whole on every rank
-  double sum = zero_.optimizer_offload ? square_sum(HostExec(), host_grads_.view())
-                                       : square_sum(ExecSpace(), grad_shard_.view());
-  if (world_ && zero_.ranks > 1) {  // the shards' sums, over the ranks
-    Kokkos::deep_copy(norm_.view(), sum);
-    world_->allreduce_sum(norm_.view().data(), 1, dtype_of<double>(), CommOp::grad_norm);
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), norm_.view());
-    sum = h(0);
+  // This rank's sum of squares; under tensor parallelism a tensor that c ranks of the group
+  // hold alike counts 1/c here, so that the group's sum counts it once.
+  const auto weighted = [&](auto space, const auto& g, auto where) {
+    double sum = square_sum(space, g);
+    const auto rep = replicated(-1, 0);
+    for (const auto* spans : {&rep.norms, &rep.kv}) {
+      const double copies = spans == &rep.norms ? tp_.size() : tp_.slice().kv_copies;
+      for (const auto& sp : *spans)
+        for (const auto& [begin, count] : where(sp))
+          sum -= (1.0 - 1.0 / copies) * square_sum(space, part(g, begin, count));
+    }
+    return sum;
+  };
+  double sum = 0;
+  if (grads_) {  // whole on every rank
+    sum = weighted(ExecSpace(), grads_->flat(), [](const TensorGroup::Span& sp) {
+      return std::vector<std::pair<std::size_t, std::size_t>>{{sp.begin, sp.count}};
+    });
+  } else {
+    const auto in_shard = [&](const TensorGroup::Span& sp) {  // the span's elements in this rank's shards
+      std::vector<std::pair<std::size_t, std::size_t>> out;
+      for (const auto& u : layout_.units) {
+        const std::size_t b0 = u.padded_begin + std::size_t(rank_) * u.shard, b1 = b0 + u.shard;
+        const std::size_t lo = std::max(b0, sp.begin), hi = std::min(b1, sp.begin + sp.count);
+        if (lo < hi) out.push_back({u.shard_begin + (lo - b0), hi - lo});
+      }
+      return out;
+    };
+    sum = zero_.optimizer_offload ? weighted(HostExec(), host_grads_.view(), in_shard)
+                                  : weighted(ExecSpace(), grad_shard_.view(), in_shard);
+    if (world_ && zero_.ranks > 1) {  // the shards' sums, over the ranks
+      Kokkos::deep_copy(norm_.view(), sum);
+      world_->allreduce_sum(norm_.view().data(), 1, dtype_of<double>(), CommOp::grad_norm);
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), norm_.view());
+      sum = h(0);
+    }
   }
+  if (tp_.split()) sum = tp_.sum(sum, norm_.view());
   return std::sqrt(sum);
 }
 
@@ -473,16 +545,42 @@ std::vector<double> ModelStates<T>::gather_shards(const V& shard, std::size_t ma
 }
 
 template <class T>
+std::vector<double> ModelStates<T>::whole_model(std::vector<double> mine) const {
+  if (!tp_.split()) return mine;
+  const std::size_t n = mine.size();
+  const auto all = tp_.gather_host(mine);  // [T n]: every rank's slice in rank order
+  const auto whole = parameter_layout(model_);
+  std::vector<double> out(parameter_count(model_));
+  for (int t = 0; t < tp_.size(); ++t) {
+    const auto slots = parameter_layout(model_, tensor_slice(model_, tp_.size(), t));  // (local offsets)
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const auto& s = slots[i];
+      const double* src = all.data() + std::size_t(t) * n + s.offset;
+      double* dst = out.data() + whole[i].offset;
+      const std::size_t rows = s.shape[0], cols = s.shape.size() == 2 ? s.shape[1] : 1;
+      const std::size_t gcols = s.global_shape.size() == 2 ? s.global_shape[1] : 1;
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) {
+          const std::size_t gr = s.split_dim == 0 ? s.split_begin + r : r, gc = s.split_dim == 1 ? s.split_begin + c : c;
+          dst[gr * gcols + gc] = src[r * cols + c];
+        }
+    }
+  }
+  return out;
+}
+
+template <class T>
 std::vector<double> ModelStates<T>::gathered_weights(std::size_t piece) {
-  if (zero_.optimizer_offload) return gather_shards(host_master_.view(), piece);
-  if constexpr (kMixed) return gather_shards(master_.view(), piece);
-  return params_ ? unpad(params_->flat()) : gather_shards(param_shard_.view(), piece);
+  if (zero_.optimizer_offload) return whole_model(gather_shards(host_master_.view(), piece));
+  if constexpr (kMixed) return whole_model(gather_shards(master_.view(), piece));
+  return whole_model(params_ ? unpad(params_->flat()) : gather_shards(param_shard_.view(), piece));
 }
 
 template <class T>
 std::vector<double> ModelStates<T>::gathered_gradients(std::size_t piece) {
-  if (grads_) return unpad(grads_->flat());
-  return zero_.optimizer_offload ? gather_shards(host_grads_.view(), piece) : gather_shards(grad_shard_.view(), piece);
+  if (grads_) return whole_model(unpad(grads_->flat()));
+  return whole_model(zero_.optimizer_offload ? gather_shards(host_grads_.view(), piece)
+                                             : gather_shards(grad_shard_.view(), piece));
 }
 
 template <class T>

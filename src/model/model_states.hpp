@@ -25,6 +25,12 @@
 // rank's part of the whole gradient (which stays on the device for the all-reduce);
 // plus host staging (from stage 2 two incoming gradient shards of the largest unit, 2 G
 // max s_u, one per bucket, filled by the copy engine; W s of updated weights out).
+// Tensor parallelism (model/tensor_group.hpp): a rank's states are its slice of the model
+// (local_model's parameters, initial values drawn whole and sliced), sharded over the ranks
+// holding the same slice (the job's ranks with the same tensor rank: `world` here). The
+// gradients of what several ranks of the group hold alike (the norms; kv heads replicated
+// where T exceeds them) are summed over those ranks before the reduction over `world`: once a
+// step at stages 0, 1 (reduce_gradients), each micro-step's bucket at 2, 3 (gradients_done).
 #pragma once
 
 #include <memory>
@@ -37,6 +43,7 @@
 #include "kernels/compat.hpp"
 #include "memory/copy_engine.hpp"
 #include "model/parameters.hpp"
+#include "model/tensor_group.hpp"
 #include "parallel/communicator.hpp"
 
 namespace minilst {
@@ -72,11 +79,12 @@ class ModelStates {
   using M = master_t<T>;
   static constexpr bool kMixed = !std::is_same<T, M>::value;  // bf16: a separate fp32 master
 
-  // world: the job's communicator, over whose ranks the states are sharded (null:
+  // model: the whole model; tp: this rank's tensor-parallel group (its slice of the model);
+  // world: the ranks holding the same slice, over which the states are sharded (null:
   // one rank; or `minilst plan`'s replay, in a counting memory context, which makes
   // the same buffers and moves nothing). Initialises the weights (seeded, layout-free).
-  ModelStates(const ModelConfig& cfg, const ZeroOptions& zero, const TrainOptions& init, Communicator* world,
-              PhaseTimers* timers);
+  ModelStates(const ModelConfig& model, const ZeroOptions& zero, const TrainOptions& init, Communicator* world,
+              PhaseTimers* timers, const TensorGroup& tp = TensorGroup::none());
   ModelStates(const ModelStates&) = delete;
   ModelStates& operator=(const ModelStates&) = delete;
 
@@ -92,8 +100,9 @@ class ModelStates {
   double grad_norm();       // ||sum of gradients||_2 (collective from stage 2)
   void apply_optimizer(const kernels::AdamWHyper& hp, long step);
 
-  // Collective: the whole unpadded buffer, in double, on every rank (tests, the tensor dump);
-  // sharded buffers travel in pieces of at most `piece` elements per rank.
+  // Collective: the whole model's unpadded buffer (parameter_layout(model)), in double, on
+  // every rank (tests, the tensor dump); sharded buffers travel in pieces of at most `piece`
+  // elements per rank, tensor-parallel slices are put together.
   static constexpr std::size_t kGatherPiece = std::size_t(1) << 20;
   std::vector<double> gathered_weights(std::size_t piece = kGatherPiece);  // the master under bf16
   std::vector<double> gathered_gradients(std::size_t piece = kGatherPiece);
@@ -143,8 +152,18 @@ class ModelStates {
   std::vector<double> gather_shards(const V& shard, std::size_t piece);
   template <class V>
   std::vector<double> unpad(const V& full) const;
+  // The slice's whole buffer (unpadded, local layout) -> the model's, over the group.
+  std::vector<double> whole_model(std::vector<double> slice) const;
+  // The gradients' spans (offsets relative to `base`) of tensors several group ranks hold:
+  // the norms, and the kv projections where replicated; of unit u, or every unit (u < 0).
+  struct Replicated {
+    std::vector<TensorGroup::Span> norms, kv;
+  };
+  Replicated replicated(int u, std::size_t base) const;
 
-  ModelConfig cfg_;
+  ModelConfig model_;  // the whole model
+  ModelConfig cfg_;    // this rank's slice of it (local_model)
+  const TensorGroup& tp_;
   ZeroOptions zero_;
   Communicator* world_;
   PhaseTimers* timers_;
@@ -164,7 +183,8 @@ class ModelStates {
   ParamViews<M> bucket_views_;
   std::vector<int> order_;
   std::size_t cursor_ = 0;
-  Tracked<Vec<double>> norm_;  // stages 2, 3 over ranks: the square sum all-reduced
+  Tracked<Vec<double>> norm_;  // stages 2, 3 over ranks, or tensor parallel: the square sum all-reduced
+  Tracked<Vec<M>> tp_scratch_;  // tensor parallel: the replicated gradients of every group rank
   // In host memory (optimizer offload).
   Tracked<HostVec> host_grads_, host_master_, host_m_, host_v_;
   Tracked<Kokkos::View<T*, compat::HostPinnedSpace>> host_outgoing_;  // the updated weights, to the device

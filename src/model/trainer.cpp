@@ -22,6 +22,11 @@ Tracked<Vec<std::int64_t>> to_device(const std::vector<std::int64_t>& host, cons
   return dev;
 }
 
+// The model one rank of the tensor-parallel group computes (the whole one at T = 1).
+ModelConfig one_rank(const ModelConfig& cfg, const TensorGroup& tp) {
+  return tp.split() ? local_model(cfg, tp.slice()) : cfg;
+}
+
 // Whether some layer of `layers` attends with the window (windowed) or without it.
 bool some_layer(const SequenceMask& mask, int layers, bool windowed) {
   for (int l = 0; l < layers; ++l)
@@ -66,8 +71,9 @@ MaskBuffers mask_buffers(const SequenceMask& mask, int layers, const std::vector
 template <class T>
 Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
                     const std::vector<std::int64_t>& positions, PhaseTimers* timers,
-                    const AttentionFactory<T>& make_attention, const ZeroOptions& zero, Communicator* world)
-    : cfg_(cfg), train_(train), timers_(timers), states_(cfg, zero, train, world, timers),
+                    const AttentionFactory<T>& make_attention, const ZeroOptions& zero, Communicator* world,
+                    const TensorGroup& tp)
+    : cfg_(cfg), train_(train), timers_(timers), states_(cfg, zero, train, world, timers, tp),
       positions_(to_device(positions, "positions")) {
   auto masks = mask_buffers(opts.mask, cfg.layers, positions);
   for (const int w : {1, 0}) q_lo_[w] = std::move(masks.q_lo[w]);
@@ -80,7 +86,7 @@ Trainer<T>::Trainer(const ModelConfig& cfg, const ModelOptions& opts, const Trai
                                                                          cfg.head_dim(), opts.kernels);
     layer_attention[w] = attention_[w].get();
   }
-  model_ = std::make_unique<Model<T>>(cfg, opts, layer_attention, rope_view(), timers);
+  model_ = std::make_unique<Model<T>>(one_rank(cfg, tp), opts, layer_attention, rope_view(), timers, tp);
 }
 
 template <class T>
@@ -102,8 +108,8 @@ double Trainer<T>::compute_gradients(const std::vector<Batch>& micro_batches, do
 template <class T>
 void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, const ZeroOptions& zero,
                              std::int64_t local_tokens, int grad_accum, double first_alpha,
-                             const AttentionFactory<T>& replay_attention) {
-  const ModelStates<T> states(cfg, zero, TrainOptions{}, nullptr, nullptr);
+                             const AttentionFactory<T>& replay_attention, const TensorGroup& tp) {
+  const ModelStates<T> states(cfg, zero, TrainOptions{}, nullptr, nullptr, tp);
   const auto positions = index_buffer("positions", local_tokens);
   const auto masks = mask_buffers(opts.mask, cfg.layers, local_tokens);
   std::unique_ptr<AttentionStrategy<T>> attention[2];  // as the constructor's
@@ -115,7 +121,8 @@ void Trainer<T>::replay_step(const ModelConfig& cfg, const ModelOptions& opts, c
   }
   ModelOptions first = opts;
   first.offload.alpha = first_alpha;
-  Model<T> model(cfg, first, layer_attention, masks.rope.bytes() > 0 ? masks.rope.view() : positions.view(), nullptr);
+  Model<T> model(one_rank(cfg, tp), first, layer_attention, masks.rope.bytes() > 0 ? masks.rope.view() : positions.view(),
+                 nullptr, tp);
   const auto micro_step = [&] {
     const auto tokens = index_buffer("tokens", local_tokens), labels = index_buffer("labels", local_tokens);
     model.replay_micro_step();

@@ -30,10 +30,13 @@ class Trainer {
   // make_attention: its strategy (default: LocalAttention, all tokens on this rank), made
   // once per layer mask: for the windowed layers and for the others (at most two);
   // zero, world: where the model states live and the ranks they are sharded over.
+  // Tensor parallelism: cfg is the whole model, tp this rank's group (which outlives the
+  // trainer), world the ranks holding the same slice; positions are the group's sequence
+  // piece (T n tokens), the batches too; make_attention's strategies run one rank's heads.
   Trainer(const ModelConfig& cfg, const ModelOptions& opts, const TrainOptions& train,
           const std::vector<std::int64_t>& positions, PhaseTimers* timers,
           const AttentionFactory<T>& make_attention = nullptr, const ZeroOptions& zero = ZeroOptions{},
-          Communicator* world = nullptr);
+          Communicator* world = nullptr, const TensorGroup& tp = TensorGroup::none());
 
   // Zeroes the gradients, runs every micro-batch; returns the mean micro-batch
   // loss. Gradients are those of that mean, times `scale` (1/data-parallel ranks);
@@ -56,9 +59,10 @@ class Trainer {
   // grad_accum micro-steps, whose trace is recorded
   // for the arena's plan. With offload, a micro-step at `first_alpha` goes first and
   // sizes the host buffers, as the warm-up step does.
+  // tp: a group without a communicator (TensorGroup(nullptr, slice, nullptr)) under tensor parallelism.
   static void replay_step(const ModelConfig& cfg, const ModelOptions& opts, const ZeroOptions& zero,
                           std::int64_t local_tokens, int grad_accum, double first_alpha,
-                          const AttentionFactory<T>& replay_attention);
+                          const AttentionFactory<T>& replay_attention, const TensorGroup& tp = TensorGroup::none());
 
  private:
   ModelConfig cfg_;

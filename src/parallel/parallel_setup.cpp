@@ -1,5 +1,7 @@
 #include "parallel/parallel_setup.hpp"
 
+#include <stdexcept>
+
 #include "parallel/mpi_communicator.hpp"
 
 #ifdef MINILST_HAVE_NCCL
@@ -30,7 +32,14 @@ ParallelSetup::ParallelSetup(MPI_Comm world, const ParallelConfig& config, std::
   dp_size_ = world_->size() / (P * T);
   dp_index_ = w / (P * T);
   tensor_ = world_->split(w / T, w);
+  states_ = world_->split(w % T, w);
   sp_ = world_->split(dp_index_ * T + w % T, w);
+  for (int r = 0; r < P; ++r)  // every tensor-parallel rank holds n = S_r / T of its sequence piece
+    if (layout_.positions(r).size() % std::size_t(T) != 0)
+      throw std::invalid_argument("parallel.tensor (" + std::to_string(T) + ") does not divide the " +
+                                  std::to_string(layout_.positions(r).size()) + " tokens of sequence rank " +
+                                  std::to_string(r) + " (parallel.ring_layout " + name_of(config.layout) +
+                                  "): choose a run.seq_len or ring layout that splits evenly");
   const int s = sp_->rank();
   ulysses_ = sp_->split(s / config.ulysses, s);
   ring_ = sp_->split(s % config.ulysses, s);
@@ -54,7 +63,9 @@ std::vector<Batch> ParallelSetup::shard(const std::vector<Batch>& globals) const
 
 CommBytes ParallelSetup::take_comm_bytes() {
   CommBytes out{};
-  for (auto* c : {world_.get(), tensor_.get(), sp_.get(), ulysses_.get(), ring_.get()}) {
+  std::vector<Communicator*> all{world_.get(), tensor_.get(), states_.get(), sp_.get(), ulysses_.get(), ring_.get()};
+  all.insert(all.end(), others_.begin(), others_.end());
+  for (auto* c : all) {
     for (const CommOp op : all_of<CommOp>()) out[op] += c->bytes_sent()[op];
     c->reset_bytes();
   }

@@ -2,7 +2,8 @@
 // w = (d P + s) T + t (d: data-parallel replica, s: sequence-parallel rank, P = U R, t: the
 // tensor-parallel rank, innermost: a TP group's ranks share a node); s = r U + u (u: Ulysses
 // member, r: ring member).
-//   tensor:  the T consecutive ranks splitting one model (T = parallel.tensor, 1 in every run yet)
+//   tensor:  the T consecutive ranks splitting one model (T = parallel.tensor)
+//   states:  the ranks holding the same slice of the model (the same t): its gradients' reduction and ZeRO
 //   sp:      the P ranks sharing one sequence (the same t)
 //   ulysses: U ranks of sp (same r)               ring: R ranks of sp with the same u
 // Which attention strategy runs on them is attention/strategy_factory.hpp's call.
@@ -30,6 +31,7 @@ class ParallelSetup {
 
   Communicator& world() { return *world_; }
   Communicator& tensor() { return *tensor_; }
+  Communicator& states() { return *states_; }
   Communicator& ulysses() { return *ulysses_; }
   Communicator& ring() { return *ring_; }
   MPI_Comm world_comm() const { return world_comm_; }  // for host scalars (plain MPI)
@@ -46,13 +48,16 @@ class ParallelSetup {
   Batch shard(const Batch& global) const;
   std::vector<Batch> shard(const std::vector<Batch>& globals) const;
 
-  // Bytes each operation sent since the last call, summed over all communicators.
+  // Bytes each operation sent since the last call, summed over all communicators (and those
+  // handed to also_count: communicators split from these by others, which outlive this).
   CommBytes take_comm_bytes();
+  void also_count(Communicator& c) { others_.push_back(&c); }
 
  private:
   ParallelConfig config_;
   MPI_Comm world_comm_;
-  std::unique_ptr<Communicator> world_, tensor_, sp_, ulysses_, ring_;
+  std::unique_ptr<Communicator> world_, tensor_, states_, sp_, ulysses_, ring_;
+  std::vector<Communicator*> others_;
   SequenceLayout layout_;
   int dp_index_ = 0, dp_size_ = 1;
 };

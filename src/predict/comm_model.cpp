@@ -5,6 +5,7 @@
 #include "memory/activation_store.hpp"
 #include "model/model_states.hpp"
 #include "model/parameters.hpp"
+#include "core/tensor_slice.hpp"
 
 namespace minilst {
 
@@ -35,11 +36,46 @@ RingLayerBytes ring_layer_bytes(const AttentionGeometry& g, const std::vector<in
   return r;
 }
 
-CommBytes predict_comm_bytes(const ModelConfig& c, const ModelOptions& o, const ParallelConfig& par,
-                             const SequenceLayout& layout, int s, int world, int A, Precision precision,
+namespace {
+// Tensor parallelism's bytes (model/tensor_group.hpp): per micro-step, in units of one
+// gather's or reduce-scatter's (TP - 1) n d elements (n = S_l / TP: the rank's residual rows):
+//   gathers   per layer: rmsnorm(x) (twice where the attention block is recomputed), the MLP's
+//             norm (again in its backward unless the store keeps b) and dz, dy before Wo^T,
+//             rmsnorm(x) in the backward; the head's norm; dx before the embedding's backward;
+//             plus the head's statistics, (TP - 1) TP n 3 elements of the accumulation type
+//   reduce-scatters  per layer: o Wo (again where recomputed), m Wd, db, dan; the head's df;
+//             the embedding
+//   tp_grad_sum  the replicated gradients, (ranks - 1) x their elements in the accumulation type: the
+//             norms (2 L + 1) d over the TP ranks, and where kv heads are replicated the kv projections
+//             2 L d k h (k: the rank's kv heads) over the kv_copies ranks holding them; once a step at
+//             ZeRO 0, 1, every micro-step at 2, 3
+void add_tensor_parallel(CommBytes& bytes, const ModelConfig& local, const ModelOptions& o, const TensorSlice& slice,
+                         std::int64_t rows, int A, int zero_stage, std::uint64_t T, std::uint64_t acc) {
+  using u64 = std::uint64_t;
+  const u64 TP = u64(slice.ranks), n = u64(rows) / TP, d = u64(local.hidden), L = u64(local.layers);
+  const StoreBuffers plan = store_buffers(o.policy, local.layers, o.offload.alpha, std::int64_t(n),
+                                          effective_chunks(std::int64_t(n), o.mlp_chunks));
+  const u64 passes = plan.recompute_attention() ? 2 : 1, mlp_back = plan.mlp_saved ? 1 : 2;
+  const u64 one = (TP - 1) * n * d * T;
+  bytes[CommOp::tp_allgather] = u64(A) * (one * (L * (passes + 1 + mlp_back + 2) + 2) + (TP - 1) * TP * n * 3 * acc);
+  bytes[CommOp::tp_reduce_scatter] = u64(A) * one * (L * (passes + 3) + 2);
+  const u64 norms = (2 * L + 1) * d, kv = 2 * L * d * u64(slice.kv_heads) * u64(local.head_dim());
+  const u64 sums = (TP - 1) * norms * acc + u64(slice.kv_copies - 1) * kv * acc;
+  bytes[CommOp::tp_grad_sum] = (zero_stage >= 2 ? u64(A) : 1) * sums;
+}
+}  // namespace
+
+CommBytes predict_comm_bytes(const ModelConfig& model, const ModelOptions& o, const ParallelConfig& par,
+                             const SequenceLayout& layout, int s, int ranks, int A, Precision precision,
                              const ZeroOptions& zero) {
   using u64 = std::uint64_t;
   const u64 T = scalar_bytes(precision);  // activations travel in the run's storage type
+  // Under tensor parallelism one rank's model (its heads, MLP columns, vocabulary), whose states
+  // are reduced and sharded over the ranks holding the same slice.
+  const int TP = par.tensor;
+  const TensorSlice slice = TP > 1 ? tensor_slice(model, TP, 0) : TensorSlice{};
+  const ModelConfig c = TP > 1 ? local_model(model, slice) : model;
+  const int world = ranks / TP;
   const auto g = attention_geometry(c, par, layout, s);
   const u64 U = u64(g.U()), h = u64(g.head_dim), L = u64(c.layers);
   const u64 q = u64(g.q_heads_here()), k = u64(g.kv_heads_here());  // heads per member after the all-to-all
@@ -97,7 +133,8 @@ CommBytes predict_comm_bytes(const ModelConfig& c, const ModelOptions& o, const 
   bytes[CommOp::allreduce] = allreduce;
   bytes[CommOp::reduce_scatter] = reduce_scatter;
   bytes[CommOp::allgather] = allgather;
-  bytes[CommOp::grad_norm] = norm;
+  bytes[CommOp::grad_norm] = norm + (TP > 1 ? sizeof(double) : 0);  // (tensor parallel: the group's sum too)
+  if (TP > 1) add_tensor_parallel(bytes, c, o, slice, g.local_rows, A, zero.stage, T, acc);
   return bytes;
 }
 
@@ -110,6 +147,9 @@ bool comm_op_used(CommOp op, const ParallelConfig& par, int zero_stage) {
     case CommOp::reduce_scatter:
     case CommOp::allgather:
     case CommOp::grad_norm: return zero_stage > 0;
+    case CommOp::tp_allgather:
+    case CommOp::tp_reduce_scatter:
+    case CommOp::tp_grad_sum: return par.tensor > 1;
     case CommOp::tensor_dump:
     case CommOp::probe: return false;
   }

@@ -32,7 +32,12 @@
 //   reduce_scatter      ZeRO 2, 3, per micro-step: every unit's gradient, (P - 1) s_u x 4 bytes (s_u: its shard)
 //   allgather           ZeRO 1, 2: every unit's weights after AdamW, (P - 1) s_u x W bytes (W: 2 in bf16);
 //                       ZeRO 3: each micro-step's units of unit_gather_order (model_states.hpp)
-//   grad_norm           ZeRO 2, 3: the gradient's square sum, 8 bytes
+//   grad_norm           ZeRO 2, 3: the gradient's square sum, 8 bytes (8 more over the tensor-parallel group)
+//   tp_allgather, tp_reduce_scatter, tp_grad_sum   tensor parallelism (comm_model.cpp,
+//                       add_tensor_parallel): the sequence's gathers and reduce-scatters around
+//                       each block, the replicated parameters' gradient sums
+// Under tensor parallelism (parallel.tensor = TP) the model above is one rank's slice and P
+// counts the ranks holding the same slice (world / TP).
 // (collectives of P ranks count what a ring algorithm sends per rank: (P - 1) blocks)
 #pragma once
 

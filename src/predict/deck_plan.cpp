@@ -174,7 +174,7 @@ DeckPlan plan_deck(const Deck& deck, std::int64_t S, const PlanOptions& args, st
   if (!error.empty()) return p;
   const ZeroOptions zero = zero_options(deck, args.ranks);
   const int P = par.sequence_parallel();
-  p.data_parallel = args.ranks / P;
+  p.data_parallel = args.ranks / (P * par.tensor);
   const SequenceLayout layout(S, par.ulysses, par.ring, par.layout, false, deck.options.mask);
   const bool plan_arena = args.arena && deck.memory.plan;
   // Ranks that hold as many tokens, in groups and ring blocks of the same sizes, need the same:

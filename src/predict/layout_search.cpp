@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
 
 #include "core/range.hpp"
 #include "predict/prediction.hpp"
@@ -11,16 +13,17 @@ namespace minilst {
 
 std::string LayoutCandidate::name() const {
   const auto& p = deck.parallel;
-  std::string s = "D" + std::to_string(plan.data_parallel) + " U" + std::to_string(p.ulysses) + " R" + std::to_string(p.ring) +
-                  " Z" + std::to_string(p.zero);
+  std::string s = "D" + std::to_string(plan.data_parallel) + (p.tensor > 1 ? " T" + std::to_string(p.tensor) : "") +
+                  " U" + std::to_string(p.ulysses) + " R" + std::to_string(p.ring) + " Z" + std::to_string(p.zero);
   if (const int n = head_chunks(deck.model, p); n > 1) s += " c" + std::to_string(n);  // Ulysses head chunks
   if (plan.options.policy == MemoryPolicy::offload) {
     char b[32];
     std::snprintf(b, sizeof b, " a%.2g", plan.options.offload.alpha);
     s += b;
   }
-  return s + " mlp" + std::to_string(effective_chunks(plan.local_tokens, plan.options.mlp_chunks)) + " head" +
-         std::to_string(effective_chunks(plan.local_tokens, plan.options.lm_head_chunks));
+  const std::int64_t rows = plan.local_tokens / p.tensor;  // the residual rows the MLP and head chunk
+  return s + " mlp" + std::to_string(effective_chunks(rows, plan.options.mlp_chunks)) + " head" +
+         std::to_string(effective_chunks(rows, plan.options.lm_head_chunks));
 }
 
 namespace {
@@ -31,8 +34,10 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-// The decks the search tries: every U x R of the ranks, ZeRO stage, alpha and chunk setting.
-std::vector<Deck> layouts_of(const Deck& deck, int ranks) {
+// The decks the search tries: every T x U x R of the ranks (T within a node, the ranks a tensor-
+// parallel group's collectives share its links with), ZeRO stage, alpha and chunk setting.
+// Layouts the model's shapes cannot split are refused by the plan (counted as refused).
+std::vector<Deck> layouts_of(const Deck& deck, int ranks, int ranks_per_node) {
   std::vector<double> alphas{deck.memory.alpha_auto ? 1.0 : deck.options.offload.alpha};
   if (deck.options.policy == MemoryPolicy::offload)
     for (const double x : {0.0, 0.5, 1.0})
@@ -40,21 +45,26 @@ std::vector<Deck> layouts_of(const Deck& deck, int ranks) {
   std::vector<std::pair<ChunkSetting, ChunkSetting>> chunks{{deck.mst.mlp, deck.mst.lm_head}};
   if (!deck.mst.mlp.automatic || !deck.mst.lm_head.automatic) chunks.push_back({ChunkSetting{}, ChunkSetting{}});
   std::vector<Deck> out;
-  for (const int U : divisors(ranks))
-    for (const int R : divisors(ranks / U))
-      for (int zero = 0; zero <= 3; ++zero)
-        for (const double alpha : alphas)
-          for (const auto& [mlp, head] : chunks) {
-            Deck d = deck;
-            d.parallel.ulysses = U;
-            d.parallel.ring = R;
-            d.parallel.zero = zero;
-            d.options.offload.alpha = alpha;
-            d.memory.alpha_auto = false;
-            d.mst.mlp = mlp;
-            d.mst.lm_head = head;
-            out.push_back(std::move(d));
-          }
+  for (const int T : divisors(ranks)) {
+    if (T > std::max(1, ranks_per_node)) continue;
+    if (T > 1 && deck.options.policy == MemoryPolicy::offload) continue;  // (offload: not under tensor parallelism)
+    for (const int U : divisors(ranks / T))
+      for (const int R : divisors(ranks / (T * U)))
+        for (int zero = 0; zero <= 3; ++zero)
+          for (const double alpha : alphas)
+            for (const auto& [mlp, head] : chunks) {
+              Deck d = deck;
+              d.parallel.tensor = T;
+              d.parallel.ulysses = U;
+              d.parallel.ring = R;
+              d.parallel.zero = zero;
+              d.options.offload.alpha = alpha;
+              d.memory.alpha_auto = false;
+              d.mst.mlp = mlp;
+              d.mst.lm_head = head;
+              out.push_back(std::move(d));
+            }
+  }
   return out;
 }
 }  // namespace
@@ -64,7 +74,7 @@ LayoutSearch search_layouts(const Deck& deck, int ranks, const Budgets& budgets,
   LayoutSearch s;
   const std::int64_t S = deck.run.seq_len;
   std::vector<LayoutCandidate> fit;
-  for (Deck& d : layouts_of(deck, ranks)) {
+  for (Deck& d : layouts_of(deck, ranks, machine.ranks_per_node)) {
     ++s.tried;
     std::string why;
     DeckPlan p = plan_deck(d, S, {ranks, false, false}, why);
@@ -89,15 +99,22 @@ LayoutSearch search_layouts(const Deck& deck, int ranks, const Budgets& budgets,
     const auto bx = bucket(x), by = bucket(y);
     return bx != by ? bx > by : x.plan.device_planned < y.plan.device_planned;
   });
-  for (auto& c : fit) {
-    if (int(s.best.size()) >= top) break;
-    if (plan_arena && c.deck.memory.plan) {  // as a run holds it: the step arena too
-      std::string why;
-      c.plan = plan_deck(c.deck, S, {ranks, true, false}, why);
-      if (!why.empty() || !c.plan.fits(budgets)) continue;
-    }
-    s.best.push_back(std::move(c));
+  const auto replanned = [&](LayoutCandidate& c) {  // as a run holds it: the step arena too
+    if (!plan_arena || !c.deck.memory.plan) return true;
+    std::string why;
+    c.plan = plan_deck(c.deck, S, {ranks, true, false}, why);
+    return why.empty() && c.plan.fits(budgets);
+  };
+  std::set<int> degrees;  // tensor-parallel degrees among the ranked
+  std::size_t next = 0;
+  for (; next < fit.size() && int(s.best.size()) < top; ++next)
+    if (replanned(fit[next])) degrees.insert(fit[next].deck.parallel.tensor), s.best.push_back(std::move(fit[next]));
+  std::map<int, LayoutCandidate*> by_tensor;
+  for (; next < fit.size(); ++next) {
+    const int T = fit[next].deck.parallel.tensor;
+    if (!degrees.count(T) && !by_tensor.count(T) && replanned(fit[next])) by_tensor[T] = &fit[next];
   }
+  for (auto& [T, c] : by_tensor) s.best_by_tensor.push_back(std::move(*c));
   return s;
 }
 
@@ -105,7 +122,13 @@ namespace {
 LongestRun longest_run_of(const Deck& deck, int ranks, const Budgets& budgets, bool plan_arena, std::string& error) {
   LongestRun r;
   const PlanOptions options{ranks, plan_arena, false};
-  r.lowest = std::max<std::int64_t>(2, 2LL * deck.parallel.sequence_parallel());
+  // Tensor parallelism splits every sequence piece evenly: lengths in steps of q (check_parallel)
+  const ParallelConfig& par = deck.parallel;
+  const std::int64_t q = par.tensor > 1 ? std::int64_t(par.sequence_parallel()) * par.tensor *
+                                              (par.layout == RingLayout::zigzag && par.ring > 1 ? 2 : 1)
+                                        : 1;
+  r.lowest = std::max<std::int64_t>(2, 2LL * par.sequence_parallel());
+  r.lowest = (r.lowest + q - 1) / q * q;
   r.plan = plan_deck(deck, r.lowest, options, error);
   if (!error.empty()) return r;
   if (!(r.fits = r.plan.fits(budgets))) return r;
@@ -116,16 +139,18 @@ LongestRun longest_run_of(const Deck& deck, int ranks, const Budgets& budgets, b
     if (r.bound.empty()) r.bound = "run.seq_len = " + std::to_string(S) + " is refused: " + why;
     return false;
   };
-  const std::int64_t limit = std::int64_t(1) << 40;  // run.seq_len's own limit
-  std::int64_t lo = r.lowest, hi = 2 * r.lowest;
-  while (hi <= limit && fits_at(hi)) lo = hi, hi *= 2;
+  const std::int64_t limit = (std::int64_t(1) << 40) / q;  // run.seq_len's own limit, in steps of q
+  const auto fits_steps = [&](std::int64_t k) { return fits_at(k * q); };
+  std::int64_t lo = r.lowest / q, hi = 2 * lo;
+  while (hi <= limit && fits_steps(hi)) lo = hi, hi *= 2;
   if (hi > limit) hi = limit + 1;
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
-    (fits_at(mid) ? lo : hi) = mid;
+    (fits_steps(mid) ? lo : hi) = mid;
   }
-  r.seq_len = lo;
+  r.seq_len = lo * q;
   r.hit_limit = lo == limit;
+  lo = r.seq_len;
   r.plan = plan_deck(deck, lo, options, error);
   return r;
 }

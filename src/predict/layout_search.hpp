@@ -3,8 +3,9 @@
 // `auto` where the deck fixes counts), and for memory.policy offload alpha in {the deck's, 0, 0.5,
 // 1}; those within the budgets ranked by predicted tokens/s (within 0.5%, a tie the model cannot
 // resolve, the layout holding less device memory first). The sweep plans without the step arena
-// (fast, and never more memory than a planned run holds); the best `top` are planned again with
-// it, and one that no longer fits is dropped.
+// (fast, and never more memory than a planned run holds); the best `top` (and the best of each
+// tensor-parallel degree not among them) are planned again with it, and one that no longer fits is
+// dropped.
 #pragma once
 
 #include <string>
@@ -26,6 +27,9 @@ struct LayoutCandidate {
 
 struct LayoutSearch {
   std::vector<LayoutCandidate> best;  // the best `top`, ranked
+  // The best layout of each tensor-parallel degree the ranked ones leave out (T ascending): what
+  // tensor parallelism would give where it does not make the top.
+  std::vector<LayoutCandidate> best_by_tensor;
   int tried = 0, refused = 0, over = 0;  // layouts tried; refused by a layout rule; over the budgets
   std::size_t fit = 0;                 // layouts within the budgets
   std::string missing;                 // a rate the machine lacks for some layout (its message)

@@ -29,7 +29,8 @@ struct MemoryPrediction {
 };
 
 // One rank (sp rank `sp_rank` of `layout`) of a run with this parallel
-// configuration: grad_accum micro-steps of one step. host_alpha: the largest
+// configuration: grad_accum micro-steps of one step (under tensor parallelism, par.tensor,
+// any rank of its group: they hold alike; zero.ranks: the ranks holding the same slice). host_alpha: the largest
 // offload alpha of the run (the warm-up step's: it sizes the host buffers);
 // opts.offload.alpha: the step's. zero: the model states' sharding and offload.
 MemoryPrediction predict_rank_memory(const ModelConfig& cfg, const ModelOptions& opts, const ParallelConfig& par,
@@ -38,8 +39,9 @@ MemoryPrediction predict_rank_memory(const ModelConfig& cfg, const ModelOptions&
 
 // The model states alone (category -> bytes, device_total): weights, gradients,
 // optimizer and their ZeRO buffers, host_optimizer with offload. Cheap (no step).
+// tensor: the tensor-parallel degree (the states are one rank's slice).
 std::map<std::string, std::uint64_t> predict_model_states(const ModelConfig& cfg, const ZeroOptions& zero,
-                                                          Precision precision);
+                                                          Precision precision, int tensor = 1);
 
 // One rank without sequence parallelism (category -> bytes), opts.offload.alpha sizing everything.
 std::map<std::string, std::uint64_t> predict_memory(const ModelConfig& cfg, const ModelOptions& opts,

@@ -14,7 +14,7 @@ std::atomic<long> remodels{0};
 }  // namespace
 
 std::string predict_for_run(const Deck& deck, int ranks, const AvailableMemory& available, Prediction& out) {
-  out.states = predict_model_states(deck.model, zero_options(deck, ranks), deck.run.precision);
+  out.states = predict_model_states(deck.model, zero_options(deck, ranks), deck.run.precision, deck.parallel.tensor);
   if (auto why = check_lower_bound(deck, out.states, available); !why.empty()) return why;
   PlanOptions options;
   options.ranks = ranks;
@@ -29,7 +29,8 @@ std::string predict_for_run(const Deck& deck, int ranks, const AvailableMemory& 
 
 StepTime price_plan(const Deck& deck, const DeckPlan& p, const MachineRates& machine) {
   PricedStep sh;
-  sh.model = deck.model;
+  const int TP = deck.parallel.tensor;  // (tensor parallel: one rank's slice is priced)
+  sh.model = TP > 1 ? local_model(deck.model, tensor_slice(deck.model, TP, 0)) : deck.model;
   sh.options = p.options;
   if (deck.options.offload.bandwidth_gbs > 0) sh.options.offload.bandwidth_gbs = deck.options.offload.bandwidth_gbs;
   sh.parallel = deck.parallel;
@@ -43,7 +44,7 @@ StepTime price_plan(const Deck& deck, const DeckPlan& p, const MachineRates& mac
   sh.comm = p.comm;
   sh.offload_bytes = p.memory.count("host_offload") ? p.memory.at("host_offload") : 0;
   // AdamW's elements on this rank: its shard of every unit (ZeRO >= 1), else every parameter
-  const auto sl = shard_layout(deck.model, p.ranks, deck.parallel.zero > 0);
+  const auto sl = shard_layout(sh.model, p.ranks / TP, deck.parallel.zero > 0);
   sh.optimizer_elements = deck.parallel.zero > 0 ? sl.shard_total : sl.padded_total;
   sh.optimizer_on_host = deck.memory.optimizer_offload;
   sh.flops = p.flops;

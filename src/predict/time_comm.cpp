@@ -31,7 +31,7 @@ OffloadPrice price_offload(const PriceContext& c, double forward_layer, double b
 StatesPrice price_states(const PriceContext& c, double forward, double backward) {
   StatesPrice s;
   const PricedStep& sh = c.step;
-  const int P = sh.world, zero = sh.parallel.zero;
+  const int P = sh.world / sh.parallel.tensor, zero = sh.parallel.zero;  // the ranks holding one slice
   if (P <= 1) return s;
   const double A = c.A, units = c.L + 2;
   const auto bytes = [&](CommOp op) { return double(sh.comm[op]); };
@@ -52,6 +52,34 @@ StatesPrice price_states(const PriceContext& c, double forward, double backward)
     s.gather_beside = std::max(0.0, ag - A * (forward + backward)) + ag / (A * 2 * units);
   }
   return s;
+}
+
+}  // namespace minilst
+
+namespace minilst {
+
+// Tensor parallelism's gathers and reduce-scatters (model/tensor_group.hpp; the calls counted as
+// comm_model.cpp's add_tensor_parallel counts their bytes), each call's time its share of the
+// operation's bytes by call count: the blocks' calls carry equal bytes (the head's statistics apart).
+TensorPrice price_tensor(const PriceContext& c) {
+  TensorPrice t;
+  const PricedStep& sh = c.step;
+  const int TP = sh.parallel.tensor;
+  if (TP <= 1) return t;
+  const auto bytes = [&](CommOp op) { return double(sh.comm[op]); };
+  const double A = c.A, L = c.L, M = c.mlp_chunks, H = c.head_chunks;
+  const double passes = c.store.recompute_attention() ? 2 : 1, mlp_back = c.store.mlp_saved ? 1 : 2;
+  const double gathers = L * (passes + M * (1 + mlp_back) + 2) + 2 * H + 1, scatters = L * (passes + 2 * M + 1) + H + 1;
+  const double g = c.m.link(LinkOp::allgather, TP).seconds(bytes(CommOp::tp_allgather), A * gathers) / (A * gathers);
+  const double r = c.m.link(LinkOp::reduce_scatter, TP).seconds(bytes(CommOp::tp_reduce_scatter), A * scatters) /
+                   (A * scatters);
+  t.mlp = A * (M * (1 + mlp_back) * g + 2 * M * r);
+  t.lm_head = A * H * (2 * g + r);
+  t.forward = A * (L * (1 + M) * (g + r) + 2 * H * g + H * r + r);  // attention and MLP blocks, head, embedding
+  const double sums = sh.parallel.zero >= 2 ? A * (L + 2) : 1.0;  // a call per unit and micro-step, or one a step
+  t.grad_sum = c.m.link(LinkOp::allgather, TP).seconds(bytes(CommOp::tp_grad_sum), sums);
+  t.total = A * (gathers * g + scatters * r) + t.grad_sum;
+  return t;
 }
 
 }  // namespace minilst

@@ -23,9 +23,10 @@ PriceContext price_context(const PricedStep& sh, const MachineRates& m) {
   x.t_op = m.op_overhead_us * kMicro;
   if (!(m.elementwise_gbs > 0)) throw std::runtime_error("machine file: elementwise_gbs is missing or not positive");
   x.B_el = m.elementwise_gbs * kGiga;
-  x.mlp_chunks = std::max(1, effective_chunks(x.g.local_rows, sh.options.mlp_chunks));
-  x.store = store_buffers(sh.options.policy, c.layers, sh.options.offload.alpha, x.g.local_rows, x.mlp_chunks);
-  x.head_chunks = std::max(1, effective_chunks(x.g.local_rows, sh.options.lm_head_chunks));
+  const std::int64_t residual = x.g.local_rows / sh.parallel.tensor;  // the rows the MLP and head chunk
+  x.mlp_chunks = std::max(1, effective_chunks(residual, sh.options.mlp_chunks));
+  x.store = store_buffers(sh.options.policy, c.layers, sh.options.offload.alpha, residual, x.mlp_chunks);
+  x.head_chunks = std::max(1, effective_chunks(residual, sh.options.lm_head_chunks));
   return x;
 }
 
@@ -53,7 +54,8 @@ RecomputePrice price_recompute(const PriceContext& c, const LayerPrice& layer, c
 namespace {
 // The phases of the step from the families' prices (the run's timers: core/phases.hpp).
 StepTime add_up(const PriceContext& c, const LayerPrice& layer, const AttentionPrice& attn, const AlltoallPrice& a2a,
-                double head, const RecomputePrice& rec, const OffloadPrice& off, const StatesPrice& st, double optimizer) {
+                double head, const RecomputePrice& rec, const OffloadPrice& off, const StatesPrice& st, double optimizer,
+                const TensorPrice& tp) {
   const double A = c.A, L = c.L;
   const double layers_fwd = L * (layer.proj_fwd + attn.fwd + layer.mlp_fwd) + head;
   const double layers_bwd = L * (layer.proj_bwd + attn.bwd + layer.mlp_bwd) + L * rec.layer;
@@ -73,13 +75,18 @@ StepTime add_up(const PriceContext& c, const LayerPrice& layer, const AttentionP
   ph[Phase::copy_engine_busy] = off.copy_engine_busy;
   ph[Phase::grad_reduce] = st.grad_reduce + st.allreduce;  // the run's timer: ZeRO 0, 1 the all-reduce's wait too (inside comm)
   ph[Phase::param_gather] = st.gather_beside + st.gather_after;
-  ph[Phase::comm] = st.comm;
+  // tensor parallelism: its calls inside the MLP and head phases too; the gradient sums in comm (ZeRO 0, 1)
+  const bool sums_in_comm = c.step.parallel.zero <= 1;
+  ph[Phase::tensor_comm] = tp.total;
+  ph[Phase::mlp] += tp.mlp;
+  ph[Phase::lm_head] += tp.lm_head;
+  ph[Phase::comm] = st.comm + (sums_in_comm ? tp.grad_sum : 0);
   ph[Phase::optimizer] = optimizer;
   const double a2a_fwd = a2a_exposed * a2a.forward_share;
-  ph[Phase::forward] = A * (layers_fwd + 2 * c.t_op) + a2a_fwd + st.gather_beside / 2;  // + embedding's few calls
+  ph[Phase::forward] = A * (layers_fwd + 2 * c.t_op) + a2a_fwd + st.gather_beside / 2 + tp.forward;  // + embedding's few calls
   ph[Phase::backward] = A * (layers_bwd + 2 * c.t_op) + (a2a_exposed - a2a_fwd) + off.wait + st.gather_beside / 2 +
-                        (st.grad_reduce - st.last_reduce_scatter);
-  t.step_s = ph[Phase::forward] + ph[Phase::backward] + st.comm + optimizer;
+                        (st.grad_reduce - st.last_reduce_scatter) + (tp.total - tp.forward - (sums_in_comm ? tp.grad_sum : 0));
+  t.step_s = ph[Phase::forward] + ph[Phase::backward] + ph[Phase::comm] + optimizer;
   ph[Phase::step] = t.step_s;
   return t;
 }
@@ -100,8 +107,8 @@ StepTime predict_step_time(const PricedStep& sh, const MachineRates& machine) {
   const StatesPrice st = price_states(c, L * (layer.proj_fwd + attn.fwd + layer.mlp_fwd) + head,
                                       L * (layer.proj_bwd + attn.bwd + layer.mlp_bwd) + L * rec.layer);
   const double optimizer = price_optimizer(c);
-  StepTime t = add_up(c, layer, attn, a2a, head, rec, off, st, optimizer);
-  const double data_parallel = double(sh.world) / sh.parallel.sequence_parallel();
+  StepTime t = add_up(c, layer, attn, a2a, head, rec, off, st, optimizer, price_tensor(c));
+  const double data_parallel = double(sh.world) / (sh.parallel.sequence_parallel() * sh.parallel.tensor);
   t.tokens_per_s = double(sh.seq_len) * c.A * data_parallel / t.step_s;
   t.mfu_peak_gflops = m.mfu_peak(sh.precision);
   for (const FlopsConvention f : all_of<FlopsConvention>())

@@ -43,9 +43,16 @@
 //     (param_gather: the exposed part + the first call)
 //   price_optimizer (per step)  k_optimizer [n bytes_per_element / B_opt + 4 t_op] (28 bytes fp32,
 //     30 bf16, 56 double; B_opt: optimizer_gbs, else B_el) + optimizer offload: n (4 + T) / B_host
+//   price_tensor (per step; tensor parallelism, TP ranks: the model above is one rank's slice,
+//     S_l the group's rows): the comm model's tp_allgather and tp_reduce_scatter bytes over the
+//     link of TP ranks, a call per block each way (per layer and micro-step: gathers passes + M
+//     (1 + 1 or 2 where the MLP recomputes) + 2, reduce-scatters passes + 2 M + 1; the head 2 and 1
+//     per chunk; the embedding 1 and 1), every call exposed (each sits between the compute it
+//     feeds); tensor_comm, and inside mlp and lm_head for theirs; tp_grad_sum in comm (ZeRO 0, 1)
+//     or the backward (2, 3). price_states's P: the ranks holding one slice.
 //   predict_step_time
 //     forward  = A (L (proj_fwd + attention_fwd + mlp_fwd) + lm_head + 2 t_op) + alltoall's forward
-//                share + half of param_gather
+//                share + half of param_gather + tensor_comm's forward calls
 //     backward = A (L (proj_bwd + attention_bwd + mlp_bwd + recompute) + 2 t_op) + the rest of the
 //                alltoall + offload_wait + half of param_gather + the reduce-scatters' exposed part
 //                (the LM head's backward is fused in its forward and counted there)
@@ -149,6 +156,11 @@ struct StatesPrice {  // s per step
 StatesPrice price_states(const PriceContext& c, double forward, double backward);
 
 double price_optimizer(const PriceContext& c);  // s per step
+
+struct TensorPrice {  // s per step
+  double total = 0, forward = 0, mlp = 0, lm_head = 0, grad_sum = 0;  // grad_sum: part of total
+};
+TensorPrice price_tensor(const PriceContext& c);
 
 StepTime predict_step_time(const PricedStep& step, const MachineRates& machine);
 

@@ -163,6 +163,7 @@ Json run_summary_json(const GatheredMetrics& g, const RunSummary& s, const RunMe
   j["layout"] = {{"ranks", g.nranks},
                  {"data_parallel", integer_or_null(a, "data_parallel")},
                  {"sequence_parallel", integer_or_null(a, "sequence_parallel")},
+                 {"tensor_parallel", integer_or_null(a, "tensor_parallel")},
                  {"ulysses", integer_or_null(a, "ulysses")},
                  {"ring", integer_or_null(a, "ring")},
                  {"attention", text_or_null(a, "attention")},

@@ -33,15 +33,18 @@ void print_model_states(const Deck& deck, const std::map<std::string, std::uint6
   const auto zero = zero_options(deck, nranks);
   const auto of = [&](MemCategory c) { return double(b.at(category_name(c))); };
   const double device = of(MemCategory::weights) + of(MemCategory::gradients) + of(MemCategory::optimizer);
-  const auto sl = shard_layout(deck.model, nranks, zero.stage > 0);
-  std::printf("model states: ZeRO stage %d over %d rank(s)%s: %.2f MiB on the device per rank (weights %.2f, "
-              "gradients %.2f, optimizer %.2f)", zero.stage, nranks, zero.optimizer_offload ? ", optimizer offload" : "",
+  const int T = deck.parallel.tensor;  // (tensor parallel: one rank's slice, over the ranks holding it)
+  const ModelConfig slice = T > 1 ? local_model(deck.model, tensor_slice(deck.model, T, 0)) : deck.model;
+  const auto sl = shard_layout(slice, zero.ranks, zero.stage > 0);
+  std::printf("model states: %sZeRO stage %d over %d rank(s)%s: %.2f MiB on the device per rank (weights %.2f, "
+              "gradients %.2f, optimizer %.2f)", T > 1 ? ("a 1/" + std::to_string(T) + " tensor-parallel slice, ").c_str() : "",
+              zero.stage, zero.ranks, zero.optimizer_offload ? ", optimizer offload" : "",
               device / kMiB, of(MemCategory::weights) / kMiB, of(MemCategory::gradients) / kMiB,
               of(MemCategory::optimizer) / kMiB);
   if (zero.optimizer_offload) std::printf(", %.2f MiB in host memory", of(MemCategory::host_optimizer) / kMiB);
   if (zero.stage > 0)
     std::printf("; %zu units in shards of %zu elements per rank (padding %zu)", sl.units.size(), sl.shard_total,
-                sl.shard_total * std::size_t(nranks) - parameter_count(deck.model));
+                sl.shard_total * std::size_t(zero.ranks) - parameter_count(slice));
   std::printf("\n");
 }
 

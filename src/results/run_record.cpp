@@ -189,13 +189,14 @@ void record_run(RunMetrics& m, const Deck& deck, ParallelSetup& par, const RunFa
   ints["cores_allowed"] = th.cores_allowed;
   ints["data_parallel"] = par.dp_size();
   ints["sequence_parallel"] = deck.parallel.sequence_parallel();
+  ints["tensor_parallel"] = deck.parallel.tensor;
   ints["ulysses"] = deck.parallel.ulysses;
   ints["ulysses_head_chunks"] = facts.geometry.head_chunks;
   ints["ring"] = deck.parallel.ring;
   ints["seq_len"] = deck.run.seq_len;
   ints["grad_accum"] = deck.run.grad_accum;
   ints["parameters"] = std::int64_t(parameter_count(deck.model));
-  const std::int64_t S_local = facts.geometry.local_rows;  // what ran: chunks of the local tokens
+  const std::int64_t S_local = facts.geometry.local_rows / deck.parallel.tensor;  // what ran: chunks of the residual rows
   ints["mlp_chunks"] = effective_chunks(S_local, facts.options.mlp_chunks);
   ints["lm_head_chunks"] = effective_chunks(S_local, facts.options.lm_head_chunks);
   m.attributes.merge(facts.reported);
