@@ -49,7 +49,8 @@ class ParallelSetup {
   std::vector<Batch> shard(const std::vector<Batch>& globals) const;
 
   // Bytes each operation sent since the last call, summed over all communicators (and those
-  // handed to also_count: communicators split from these by others, which outlive this).
+  // handed to also_count: communicators others split from these, counted while they live; the
+  // tensor-parallel group's kv-copies one).
   CommBytes take_comm_bytes();
   void also_count(Communicator& c) { others_.push_back(&c); }
 
