@@ -31,7 +31,7 @@ namespace {
 struct Case {
   std::string name;
   ParallelConfig par;
-  int heads = 4, kv_heads = 2;
+  int heads = 4, kv_heads = 2, layers = 2;
   std::int64_t seq_len = 48;
   ModelOptions opts;
   int grad_accum = 1;
@@ -44,7 +44,7 @@ ModelConfig model_of(const Case& c) {
   m.hidden = 8 * c.heads;  // head dim 8
   m.heads = c.heads;
   m.kv_heads = c.kv_heads;
-  m.layers = 2;
+  m.layers = c.layers;
   m.intermediate = 24;
   m.vocab = 28;
   return m;
@@ -166,6 +166,23 @@ std::vector<Case> cases(int world) {
   auto bf = make("TP 2, bf16", 2);
   bf.bf16 = true;
   out.push_back(bf);
+  // MEMO's offload: the first round(alpha n) residual rows' segments travel, the rest recomputed
+  // collectively; one MLP chunk keeps the MLP's tensors among them (3 layers: one goes to host)
+  for (const double alpha : {0.0, 0.25, 1.0}) {
+    auto off = make("TP 2, offload alpha " + std::to_string(alpha).substr(0, 4) + ", the MLP's kept", 2);
+    off.opts.policy = MemoryPolicy::offload, off.opts.offload.alpha = alpha, off.opts.mlp_chunks = 1;
+    off.layers = 3;
+    out.push_back(off);
+  }
+  auto off_chunks = make("TP 2, offload alpha 0.5, MLP chunks 2, documents", 2);
+  off_chunks.opts.policy = MemoryPolicy::offload, off_chunks.opts.offload.alpha = 0.5, off_chunks.opts.mlp_chunks = 2;
+  off_chunks.opts.mask = {document_starts("20 28", off_chunks.seq_len, 2), 0, LayerPattern{}};
+  off_chunks.layers = 3;
+  out.push_back(off_chunks);
+  auto off_bf = make("TP 2, offload alpha 0.25, bf16", 2);
+  off_bf.bf16 = true, off_bf.opts.policy = MemoryPolicy::offload, off_bf.opts.offload.alpha = 0.25;
+  off_bf.opts.mlp_chunks = 1, off_bf.layers = 3;
+  out.push_back(off_bf);
   if (world >= 4) {
     auto kv = make("TP 4, kv heads replicated on 2 ranks each", 4);
     out.push_back(kv);
@@ -179,6 +196,14 @@ std::vector<Case> cases(int world) {
     auto bf_ring = make("TP 2 x ring 2, bf16, checkpoint", 2, 1, 2);
     bf_ring.bf16 = true, bf_ring.opts.policy = MemoryPolicy::checkpoint;
     out.push_back(bf_ring);
+    for (const double alpha : {0.0, 0.5}) {  // Ulysses: q, k, v kept in its layout (re-derived at alpha 0)
+      auto u = make("TP 2 x Ulysses 2, offload alpha " + std::to_string(alpha).substr(0, 3), 2, 2);
+      u.opts.policy = MemoryPolicy::offload, u.opts.offload.alpha = alpha, u.opts.mlp_chunks = 1, u.layers = 3;
+      out.push_back(u);
+    }
+    auto ring_off = make("TP 2 x ring 2, offload alpha 0.5, ZeRO-3", 2, 1, 2, 3);
+    ring_off.opts.policy = MemoryPolicy::offload, ring_off.opts.offload.alpha = 0.5, ring_off.layers = 3;
+    out.push_back(ring_off);
   }
   return out;
 }

@@ -60,7 +60,7 @@ def main():
                 printed=f"{t.cell(n, '64K')} / {t.cell('memo', '64K')}")
 
     # The longest sequence of each row: the paper's last MFU column beside miniLST's prediction.
-    longest = sc.Compare("longest", f"Longest sequence, 7B on 8 GPUs (TP 4 x CP 2; miniLST: Ulysses 4 x ring 2, "
+    longest = sc.Compare("longest", f"Longest sequence, 7B on 8 GPUs (TP 4 x CP 2; miniLST: parallel.tensor 4 x ring 2, "
                          f"{act:,.0f} MiB of activations per GPU, {host:,.0f} MiB of host): the paper's last column "
                          "with an MFU beside miniLST's predicted longest S", "tokens", ",.0f")
     plans = {"recompute_noplan": "gpu_recompute_noplan", "recompute": "gpu_recompute", "swap": "gpu_swap",
@@ -95,8 +95,9 @@ def main():
         "MFU here is model FLOPs over the GEMM rate this CPU measured at start, not a GPU's peak; every row has the "
         "same model FLOPs, so the MFU ratio of two rows is the inverse ratio of their step times.",
         "Paper scale: MEMO's 7B is a GPT (multi-head attention, GeLU MLP of 16384); miniLST predicts it with a "
-        "SwiGLU MLP of 11008 (the same parameter count) and Megatron's TP 4 x CP 2 as Ulysses 4 x ring 2, which "
-        "splits the sequence the same 8 ways. The activation budget is an A800's 80 GB (`minilst plan --device "
+        "SwiGLU MLP of 11008 (the same parameter count), its vocabulary padded to 50688 as Megatron pads it for "
+        "TP 4, and MEMO's own layout: tensor parallelism 4 (with sequence parallelism) x a context-parallel ring "
+        "of 2. The activation budget is an A800's 80 GB (`minilst plan --device "
         "a100-80gb`: 81,920 MiB) less a 4,096 "
         "MiB reserve, less the model states TP 4 leaves on a GPU (3 bytes per parameter: bf16 weights 2, fp32 "
         "gradients 4, optimizer 12 sharded over DP x CP = 2, all over TP = 4); the host budget is MEMO's 2 TB per "

@@ -123,8 +123,9 @@ def main():
         "table recomputes the time bound from each run's recorded measurements, and the chosen alpha must equal "
         "it (the host budget is not binding there).",
         f"Paper scale: each workload is predicted at alpha = 0 and 1 (MEMO's GPT of its Table 2 with a SwiGLU MLP "
-        f"of the same parameter count; TP as Ulysses, CP as the ring, both splitting the sequence as Megatron's "
-        f"sequence and context parallelism do). Per layer, x + o is the host footprint at alpha 0 over L - 2 "
+        f"of the same parameter count; MEMO's TP as miniLST's tensor parallelism with sequence parallelism, the "
+        f"vocabulary padded to a multiple of 128 TP as Megatron pads it, CP as a zigzag ring, DP as data "
+        f"parallelism). Per layer, x + o is the host footprint at alpha 0 over L - 2 "
         f"layers and the rest what alpha = 1 adds; T_layer is a third of the rank's model FLOPs per layer at 50% "
         f"of 312 TFLOPS. MEMO's link is {sp.MEMO_LINK_GBS} GB/s, at which the rule would swap everything "
         f"everywhere (the 32 GB/s column); MEMO's text has a layer's whole swap hide only beyond 192K tokens with "

@@ -297,11 +297,14 @@ ALL = [MST_TABLE2, MST_TABLE3, MST_TABLE4, MST_TABLE5, MST_TABLE11, MST_TABLE12,
        RSA_SECTION322]
 
 
-def memo_shape(model: str) -> dict:
+def memo_shape(model: str, tp: int = 1) -> dict:
     """MEMO's GPT of Table 2 as miniLST deck keys: multi-head attention (kv heads = heads) and a SwiGLU
     MLP of width 8h/3 rounded up to a multiple of 256 (the GeLU MLP's 8h^2 parameters; Llama-2's 11008
-    and 13824 at h = 4096 and 5120)."""
+    and 13824 at h = 4096 and 5120). Under tensor parallelism tp the vocabulary is padded as Megatron-LM
+    (MEMO's base) pads it: to a multiple of 128 tp (50257 -> 50432 at TP 2, 50688 at 4, 51200 at 8)."""
     layers, h, _, heads, vocab = (int(parse(c)) for c in MEMO_TABLE2.rows[model])
+    if tp > 1:
+        vocab = -(-vocab // (128 * tp)) * 128 * tp
     return {"model.layers": layers, "model.hidden": h, "model.heads": heads, "model.kv_heads": heads,
             "model.intermediate": -(-8 * h // (3 * 256)) * 256, "model.vocab": vocab}
 
@@ -319,10 +322,11 @@ def memo_configs(gpus_model: str):
 if __name__ == "__main__":  # for the bash scripts: the same numbers, one source
     import sys
 
-    if sys.argv[1:2] == ["memo-sets"]:  # memo-sets 7B: the shape as --set arguments
-        print(" ".join(f"--set {k}={v}" for k, v in memo_shape(sys.argv[2]).items()))
+    if sys.argv[1:2] == ["memo-sets"]:  # memo-sets 7B [TP]: the shape as --set arguments
+        tp = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+        print(" ".join(f"--set {k}={v}" for k, v in memo_shape(sys.argv[2], tp).items()))
     elif sys.argv[1:2] == ["memo-configs"]:  # memo-configs 8/7B: "column tokens TP CP DP PP" per workload
         for c in memo_configs(sys.argv[2]):
             print(*c[:6])
     else:
-        sys.exit("usage: seed_papers.py memo-sets MODEL | memo-configs GPUS/MODEL")
+        sys.exit("usage: seed_papers.py memo-sets MODEL [TP] | memo-configs GPUS/MODEL")

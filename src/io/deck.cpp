@@ -636,17 +636,6 @@ std::string problem_digest(const std::map<std::string, Value>& v) {
   return digest.hex();
 }
 
-// The activation policies tensor parallelism does not run yet ("" when the deck's does).
-std::string tensor_policy_error(const Deck& d) {
-  if (d.parallel.tensor == 1 || d.options.policy != MemoryPolicy::offload) return "";
-  return "memory.policy offload with parallel.tensor = " + std::to_string(d.parallel.tensor) +
-         ": offload's token-wise recompute is not implemented under tensor parallelism (each row needs the "
-         "group's other rows); use checkpoint_offload, checkpoint or full, or parallel.tensor: 1";
-}
-
-}  // namespace
-
-namespace {
 // The deck of `given` keys ("section.key" -> text; from a file at `path`, or none), the
 // overrides applied, every key converted and every rule checked.
 Deck deck_of(std::map<std::string, std::string> given, const std::string& path, const std::vector<std::string>& overrides) {
@@ -694,7 +683,6 @@ Deck deck_of(std::map<std::string, std::string> given, const std::string& path, 
   if (alone.ulysses == 0) alone.ulysses = 1, alone.ulysses_head_chunks = 1;
   const auto parallel_error = check_parallel(m, alone, r.seq_len, alone.sequence_parallel() * alone.tensor);
   check(parallel_error.empty(), parallel_error);
-  check(tensor_policy_error(d).empty(), tensor_policy_error(d));
 
   // The window's layers: layers of the model, at least one, and only with a window.
   if (!m.sliding_window_layers.is_all()) {

@@ -87,6 +87,15 @@ Extent2 extent(Width w, const ActivationShapes& s) {
   throw std::logic_error("activation store: unknown width");
 }
 
+// A row tensor's row segments: its e.rows / n blocks of n rows each (1 for [n, d] tensors;
+// under tensor parallelism T for the blocks' [T n, w] ones, rank t's rows at block t). MEMO's
+// token rows [0, h) of the residual stream are rows [j n, j n + h) of each segment j.
+std::int64_t row_segments(const Extent2& e, const ActivationShapes& s) {
+  if (s.tokens <= 0 || e.rows % s.tokens != 0)
+    throw std::logic_error("activation store: a row tensor's rows are not a multiple of the residual rows");
+  return e.rows / s.tokens;
+}
+
 // The families a layer's saved sets are allocated, copied and released in (the layer input apart).
 constexpr std::array<Family, 3> kSavedFamilies = {Family::kept, Family::whole, Family::rows};
 
@@ -98,7 +107,8 @@ std::array<std::uint64_t, kFamilies.size()> family_bytes(const ActivationShapes&
     const auto f = resolve(t.family, s.saved.local, mlp_saved);
     if (!f) continue;
     const Extent2 e = extent(t.width, s);
-    bytes[std::size_t(*f)] += std::uint64_t(*f == Family::rows ? rows : e.rows) * std::uint64_t(e.cols) * t.element_bytes();
+    const std::int64_t r = *f == Family::rows ? rows * row_segments(e, s) : e.rows;
+    bytes[std::size_t(*f)] += std::uint64_t(r) * std::uint64_t(e.cols) * t.element_bytes();
   }
   return bytes;
 }
@@ -142,6 +152,16 @@ StoreBuffers store_buffers(MemoryPolicy policy, int L, double alpha, std::int64_
 
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens) {
   return std::min<std::int64_t>(tokens, std::llround(alpha * double(tokens)));
+}
+
+TokenRecompute token_recompute(const StoreBuffers& plan, int L, std::int64_t host_rows, std::int64_t tokens,
+                               bool local) {
+  TokenRecompute r;
+  if (plan.recompute_attention()) return r;
+  r.kept_layers = !local && plan.kept_buffers == 0 ? L : 0;
+  r.rows = plan.row_buffers == 0 ? tokens : tokens - host_rows;
+  for (int l = 0; l < L && r.rows > 0; ++l) r.layers += plan.row_buffers == 0 || plan.reused(Family::rows, l, L);
+  return r;
 }
 
 template <class T>
@@ -308,7 +328,7 @@ std::vector<typename ActivationStore<T>::CopyPair> ActivationStore<T>::copies(Fa
   const auto& table = saved_tensors<T>();
   auto& h = host_.at(l);
   if (h.tensors.empty()) h.tensors.resize(table.size());
-  const bool rows = f == Family::rows;  // the first host_rows token rows; the other families whole
+  const bool rows = f == Family::rows;  // the first host_rows token rows of each segment; the other families whole
   const bool grow = rows && h.rows < host_rows_;  // (grown if alpha grew)
   const Set& s = set(f, l);
   std::vector<CopyPair> pairs;
@@ -316,14 +336,20 @@ std::vector<typename ActivationStore<T>::CopyPair> ActivationStore<T>::copies(Fa
     if (family_of(i) != f) continue;
     const auto& t = table[i];
     const Extent2 e = extent(t.width, shapes_);
-    const std::size_t elements = std::size_t(rows ? host_rows_ : e.rows) * std::size_t(e.cols);
+    const std::int64_t segments = rows ? row_segments(e, shapes_) : 1;  // segment j: device rows [j n, j n + h)
+    const std::size_t row_bytes = std::size_t(e.cols) * t.element_bytes(),
+                      segment_rows = std::size_t(rows ? host_rows_ : e.rows);
     auto& hb = h.tensors[i];
     if (grow || (!rows && hb.bytes() == 0)) {
       const std::string label = std::string("host_") + t.name + std::to_string(l);
+      const std::size_t elements = std::size_t(segments) * segment_rows * std::size_t(e.cols);
       if (t.accum) hb.accum = decltype(hb.accum)(uninitialized, label, MemCategory::host_offload, elements);
       else hb.value = decltype(hb.value)(uninitialized, label, MemCategory::host_offload, elements);
     }
-    pairs.push_back({s.tensors[i].data(), hb.data(), elements * t.element_bytes()});
+    for (std::int64_t j = 0; j < segments; ++j)
+      pairs.push_back({static_cast<char*>(s.tensors[i].data()) + std::size_t(j * shapes_.tokens) * row_bytes,
+                       static_cast<char*>(hb.data()) + std::size_t(j) * segment_rows * row_bytes,
+                       segment_rows * row_bytes});
   }
   if (grow) h.rows = host_rows_;
   return pairs;

@@ -44,6 +44,11 @@
 // nothing under any policy and recomputes each chunk in its backward, so that
 // offload composes with them: no [S, I] tensor exists whole.
 //
+// Offload's rows are residual rows: h = round(alpha n) of the n rows of x and y. Under tensor
+// parallelism the block tensors (q, k, v, the MLP's) hold the group's T n rows rank-major, so
+// their token rows [0, h) are the T segments [t n, t n + h); those travel (T h rows) and the
+// layer's recompute of the rest is collective (decoder_layer.hpp).
+//
 // With n buffers, buffer b holds layers b, b+n, b+2n, ... (n = 2: MEMO's two
 // "rounding buffers"), so the device keeps two layers whatever L is; x_L (the
 // final norm's input) takes buffer L % n. Only tensors whose buffer is reused go
@@ -171,6 +176,17 @@ inline bool uses_host_memory(MemoryPolicy p) {
 }
 // Tokens of the row tensors (q, k, v, y, the MLP's) that offload keeps in host memory: round(alpha S).
 std::int64_t offload_host_rows(double alpha, std::int64_t tokens);
+// What the backward redoes token-wise in a micro-step (ActivationStore::backward_begin; none
+// where the attention block is recomputed): `layers` layers redo `rows` residual rows each
+// (every row of every layer where no row set is kept), and `kept_layers` layers re-derive a
+// strategy's kept set (not local, at alpha 0). host_rows: offload_host_rows; tokens: n.
+struct TokenRecompute {
+  int layers = 0;
+  std::int64_t rows = 0;
+  int kept_layers = 0;
+};
+TokenRecompute token_recompute(const StoreBuffers& plan, int layers, std::int64_t host_rows, std::int64_t tokens,
+                               bool local);
 
 template <class T>
 class ActivationStore {

@@ -47,42 +47,52 @@ typename DecoderLayer<T>::BlockInput DecoderLayer<T>::block_input(const Mat<cons
 }
 
 template <class T>
-void DecoderLayer<T>::add_output(const Mat<T>& y, const Mat<const T>& x, const Mat<const T>& o, const Mat<T>* wo) const {
-  if (wo) Kokkos::deep_copy(ExecSpace(), y, x);                                     // y = x
+void DecoderLayer<T>::add_output(const LayerActivations<T>& a, const Mat<T>* wo, Range r) const {
+  const auto y = rows(a.y, r.begin, r.end);
+  if (wo) Kokkos::deep_copy(ExecSpace(), y, rows(a.x, r.begin, r.end));            // y = x
   if (!tp_.split()) {
-    if (wo) kernels::gemm(kernels_, Op::N, Op::N, T(1), o, *wo, T(1), y);            // y += o Wo
+    if (wo) kernels::gemm(kernels_, Op::N, Op::N, T(1), rows(a.o, r.begin, r.end), *wo, T(1), y);  // y += o Wo
     return;
   }
-  const auto partial = workspace(Buffer::out_partial, o.extent(0));                  // [S, d] this rank's heads' share
-  if (wo) kernels::gemm(kernels_, Op::N, Op::N, T(1), o, *wo, T(0), partial.view());
-  tp_.reduce_scatter<T>(y, partial.view(), true);                                   // y += the group's sum, rows of its own
+  const auto partial = workspace(Buffer::out_partial, tp_.size() * r.size());  // [T |r|, d] this rank's heads' share
+  std::int64_t at = 0;
+  for (const Range s : tp_.block_segments(r, a.x.extent(0))) {
+    if (wo) kernels::gemm(kernels_, Op::N, Op::N, T(1), rows(a.o, s.begin, s.end), *wo, T(0),
+                          rows(partial.view(), at, at + s.size()));
+    at += s.size();
+  }
+  tp_.reduce_scatter<T>(y, partial.view(), true);  // y += the group's sum, rows of its own
 }
 
 template <class T>
-void DecoderLayer<T>::project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
-                                  const LayerWeights<T>& w, Range r) const {
-  if (tp_.split() && r.size() != x.extent(0))
-    throw std::logic_error("decoder layer: token rows are not recomputed alone under tensor parallelism");
-  const Range p = tp_.split() ? Range{0, std::int64_t(pos_.extent(0))} : r;  // (the group's rows)
-  const auto pos = Kokkos::subview(pos_, Kokkos::make_pair(p.begin, p.end));
-  const std::size_t h = cfg_.head_dim();
+void DecoderLayer<T>::project_qkv(const LayerActivations<T>& a, const LayerWeights<T>* w, Range r) const {
+  const auto segments = tp_.block_segments(r, a.x.extent(0));
   {
-    const auto in = block_input(x, &w);  // [C, d] (the group's [S, d] under tensor parallelism)
-    const Mat<T> an = in.view();
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w.wq, T(0), q);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w.wk, T(0), k);
-    kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w.wv, T(0), v);
+    const auto in = block_input(rows(a.x, r.begin, r.end), w);  // [T |r|, d]: rank t's rows r at t |r|
+    if (!w) return;
+    std::int64_t at = 0;
+    for (const Range s : segments) {
+      const auto an = rows(in.view(), at, at + s.size());
+      kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w->wq, T(0), rows(a.q, s.begin, s.end));
+      kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w->wk, T(0), rows(a.k, s.begin, s.end));
+      kernels::gemm(kernels_, Op::N, Op::N, T(1), an, w->wv, T(0), rows(a.v, s.begin, s.end));
+      at += s.size();
+    }
   }
-  kernels::rope_forward<T>(q, pos, h, cfg_.rope_theta);
-  kernels::rope_forward<T>(k, pos, h, cfg_.rope_theta);
+  const std::size_t h = cfg_.head_dim();
+  for (const Range s : segments) {
+    const auto pos = Kokkos::subview(pos_, Kokkos::make_pair(s.begin, s.end));
+    kernels::rope_forward<T>(rows(a.q, s.begin, s.end), pos, h, cfg_.rope_theta);
+    kernels::rope_forward<T>(rows(a.k, s.begin, s.end), pos, h, cfg_.rope_theta);
+  }
 }
 
 template <class T>
 void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const {
-  const std::int64_t S = a.x.extent(0);
+  const Range all{0, std::int64_t(a.x.extent(0))};
   const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
   if (a.local) {  // q, k, v straight into what the backward reads
-    project_qkv(a.q, a.k, a.v, a.x, w, Range{0, S});
+    project_qkv(a, &w, all);
     ScopedPhase phase(timers_, Phase::attention);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
   } else {  // the strategy keeps its own layout
@@ -90,7 +100,7 @@ void DecoderLayer<T>::forward_attention(const LayerActivations<T>& a, const Laye
     ScopedPhase phase(timers_, Phase::attention);
     attention_.forward_kept(a.o, a.stats, kept);
   }
-  add_output(a.y, a.x, a.o, &w.wo);  // y = x + o Wo
+  add_output(a, &w.wo, all);  // y = x + o Wo
 }
 
 template <class T>
@@ -133,31 +143,24 @@ void DecoderLayer<T>::replay_recompute_kept(const LayerActivations<T>& a) const 
 
 template <class T>
 void DecoderLayer<T>::replay_forward_attention(const LayerActivations<T>& a) const {
+  const Range all{0, std::int64_t(a.x.extent(0))};
   const AttentionKept<T> kept{a.q, a.k, a.v, a.o_kept};
   if (a.local) {
-    block_input(a.x, nullptr);
+    project_qkv(a, nullptr, all);
     attention_.forward(a.o, a.stats, a.q, a.k, a.v, kept);
   } else {
     replay_project_kept(a);
     attention_.forward_kept(a.o, a.stats, kept);
   }
-  add_output(a.y, a.x, a.o, nullptr);
+  add_output(a, nullptr, all);
 }
 
 template <class T>
-void DecoderLayer<T>::recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range r) const {
-  if (r.size() <= 0) return;
-  if (a.local)  // (else q, k, v are kept whole)
-    project_qkv(rows(a.q, r.begin, r.end), rows(a.k, r.begin, r.end), rows(a.v, r.begin, r.end),
-                rows(a.x, r.begin, r.end), w, r);
-  if (tp_.split()) throw std::logic_error("decoder layer: token rows are not recomputed alone under tensor parallelism");
-  add_output(rows(a.y, r.begin, r.end), rows(a.x, r.begin, r.end), rows(a.o, r.begin, r.end), &w.wo);  // y = x + o Wo
+void DecoderLayer<T>::token_rows(const LayerActivations<T>& a, const LayerWeights<T>* w, Range r) const {
+  if (r.size() <= 0) return;  // (alike on every rank of a group: alpha and n are)
+  if (a.local) project_qkv(a, w, r);  // (else q, k, v are kept whole)
+  add_output(a, w ? &w->wo : nullptr, r);  // y = x + o Wo
   if (a.mlp_saved) mlp_.recompute_rows(a, w, r);
-}
-
-template <class T>
-void DecoderLayer<T>::replay_recompute_rows(const LayerActivations<T>& a, Range r) const {
-  if (r.size() > 0 && a.local) workspace(Buffer::attn_in, r.size());
 }
 
 template <class T>

@@ -42,10 +42,14 @@ class DecoderLayer {
 
   // a.q, a.k, a.v, a.o (and a.o_kept), a.stats, a.y := attention block of a.x
   void forward_attention(const LayerActivations<T>& a, const LayerWeights<T>& w) const;
-  // The same, token-wise, for `rows` only and without attention (o is given):
-  // q, k, v = rope(rmsnorm(x) W*) (when local) and y = x + o Wo on those rows, and
-  // the MLP's kept tensors from y (MEMO's recompute).
-  void recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range rows) const;
+  // The same, token-wise, for the residual rows `rows` only and without attention (o is
+  // given): q, k, v = rope(rmsnorm(x) W*) (when local) and y = x + o Wo on those rows, and
+  // the MLP's kept tensors from y (MEMO's recompute). Under tensor parallelism the block
+  // tensors' rows are every group rank's rows `rows` (TensorGroup::block_segments), so the
+  // call is collective: rmsnorm(x)'s rows gathered, o Wo's reduce-scattered.
+  void recompute_rows(const LayerActivations<T>& a, const LayerWeights<T>& w, Range rows) const {
+    token_rows(a, &w, rows);
+  }
   // The strategy's kept q, k, v and o_kept (not local) := from a.x and a.o, without
   // attention: q, k, v projected as the forward does and handed to the strategy
   // (keep_input), o scattered as q is (offload at alpha 0: the kept set re-derived).
@@ -68,7 +72,7 @@ class DecoderLayer {
 
   // `minilst plan`'s twins of the methods above.
   void replay_forward_attention(const LayerActivations<T>& a) const;
-  void replay_recompute_rows(const LayerActivations<T>& a, Range rows) const;
+  void replay_recompute_rows(const LayerActivations<T>& a, Range rows) const { token_rows(a, nullptr, rows); }
   void replay_recompute_kept(const LayerActivations<T>& a) const;
   void replay_forward_mlp(const LayerActivations<T>& a) const { mlp_.replay_forward(a); }
   void replay_backward(const LayerActivations<T>& a) const;
@@ -93,12 +97,15 @@ class DecoderLayer {
     Mat<T> view() const { return whole.bytes() > 0 || part.bytes() == 0 ? whole.view() : part.view(); }
   };
   BlockInput block_input(const Mat<const T>& x, const LayerWeights<T>* w) const;
-  // y := x + o Wo, the product reduce-scattered over the group first (T > 1). wo null: a replay.
-  void add_output(const Mat<T>& y, const Mat<const T>& x, const Mat<const T>& o, const Mat<T>* wo) const;
+  // a.y := a.x + a.o Wo on the residual rows r, the product reduce-scattered over the group
+  // first (T > 1; o's rows: r's block segments). wo null: a replay.
+  void add_output(const LayerActivations<T>& a, const Mat<T>* wo, Range r) const;
   std::int64_t block_rows(std::int64_t n) const { return n * tp_.size(); }
-  // q, k, v := rope(rmsnorm(x) W*); x: the rows [r.begin, r.end) of the layer's input
-  void project_qkv(const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<const T>& x,
-                   const LayerWeights<T>& w, Range r) const;
+  // a.q, a.k, a.v := rope(rmsnorm(x) W*) on the block rows of the residual rows r (all of
+  // them in the forward). w null: a replay.
+  void project_qkv(const LayerActivations<T>& a, const LayerWeights<T>* w, Range r) const;
+  // recompute_rows and its replay (w null).
+  void token_rows(const LayerActivations<T>& a, const LayerWeights<T>* w, Range r) const;
   // Not local: a.q, a.k, a.v := the strategy's layout of rope(rmsnorm(x) W*), each
   // local tensor workspace until handed over (keep_input), one at a time.
   void project_kept(const LayerActivations<T>& a, const LayerWeights<T>& w) const;

@@ -33,18 +33,28 @@ typename MlpBlock<T>::Chunk MlpBlock<T>::chunk(const LayerActivations<T>& keep, 
 }
 
 template <class T>
-void MlpBlock<T>::forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>* w) const {
-  if (tp_.split()) {  // the chunk's norm, then the group's [T C, d]
+void MlpBlock<T>::norm_input(const Mat<T>& b, const Mat<const T>& y, const LayerWeights<T>* w) const {
+  if (tp_.split()) {  // the rows' norm, then the group's [T C, d]
     const auto mine = workspace("mlp_norm_part", y.extent(0), cfg_.hidden);
     if (w) kernels::rmsnorm_forward<T>(kernels_, mine.view(), y, w->mlp_norm, cfg_.norm_eps);
-    tp_.gather<T>(ch.b, mine.view());
+    tp_.gather<T>(b, mine.view());
   } else if (w) {
-    kernels::rmsnorm_forward<T>(kernels_, ch.b, y, w->mlp_norm, cfg_.norm_eps);
+    kernels::rmsnorm_forward<T>(kernels_, b, y, w->mlp_norm, cfg_.norm_eps);
   }
-  if (!w) return;
-  kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.b, w->w_gate, T(0), ch.g);
-  kernels::gemm(kernels_, Op::N, Op::N, T(1), ch.b, w->w_up, T(0), ch.u);
-  kernels::swiglu_forward<T>(kernels_, ch.m, ch.g, ch.u);
+}
+
+template <class T>
+void MlpBlock<T>::project(const Mat<T>& b, const Mat<T>& g, const Mat<T>& u, const Mat<T>& m,
+                          const LayerWeights<T>& w) const {
+  kernels::gemm(kernels_, Op::N, Op::N, T(1), b, w.w_gate, T(0), g);
+  kernels::gemm(kernels_, Op::N, Op::N, T(1), b, w.w_up, T(0), u);
+  kernels::swiglu_forward<T>(kernels_, m, g, u);
+}
+
+template <class T>
+void MlpBlock<T>::forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>* w) const {
+  norm_input(ch.b, y, w);
+  if (w) project(ch.b, ch.g, ch.u, ch.m, *w);
 }
 
 template <class T>
@@ -85,11 +95,25 @@ void MlpBlock<T>::forward(const Mat<T>& z, const Mat<const T>& y, const LayerWei
 }
 
 template <class T>
-void MlpBlock<T>::recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>& w, Range r) const {
-  if (tp_.split()) throw std::logic_error("mlp block: token rows are not recomputed alone under tensor parallelism");
-  Chunk ch = chunk(keep, keep.y.extent(0), 1, 0, true);  // the kept tensors, then their rows r
-  for (Mat<T>* t : {&ch.b, &ch.g, &ch.u, &ch.m}) *t = rows(*t, r.begin, r.end);
-  forward_tensors(ch, rows(keep.y, r.begin, r.end), &w);
+void MlpBlock<T>::recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>* w, Range r) const {
+  const Chunk ch = chunk(keep, keep.y.extent(0), 1, 0, true);  // the kept tensors, all their rows
+  const auto y = rows(keep.y, r.begin, r.end);
+  const auto part = [](const Mat<T>& t, Range s) -> Mat<T> { return rows(t, s.begin, s.end); };
+  if (!tp_.split()) {
+    norm_input(part(ch.b, r), y, w);
+    if (w) project(part(ch.b, r), part(ch.g, r), part(ch.u, r), part(ch.m, r), *w);
+    return;
+  }
+  // the group's rows r of b gathered [T |r|, d], then into their block rows, projected there
+  const auto b = workspace("mlp_in_rows", tp_.size() * r.size(), cfg_.hidden);
+  norm_input(b.view(), y, w);
+  if (!w) return;
+  std::int64_t at = 0;
+  for (const Range s : tp_.block_segments(r, keep.y.extent(0))) {
+    Kokkos::deep_copy(ExecSpace(), part(ch.b, s), rows(b.view(), at, at + s.size()));
+    project(part(ch.b, s), part(ch.g, s), part(ch.u, s), part(ch.m, s), *w);
+    at += s.size();
+  }
 }
 
 template <class T>

@@ -21,7 +21,8 @@
 // have T C rows; m Wd is reduce-scattered back onto the chunk's rows of z. The backward
 // gathers dz's chunk (dz_all [T C, d]) and reduce-scatters db. Extra workspace per chunk:
 // the norm's [C, d] before its gather, the reduce-scatter's receive buffer [T C, d], and
-// dz_all [T C, d] in the backward (and m Wd's [T C, d] where the store keeps b).
+// dz_all [T C, d] in the backward (and m Wd's [T C, d] where the store keeps b; and for offload's
+// recompute of rows r of the kept tensors, b's gathered rows [T |r|, d]).
 #pragma once
 
 #include "core/config.hpp"
@@ -48,8 +49,10 @@ class MlpBlock {
   void backward(const Mat<T>& dy, const LayerWeights<master_t<T>>& dw, const Mat<const T>& dz, const Mat<const T>& y,
                 const LayerWeights<T>& w, const LayerActivations<T>& keep) const;
 
-  // Where the store keeps the MLP's tensors: their rows r := from y's rows (MEMO's token-wise recompute).
-  void recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>& w, Range r) const;
+  // Where the store keeps the MLP's tensors: their rows r := from y's rows (MEMO's token-wise
+  // recompute; under tensor parallelism the block rows of every group rank's rows r, collective:
+  // rmsnorm(y)'s rows gathered through a [T |r|, d] workspace). w null: a replay.
+  void recompute_rows(const LayerActivations<T>& keep, const LayerWeights<T>* w, Range r) const;
 
   // `minilst plan`'s twins: the chunks' buffers, no compute.
   void replay_forward(const LayerActivations<T>& keep) const;
@@ -81,6 +84,10 @@ class MlpBlock {
   // b := rmsnorm(y; w_mlp) (gathered), g := b Wg, u := b Wu, m := silu(g) u (the forward's
   // tensors, and the backward's recompute); y: the chunk's rows. w null: a replay.
   void forward_tensors(const Chunk& ch, const Mat<const T>& y, const LayerWeights<T>* w) const;
+  // Its two halves: b := rmsnorm(y) (gathered to [T C, d] under tensor parallelism; w null: a
+  // replay), and g, u, m from b.
+  void norm_input(const Mat<T>& b, const Mat<const T>& y, const LayerWeights<T>* w) const;
+  void project(const Mat<T>& b, const Mat<T>& g, const Mat<T>& u, const Mat<T>& m, const LayerWeights<T>& w) const;
   // z_c += m Wd (reduce-scattered first under tensor parallelism); z: the chunk's rows.
   void add_down(const Chunk& ch, const Mat<T>& z, const LayerActivations<T>& keep, const LayerWeights<T>* w) const;
   // The chunk's forward and backward, written once for the run and the replay (w, dw null).

@@ -24,6 +24,15 @@ TensorGroup::TensorGroup(Communicator* comm, const TensorSlice& slice, PhaseTime
   if (comm_ && slice.kv_copies > 1) kv_copies_ = comm_->split(slice.rank / slice.kv_copies, slice.rank);
 }
 
+std::vector<Range> TensorGroup::block_segments(Range r, std::int64_t n) const {
+  const std::int64_t T = size();
+  if (T == 1) return {r};
+  if (r.begin == 0 && r.end == n) return {Range{0, T * n}};
+  std::vector<Range> out;
+  for (std::int64_t t = 0; t < T; ++t) out.push_back({t * n + r.begin, t * n + r.end});
+  return out;
+}
+
 template <class T>
 void TensorGroup::gather(const Mat<T>& whole, const Mat<const T>& part) const {
   if (!comm_) return;  // a replay

@@ -14,8 +14,10 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/phases.hpp"
+#include "core/range.hpp"
 #include "core/tensor_slice.hpp"
 #include "kernels/types.hpp"
 #include "memory/tracker.hpp"
@@ -38,6 +40,11 @@ class TensorGroup {
   // The communicator of the ranks sharing this rank's kv heads (null unless replicated): its
   // bytes are the step's too (ParallelSetup::also_count).
   Communicator* kv_copies() const { return kv_copies_.get(); }
+
+  // The block rows that hold residual rows r (of n): rank t's are rows t n + r, so
+  // {t n + r : t < T}, in rank order; one range [0, T n) when r is all n rows (and r at T = 1).
+  // MEMO's token-wise recompute of rows r under tensor parallelism writes these.
+  std::vector<Range> block_segments(Range r, std::int64_t n) const;
 
   // whole [T n, w] := the T ranks' part [n, w] in rank order.
   template <class T>

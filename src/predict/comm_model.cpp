@@ -45,20 +45,29 @@ namespace {
 //             plus the head's statistics, (TP - 1) TP n 3 elements of the accumulation type
 //   reduce-scatters  per layer: o Wo (again where recomputed), m Wd, db, dan; the head's df;
 //             the embedding
+//   offload's token-wise recompute (token_recompute): per redone layer and its r rows, a gather of
+//             rmsnorm(x)'s rows (local q, k, v) and of the MLP's norm (where the store keeps its
+//             tensors) and a reduce-scatter of o Wo's, (TP - 1) r d elements each; per layer
+//             re-deriving a strategy's kept set, a gather of rmsnorm(x)
 //   tp_grad_sum  the replicated gradients, (ranks - 1) x their elements in the accumulation type: the
 //             norms (2 L + 1) d over the TP ranks, and where kv heads are replicated the kv projections
 //             2 L d k h (k: the rank's kv heads) over the kv_copies ranks holding them; once a step at
 //             ZeRO 0, 1, every micro-step at 2, 3
 void add_tensor_parallel(CommBytes& bytes, const ModelConfig& local, const ModelOptions& o, const TensorSlice& slice,
-                         std::int64_t rows, int A, int zero_stage, std::uint64_t T, std::uint64_t acc) {
+                         std::int64_t rows, bool local_layout, int A, int zero_stage, std::uint64_t T, std::uint64_t acc) {
   using u64 = std::uint64_t;
   const u64 TP = u64(slice.ranks), n = u64(rows) / TP, d = u64(local.hidden), L = u64(local.layers);
   const StoreBuffers plan = store_buffers(o.policy, local.layers, o.offload.alpha, std::int64_t(n),
                                           effective_chunks(std::int64_t(n), o.mlp_chunks));
   const u64 passes = plan.recompute_attention() ? 2 : 1, mlp_back = plan.mlp_saved ? 1 : 2;
   const u64 one = (TP - 1) * n * d * T;
-  bytes[CommOp::tp_allgather] = u64(A) * (one * (L * (passes + 1 + mlp_back + 2) + 2) + (TP - 1) * TP * n * 3 * acc);
-  bytes[CommOp::tp_reduce_scatter] = u64(A) * one * (L * (passes + 3) + 2);
+  const TokenRecompute redo =
+      token_recompute(plan, local.layers, offload_host_rows(o.offload.alpha, std::int64_t(n)), std::int64_t(n), local_layout);
+  const u64 row_part = (TP - 1) * u64(redo.rows) * d * T * u64(redo.layers);  // one call in each redone layer
+  const u64 redo_gathers = row_part * ((local_layout ? 1 : 0) + (plan.mlp_saved ? 1 : 0)) + one * u64(redo.kept_layers);
+  bytes[CommOp::tp_allgather] =
+      u64(A) * (one * (L * (passes + 1 + mlp_back + 2) + 2) + (TP - 1) * TP * n * 3 * acc + redo_gathers);
+  bytes[CommOp::tp_reduce_scatter] = u64(A) * (one * (L * (passes + 3) + 2) + row_part);
   const u64 norms = (2 * L + 1) * d, kv = 2 * L * d * u64(slice.kv_heads) * u64(local.head_dim());
   const u64 sums = (TP - 1) * norms * acc + u64(slice.kv_copies - 1) * kv * acc;
   bytes[CommOp::tp_grad_sum] = (zero_stage >= 2 ? u64(A) : 1) * sums;
@@ -134,7 +143,7 @@ CommBytes predict_comm_bytes(const ModelConfig& model, const ModelOptions& o, co
   bytes[CommOp::reduce_scatter] = reduce_scatter;
   bytes[CommOp::allgather] = allgather;
   bytes[CommOp::grad_norm] = norm + (TP > 1 ? sizeof(double) : 0);  // (tensor parallel: the group's sum too)
-  if (TP > 1) add_tensor_parallel(bytes, c, o, slice, g.local_rows, A, zero.stage, T, acc);
+  if (TP > 1) add_tensor_parallel(bytes, c, o, slice, g.local_rows, g.saved_layout().local, A, zero.stage, T, acc);
   return bytes;
 }
 

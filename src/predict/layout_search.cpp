@@ -47,7 +47,6 @@ std::vector<Deck> layouts_of(const Deck& deck, int ranks, int ranks_per_node) {
   std::vector<Deck> out;
   for (const int T : divisors(ranks)) {
     if (T > std::max(1, ranks_per_node)) continue;
-    if (T > 1 && deck.options.policy == MemoryPolicy::offload) continue;  // (offload: not under tensor parallelism)
     for (const int U : divisors(ranks / T))
       for (const int R : divisors(ranks / (T * U)))
         for (int zero = 0; zero <= 3; ++zero)

@@ -69,7 +69,13 @@ TensorPrice price_tensor(const PriceContext& c) {
   const auto bytes = [&](CommOp op) { return double(sh.comm[op]); };
   const double A = c.A, L = c.L, M = c.mlp_chunks, H = c.head_chunks;
   const double passes = c.store.recompute_attention() ? 2 : 1, mlp_back = c.store.mlp_saved ? 1 : 2;
-  const double gathers = L * (passes + M * (1 + mlp_back) + 2) + 2 * H + 1, scatters = L * (passes + 2 * M + 1) + H + 1;
+  // offload's token-wise recompute: a gather of rmsnorm(x)'s rows (local q, k, v) and of the MLP's
+  // norm (its tensors kept), a reduce-scatter of o Wo's, per redone layer; a gather per kept set re-derived
+  const TokenRecompute redo = token_recompute(c);
+  const double redo_gathers = redo.layers * ((c.g.saved_layout().local ? 1 : 0) + (c.store.mlp_saved ? 1 : 0)) +
+                              redo.kept_layers;
+  const double gathers = L * (passes + M * (1 + mlp_back) + 2) + 2 * H + 1 + redo_gathers,
+               scatters = L * (passes + 2 * M + 1) + H + 1 + redo.layers;
   const double g = c.m.link(LinkOp::allgather, TP).seconds(bytes(CommOp::tp_allgather), A * gathers) / (A * gathers);
   const double r = c.m.link(LinkOp::reduce_scatter, TP).seconds(bytes(CommOp::tp_reduce_scatter), A * scatters) /
                    (A * scatters);

@@ -24,10 +24,16 @@ PriceContext price_context(const PricedStep& sh, const MachineRates& m) {
   if (!(m.elementwise_gbs > 0)) throw std::runtime_error("machine file: elementwise_gbs is missing or not positive");
   x.B_el = m.elementwise_gbs * kGiga;
   const std::int64_t residual = x.g.local_rows / sh.parallel.tensor;  // the rows the MLP and head chunk
+  x.residual = residual;
   x.mlp_chunks = std::max(1, effective_chunks(residual, sh.options.mlp_chunks));
   x.store = store_buffers(sh.options.policy, c.layers, sh.options.offload.alpha, residual, x.mlp_chunks);
   x.head_chunks = std::max(1, effective_chunks(residual, sh.options.lm_head_chunks));
   return x;
+}
+
+TokenRecompute token_recompute(const PriceContext& c) {
+  return token_recompute(c.store, int(c.L), offload_host_rows(c.step.options.offload.alpha, c.residual), c.residual,
+                         c.g.saved_layout().local);
 }
 
 // Checkpointing (activation_store.cpp) redoes each layer's attention block: norm, q/k/v, attention,
@@ -42,9 +48,8 @@ RecomputePrice price_recompute(const PriceContext& c, const LayerPrice& layer, c
     r.attention = attention.fwd;
     r.layer = layer.proj_fwd + attention.fwd;
   } else if (c.step.options.policy == MemoryPolicy::offload) {
-    int redone = 0;
-    for (int l = 0; l < int(c.L); ++l) redone += plan.row_buffers == 0 || plan.reused(Family::rows, l, int(c.L));
-    const double rows = (plan.row_buffers == 0 ? 1.0 : 1.0 - c.step.options.offload.alpha) * redone / c.L;
+    const TokenRecompute redo = token_recompute(c);
+    const double rows = double(redo.rows) / double(c.residual) * redo.layers / c.L;
     r.mlp = plan.mlp_saved ? rows * layer.mlp_fwd : 0;
     r.layer = rows * layer.proj_fwd + r.mlp;
   }

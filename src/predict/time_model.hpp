@@ -114,8 +114,11 @@ struct PriceContext {
   double t_op, B_el;                        // s per kernel call; bytes/s elementwise
   StoreBuffers store;                       // what the policy keeps (memory/activation_store.hpp)
   int mlp_chunks = 1, head_chunks = 1;
+  std::int64_t residual = 0;                // n: the residual rows (S_l / TP)
 };
 PriceContext price_context(const PricedStep& step, const MachineRates& m);
+// Offload's token-wise recompute in this step (memory/activation_store.hpp).
+TokenRecompute token_recompute(const PriceContext& c);
 
 struct LayerPrice {  // s per layer and micro-step
   double proj_fwd = 0, proj_bwd = 0, mlp_fwd = 0, mlp_bwd = 0;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism end to end on 8 ranks (tests/CMakeLists.txt): `minilst verify` certifies the
-# tiny deck on TP 2 x Ulysses 2 x ring 2 and on TP 2 x ring 2 x data parallel 2 with ZeRO-3,
-# optimizer offload, checkpoint offload and packed documents (and the latter in bf16 within its
-# tolerance); a run's metrics carry the tensor-parallel operations and phase; shapes that cannot
+# tiny deck on TP 2 x Ulysses 2 x ring 2 (with and without MEMO's offload) and on TP 2 x ring 2 x
+# data parallel 2 with ZeRO-3, optimizer offload, checkpoint offload and packed documents (and the
+# latter in bf16 within its tolerance); a run's metrics carry the tensor-parallel operations and phase; shapes that cannot
 # split are refused on every rank before any work; `minilst plan` of the 70B deck on 64 ranks with
 # a machine file answers within a minute, with tensor-parallel layouts among those it ranks.
 source "$(dirname "$0")/common.sh"
@@ -22,10 +22,13 @@ ring_dp=(--set parallel.tensor=2 --set parallel.ring=2 --set parallel.zero=3 --s
          --set memory.policy=checkpoint_offload)
 certify ring_dp double "${ring_dp[@]}"
 certify ring_dp_bf16 bf16 "${ring_dp[@]}"
+# MEMO's offload: half the rows' segments to host, the rest recomputed by the group; the MLP's kept
+certify offload double --set parallel.tensor=2 --set parallel.ulysses=2 --set parallel.ring=2 \
+  --set memory.policy=offload --set memory.offload_alpha=0.5 --set mst.mlp_chunks=1 --set model.layers=3
 
 # A run: the step's tensor-parallel bytes and phase are in its metrics.
 "${mpi[@]}" "$MINILST" run "$deck" "${tiny[@]}" --set parallel.tensor=4 --set parallel.ring=2 \
-  --set output.metrics="$tmp/run.h5" > run.log 2>&1 || { cat run.log; echo "FAIL: run"; exit 1; }
+  --set memory.policy=offload --set run.steps=2 --set output.metrics="$tmp/run.h5" > run.log 2>&1 || { cat run.log; echo "FAIL: run"; exit 1; }
 "$PYTHON" - "$tmp/run.h5" <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
@@ -46,7 +49,6 @@ refused() {  # refused NAME MESSAGE ARGS...
 }
 refused heads "model.heads (4) is not divisible by parallel.tensor (8)" --set parallel.tensor=8
 refused vocab "model.vocab (61) is not divisible by parallel.tensor (2)" --set parallel.tensor=2 --set model.vocab=61
-refused offload "memory.policy offload with parallel.tensor = 2" --set parallel.tensor=2 --set memory.policy=offload
 
 # The 70B deck's layout search on 64 H100s: within a minute, tensor-parallel layouts ranked.
 start=$SECONDS

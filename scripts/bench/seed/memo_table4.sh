@@ -15,8 +15,9 @@
 #   memory against the prediction. About a minute. --tiny: inputs/tiny.yaml with 4
 #   layers, 2 steps, no checkpoint row.
 #   Paper scale: MEMO's 7B (its Table 2: 32 layers, h = 4096, 32 heads, vocabulary
-#   50257; SwiGLU of width 11008 for its GeLU MLP of 16384) on 8 ranks as Ulysses 4 x
-#   ring 2 for its TP 4 x CP 2, bf16: the longest S of each row, predicted. Budgets:
+#   50257, padded to 50688 as Megatron does for TP 4; SwiGLU of width 11008 for its GeLU
+#   MLP of 16384) on 8 ranks as its TP 4 x CP 2 (parallel.tensor 4 x a zigzag ring of 2),
+#   bf16: the longest S of each row, predicted. Budgets:
 #   an A800's 80 GB (`--device a100-80gb`: 81,920 MiB) less a 4,096 MiB reserve, less
 #   the model states Megatron's TP 4 leaves
 #   on a GPU (bf16 weights 2 + fp32 gradients 4 + optimizer 12 / (DP x CP) bytes per
@@ -47,9 +48,9 @@ run_row recompute 1 "full recomputation (alpha = 0) + memory plan" "$deck" "${ba
 run_row swap 1 "full swap (alpha = 1) + memory plan" "$deck" "${base[@]}" "${cap[@]}" --set memory.offload_alpha=1
 run_row memo 1 "MEMO (alpha auto) + memory plan" "$deck" "${base[@]}" "${cap[@]}" --set memory.offload_alpha=auto
 
-# Paper scale: MEMO's 7B on 8 ranks, TP 4 x CP 2 as Ulysses 4 x ring 2, the longest S of each row.
-read -r -a shape <<< "$("$py" "$root/analysis/seed/seed_papers.py" memo-sets 7B)"
-big=(--set parallel.ulysses=4 --set parallel.ring=2 --set parallel.zero=1 --set memory.optimizer_offload=false
+# Paper scale: MEMO's 7B on 8 ranks, TP 4 x CP 2, the longest S of each row.
+read -r -a shape <<< "$("$py" "$root/analysis/seed/seed_papers.py" memo-sets 7B 4)"
+big=(--set parallel.tensor=4 --set parallel.ulysses=1 --set parallel.ring=2 --set parallel.zero=1 --set memory.optimizer_offload=false
   "${shape[@]}" --set memory.policy=offload)
 act=$(budget_after_states a100-80gb "$(params_of "$root/inputs/llama2_7b.yaml" "${shape[@]}")" 3)
 host=$(awk 'BEGIN { printf "%d", 2e12 / 8 / 1048576 }')  # MEMO's 2 TB of host memory per 8-GPU node

@@ -12,7 +12,8 @@
 #   deck with 4 layers at S = 32 and 128.
 #   Paper scale: each workload of Table 7 (7B, 13B, 30B, 65B on 8 to 64 GPUs; --tiny:
 #   7B at 128K, 256K, 512K and 1024K) on its GPUs, MEMO's GPT shape (its Table 2)
-#   with TP as Ulysses, CP as the ring and DP as data parallelism, bf16: the host
+#   with TP as parallel.tensor (the vocabulary padded as Megatron pads it), CP as a
+#   zigzag ring and DP as data parallelism, bf16: the host
 #   and device memory at alpha = 0 and 1 predicted, from which the analysis applies
 #   miniLST's alpha rule (offload_alpha auto: the largest alpha whose copy hides
 #   behind a layer's forward and whose host copies fit MEMO's 2 TB per 8 GPUs), and
@@ -46,10 +47,10 @@ done
 llama="$root/inputs/llama2_7b.yaml"
 workload() {  # workload NAME MODEL S TP CP DP: the two plans of one workload
   local name=$1 model=$2 S=$3 tp=$4 cp=$5 dp=$6 a shape
-  read -r -a shape <<< "$("$py" "$root/analysis/seed/seed_papers.py" memo-sets "$model")"
+  read -r -a shape <<< "$("$py" "$root/analysis/seed/seed_papers.py" memo-sets "$model" "$tp")"
   for a in 0 1; do
     plan_row "${name}_a$a" $((tp * cp * dp)) "$model, S = $S, TP $tp x CP $cp x DP $dp, alpha = $a" "$llama" \
-      "${shape[@]}" --set parallel.ulysses="$tp" --set parallel.ring="$cp" --set parallel.zero=1 \
+      "${shape[@]}" --set parallel.tensor="$tp" --set parallel.ulysses=1 --set parallel.ring="$cp" --set parallel.zero=1 \
       --set memory.optimizer_offload=false --set memory.policy=offload --set memory.offload_alpha=$a \
       --set run.seq_len="$S" > /dev/null
   done
