@@ -254,7 +254,10 @@ TEST(TimeModel, TensorParallelCallsByHand) {
   s.parallel.tensor = 2, s.world = 2;
   s.comm[CommOp::tp_allgather] = 3000, s.comm[CommOp::tp_reduce_scatter] = 1500, s.comm[CommOp::tp_grad_sum] = 300;
   const TensorPrice t = price_tensor(price_context(s, m));
-  const double g = (15 * 10e-6 + 3000 / 3e9) / 15, r = (10 * 10e-6 + 1500 / 3e9) / 10, sums = 10e-6 + 300 / 3e9;
+  // gathers on the allgather link; reduce-scatters on the alltoall link, plus the sum of the T received
+  // blocks ((T + 2) / (T - 1) of the bytes sent at 1 GB/s) and its kernel call (1 us)
+  const double g = (15 * 10e-6 + 3000 / 3e9) / 15, r = (10 * 15e-6 + 1500 / 2e9 + 1500 * 4 / 1e9) / 10 + 1e-6,
+               sums = 10e-6 + 300 / 3e9;
   expect_near(t.total, 15 * g + 10 * r + sums, "tensor_comm");
   expect_near(t.mlp, 3 * g + 2 * r, "the MLP's calls");
   expect_near(t.lm_head, 2 * g + r, "the head's calls");

@@ -6,7 +6,8 @@
 # count and head dim), so every metrics file holds its prediction beside its measurement.
 # Prints the table (analysis/predicted_vs_measured.py: each run's step error and each
 # phase's, and the share within 15%) and writes runs/bench/predict_<UTC time>/ (machine
-# files, metrics, logs, predicted_vs_measured.png).
+# files, metrics, logs, predicted_vs_measured.png). Each run uses the attention kernel and GEMM
+# paths its probe timed (the provenance of gemm_gflops.<precision>).
 #   scripts/bench/predict_sweep.sh [--steps 4] [--only REGEX] [--probe-once]
 # --only runs the configurations whose name matches (e.g. '^n1_'). --probe-once: one probe with
 # the probe's defaults on 2 ranks prices every configuration of 1 and 2 ranks (decks it was not
@@ -77,6 +78,13 @@ for line in "${runs[@]}"; do
   fi
   args=(--machine "$machine" --set run.steps="$steps" --set run.warmup_steps=1 --set output.metrics="$out/$name.h5")
   for s in $sets; do args+=(--set "$s"); done
+  # the kernels the probe timed for the run's precision: a run too short to measure its GEMM paths
+  # would take the established ones (kernel_choice.cpp), and the prediction would price other kernels
+  precision=float
+  [[ " $sets " =~ " run.precision=bf16 " ]] && precision=bf16
+  for k in $(sed -n "s/^ *gemm_gflops.$precision: \"measured: through variant=[a-z]* \([^,]*\),.*/\1/p" "$machine"); do
+    args+=(--set "run.${k/attention=/attention_kernel=}")
+  done
   # a changed run.seq_len makes the deck's reference losses inapplicable: INVALID (exit 1) with every step timed
   run_on "$ranks" "$minilst" run "$in/$deck.yaml" "${args[@]}" > "$out/$name.log" 2>&1 || grep -q '^RESULT: INVALID' "$out/$name.log" ||
     { tail -20 "$out/$name.log"; echo "predict_sweep.sh: run $name failed" >&2; exit 1; }

@@ -145,7 +145,7 @@ int run_deck(const Deck& deck, const RunContext& ctx) {
   // The communicators, NCCL, the model: the first step's patience.
   ctx.watchdog->arm(StepGuard::first_patience(deck, ctx.nranks, prediction.plan.flops_per_step / ctx.nranks), "the set-up");
   if (!agree_on_prediction(deck, ctx, prediction)) return 2;
-  RunMetrics metrics = start_run_metrics(deck, std::max(1, ctx.nranks / P), P, prediction);
+  RunMetrics metrics = start_run_metrics(deck, std::max(1, ctx.nranks / (P * deck.parallel.tensor)), P, prediction);
   std::string path, output_error;
   OutputClaim claim;  // rank 0's: held until the final write is done
   if (ctx.rank == 0) {

@@ -61,6 +61,7 @@ namespace minilst {
 // Tensor parallelism's gathers and reduce-scatters (model/tensor_group.hpp; the calls counted as
 // comm_model.cpp's add_tensor_parallel counts their bytes), each call's time its share of the
 // operation's bytes by call count: the blocks' calls carry equal bytes (the head's statistics apart).
+// A gather is the allgather link's; a reduce-scatter the alltoall link's plus its sum kernel.
 TensorPrice price_tensor(const PriceContext& c) {
   TensorPrice t;
   const PricedStep& sh = c.step;
@@ -77,8 +78,12 @@ TensorPrice price_tensor(const PriceContext& c) {
   const double gathers = L * (passes + M * (1 + mlp_back) + 2) + 2 * H + 1 + redo_gathers,
                scatters = L * (passes + 2 * M + 1) + H + 1 + redo.layers;
   const double g = c.m.link(LinkOp::allgather, TP).seconds(bytes(CommOp::tp_allgather), A * gathers) / (A * gathers);
-  const double r = c.m.link(LinkOp::reduce_scatter, TP).seconds(bytes(CommOp::tp_reduce_scatter), A * scatters) /
-                   (A * scatters);
+  // a reduce-scatter is an all-to-all of the row blocks, then the sum of the T received blocks into the
+  // rank's rows (a kernel reading T n w and reading and writing n w elements: (T + 2) / (T - 1) of the
+  // bytes sent)
+  const double sent = bytes(CommOp::tp_reduce_scatter);
+  const double r = (c.m.link(LinkOp::alltoall, TP).seconds(sent, A * scatters) +
+                    sent * (TP + 2.0) / (TP - 1.0) / c.B_el) / (A * scatters) + c.t_op;
   t.mlp = A * (M * (1 + mlp_back) * g + 2 * M * r);
   t.lm_head = A * H * (2 * g + r);
   t.forward = A * (L * (1 + M) * (g + r) + 2 * H * g + H * r + r);  // attention and MLP blocks, head, embedding

@@ -107,10 +107,13 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKerne
   }
   print_threads();
   const std::int64_t S_local = g.local_rows;
-  std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d): %s, "
-              "rank 0 holds %lld of %lld tokens\n",
-              nranks, D, deck.parallel.sequence_parallel(), deck.parallel.ulysses, deck.parallel.ring, g.name().c_str(),
-              static_cast<long long>(S_local), static_cast<long long>(deck.run.seq_len));
+  const int TP = deck.parallel.tensor;
+  const std::string tensor = TP > 1 ? " x " + std::to_string(TP) + " tensor-parallel" : "";
+  std::printf("parallel: %d rank(s) = %d data-parallel x %d sequence-parallel (ulysses %d x ring %d)%s: %s, "
+              "rank 0 holds %lld of %lld tokens%s\n",
+              nranks, D, deck.parallel.sequence_parallel(), deck.parallel.ulysses, deck.parallel.ring, tensor.c_str(),
+              g.name().c_str(), static_cast<long long>(S_local), static_cast<long long>(deck.run.seq_len),
+              TP > 1 ? (" (" + std::to_string(S_local / TP) + " of the residual stream's)").c_str() : "");
   const auto describe = [&](const char* name, const ChunkSetting& set, int m, std::size_t per_token) {
     const std::int64_t n = effective_chunks(S_local, m), chunk = (S_local + n - 1) / n;
     std::printf("mst: %s = %d (%s), chunks of <= %lld tokens, %.2f MiB of intermediates each\n", name, m,

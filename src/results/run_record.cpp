@@ -33,9 +33,10 @@ RunMetrics start_run_metrics(const Deck& deck, int D, int P, const Prediction& p
   m.flops_per_step = prediction.plan.flops_per_step;
   m.flops = prediction.plan.flops;
   m.prediction = prediction.time;
-  // per phase (the step benchmark's roofline): FLOPs of this rank's share of its sequences, forward + backward
+  // per phase (the step benchmark's roofline): FLOPs of this rank's share of its sequences (1/P of
+  // each, and 1/T of that under tensor parallelism), forward + backward
   const auto& f = prediction.phase_flops;
-  const double local = double(deck.run.grad_accum) * (1.0 / double(P));
+  const double local = double(deck.run.grad_accum) / (double(P) * deck.parallel.tensor);
   m.attributes.reals["flops_per_step_attention"] = local * f.attention;
   m.attributes.reals["flops_per_step_projections"] = local * f.projections;
   m.attributes.reals["flops_per_step_mlp"] = local * f.mlp;
