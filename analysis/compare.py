@@ -103,17 +103,9 @@ def split_label(arg: str):
     return None, arg
 
 
-def verdict(attrs: dict) -> str:
-    """A run's verdict as the RESULT line, the JSON summary and the MLPerf lines spell it: VALID, INVALID or
-    INCOMPLETE (from the metrics file's complete and valid attributes)."""
-    if mm.text(attrs, "complete", "true") != "true":
-        return "INCOMPLETE"
-    return "VALID" if mm.text(attrs, "valid", "?") == "PASSED" else "INVALID"
-
-
 def failure(run: mm.Run) -> str:
     """Why a run must stay out of the statistics ('' for none): stopped early, not valid, nothing measured."""
-    v = verdict(run.attrs)
+    v = mm.verdict(run.attrs)
     if v == "INCOMPLETE":
         return f"INCOMPLETE ({mm.text(run.attrs, 'stop_reason', 'stopped early')})"
     if v == "INVALID":

@@ -578,7 +578,8 @@ def timings_frame(runs) -> pd.DataFrame:
 
 def summary_frame(runs) -> pd.DataFrame:
     """One row per file, named by what the run is (run_label); <phase>_s = mean s/step averaged over ranks,
-    step_s_mean = slowest rank; reportable = the run rules' verdict ("?" for files before the rules)."""
+    step_s_mean = slowest rank; verdict = VALID, INVALID or INCOMPLETE; reportable = the run rules' verdict
+    ("?" for files before the rules)."""
     rows = []
     for r, label in zip(runs, unique_labels([run_label(r) for r in runs])):
         a, mem = r.attrs, lambda k: float(r.memory[k].max()) / MIB if k in r.memory else np.nan
@@ -591,7 +592,7 @@ def summary_frame(runs) -> pd.DataFrame:
         row.update({f"{ph}_s": v for ph, v in phase_stats(r)["avg"].items()})
         row.update(device_total_MiB=mem("device_total"), activations_MiB=mem("activations"),
                    workspace_MiB=mem("workspace"), final_loss=r.loss[-1] if len(r.loss) else np.nan,
-                   valid=a.get("valid"), reportable=reportable(a))
+                   verdict=verdict(a), reportable=reportable(a))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -772,6 +773,16 @@ def provenance(runs) -> str:
     return (f"{_listed(f'{site(a)} ({device(a)})' for a in attrs)} | "
             f"{dates[0] if len(dates) == 1 else f'{dates[0]}..{dates[-1]}'} | "
             f"commit {_listed(commit(a) for a in attrs)} | job {_listed(job_id(a) for a in attrs)}")
+
+
+def verdict(a):
+    """VALID, INVALID or INCOMPLETE, as the RESULT line spells it: the `verdict` attribute (older files:
+    from `complete` and `valid`)."""
+    if a.get("verdict"):
+        return text(a, "verdict")
+    if str(text(a, "complete", "true")).lower() != "true":
+        return "INCOMPLETE"
+    return "VALID" if text(a, "valid") == "PASSED" else "INVALID"
 
 
 def reportable(attrs: dict) -> str:

@@ -89,9 +89,7 @@ def run_entry(run, label):
     p = mm.parallel_layout(run)
     key = (label or mm.site(a), mm.deck_name(run), run.ranks, layout_text(p["U"], p["R"], p["D"]),
            int(float(a.get("seq_len", run.cfg("run", "seq_len", 0)))), mm.text(a, "precision", "?"))
-    verdict = "INCOMPLETE" if mm.text(a, "complete", "true") != "true" else \
-        "VALID" if mm.text(a, "valid") == "PASSED" else "INVALID"
-    return key, dict(verdict=verdict, fom=float(a.get("fom", "nan")), reportable=mm.reportable(a),
+    return key, dict(verdict=mm.verdict(a), fom=float(a.get("fom", "nan")), reportable=mm.reportable(a),
                      tier=mm.text(a, "tier", "?").split(" ")[0], device=mm.device(a), commit=mm.commit(a),
                      job=mm.run_job(a), path=run.path)
 

@@ -50,16 +50,6 @@ def fmt(v, spec=".4g"):
     return format(v, spec) if isinstance(v, (int, float, np.number)) else str(v)
 
 
-def run_verdict(a):
-    """VALID, INVALID or INCOMPLETE, as the RESULT line spells it (the `verdict` attribute; older
-    files: from `complete` and `valid`)."""
-    if a.get("verdict"):
-        return str(a["verdict"])
-    if str(a.get("complete", "true")).lower() != "true":
-        return "INCOMPLETE"
-    return "VALID" if a.get("valid") == "PASSED" else "INVALID"
-
-
 def header(run):
     a, c = run.attrs, run.cfg
     m = run.measured
@@ -70,7 +60,7 @@ def header(run):
     params = a.get("parameters")
     verdict = mm.reportable(a) + (f" ({a['reportable_reasons']})" if a.get("reportable_reasons") else "")
     lines = [
-        f"== {mm.run_label(run)}   {run_verdict(a)}   reportable: {verdict}",
+        f"== {mm.run_label(run)}   {mm.verdict(a)}   reportable: {verdict}",
         f"   {run.path} (schema v{a.get('schema_version', '?')})",
         f"   fom {fmt(a.get('fom'), '.1f')} {a.get('fom_unit', '')} "
         f"(tokens per rank / mean slowest-rank step time)",

@@ -43,7 +43,7 @@ def read_run(path):
         return {"verdict": "INCOMPLETE", "reason": "no metrics file", "reportable": "?"}
     run = mm.load(path)
     a = run.attrs
-    v = compare.verdict(a)
+    v = mm.verdict(a)
     if v == "INCOMPLETE":
         return {"verdict": v, "reason": mm.text(a, "stop_reason", "stopped early"), "reportable": mm.reportable(a)}
     return {

@@ -261,6 +261,10 @@ int run_longest(const Deck& deck, const PlanArgs& a) {
   print(chosen, r.plan, a, r.head_chunks > 0 ? "the longest run.seq_len within the budget (ulysses head chunks auto: "
                                                "the longest of every valid count)"
                                              : "the longest run.seq_len within the budget");
+  if (a.device_mib <= 0)  // a length bounded by the host or activations alone: say what the device then needs
+    std::fprintf(stderr, "note: plan: no device budget (--device NAME or --device-mib MIB): the device's memory was "
+                 "not bounded; this length needs %.2f MiB of device memory per rank\n",
+                 double(r.plan.device_planned) / kMiB);
   if (r.hit_limit) std::fprintf(stderr, "note: plan: run.seq_len's own limit (2^40) came before the budget\n");
   else if (!r.bound.empty()) std::fprintf(stderr, "note: plan: the search met a rule as well as the budget: %s\n", r.bound.c_str());
   if (!deck.memory.plan && a.device_mib > 0)

@@ -435,7 +435,8 @@ namespace {
 void write_root_attributes(hid_t f, const GatheredMetrics& g, const RunSummary& summary, const RunMetrics& local) {
   h5::attr(f, "schema", std::string("minilst-metrics"));
   h5::attr(f, "schema_version", std::int64_t(1));
-  h5::attr(f, "valid", std::string(summary.valid ? "PASSED" : "FAILED"));
+  // PASSED only for a VALID run: a file of a stopped run (or flushed during one) says FAILED, as its verdict is not VALID
+  h5::attr(f, "valid", std::string(summary.valid && local.complete ? "PASSED" : "FAILED"));
   h5::attr(f, "verdict", std::string(run_verdict(local.complete, summary.valid)));  // as RESULT, JSON, MLPerf say it
   h5::attr(f, "complete", std::string(local.complete ? "true" : "false"));
   h5::attr(f, "stop_reason", local.stop_reason);

@@ -1,7 +1,9 @@
 #include "results/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <numeric>
 
 #include "core/kernel_choice.hpp"
@@ -133,11 +135,25 @@ void print_setup(const Deck& deck, const ModelOptions& opts, const ResolvedKerne
   std::fflush(stdout);
 }
 
-void print_step(long step, const Deck& deck, double loss, double grad_norm, double seconds, double tokens_per_step) {
-  std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB%s\n", step + 1,
-              deck.run.steps, loss, grad_norm, seconds, tokens_per_step / seconds,
-              double(MemoryTracker::instance().device_high_water()) / kMiB,
-              step < deck.run.warmup_steps ? "  (warm-up)" : "");
+namespace {
+std::string hms(double seconds) {  // h:mm:ss
+  const long s = std::lround(std::max(0.0, seconds));
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return text;
+}
+}  // namespace
+
+void print_step(long step, const Deck& deck, double loss, double grad_norm, double seconds, double tokens_per_step,
+                const StepProgress& progress) {
+  char clock[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc)) std::strftime(clock, sizeof clock, "%H:%M:%SZ", &utc);
+  std::printf("step %4ld/%d  loss %.6f  |grad| %.3e  %8.3f s  %10.1f tokens/s  device %.1f MiB  %s  elapsed %s  eta %s%s\n",
+              step + 1, deck.run.steps, loss, grad_norm, seconds, tokens_per_step / seconds,
+              double(MemoryTracker::instance().device_high_water()) / kMiB, clock, hms(progress.elapsed_s).c_str(),
+              hms(progress.eta_s).c_str(), step < deck.run.warmup_steps ? "  (warm-up)" : "");
   std::fflush(stdout);
 }
 

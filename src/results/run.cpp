@@ -36,6 +36,7 @@ void Run::print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, 
 }
 
 void Run::begin_step() {
+  if (!started_) run_clock_.reset(), started_ = true;
   timers_.clear();
   energy_.joules_since_last();  // the step's energy starts here
   wall_.reset();
@@ -49,8 +50,14 @@ void Run::after_step(long step, StepResult r, const std::function<void()>& befor
                       {{"to_host", r.moved.bytes_to_host}, {"to_device", r.moved.bytes_to_device}},
                       StepArena::instance().allocations_in_step(), joules});
   if (step == 0) record();  // what a rescue writes besides the steps
+  const double seconds = timers_.get(Phase::step);
+  (step < deck_.run.warmup_steps ? warmup_seconds_ : measured_seconds_) += seconds;
   if (root_) {
-    print_step(step, deck_, r.loss, r.grad_norm, timers_.get(Phase::step), recorder_.metrics().tokens_per_step);
+    const long measured = step + 1 - deck_.run.warmup_steps;  // steps after the warm-up done
+    const double per_step = measured > 0 ? measured_seconds_ / double(measured)
+                                         : (warmup_seconds_ + measured_seconds_) / double(step + 1);
+    const StepProgress progress{run_clock_.seconds(), per_step * double(deck_.run.steps - step - 1)};
+    print_step(step, deck_, r.loss, r.grad_norm, seconds, recorder_.metrics().tokens_per_step, progress);
     mllog("train_loss", r.loss, {{"step_num", step + 1}, {"step_seconds", timers_.get(Phase::step)}});
   }
   if (flush_due(step)) {

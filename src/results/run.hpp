@@ -111,6 +111,9 @@ class Run {
   RankPrediction rank_;                            // this rank's part of the prediction at them
   Kokkos::Timer wall_;
   Kokkos::Timer since_flush_;  // rank 0's clock since the run's start or its last flush
+  Kokkos::Timer run_clock_;    // since the first step began (the step line's elapsed time)
+  bool started_ = false;
+  double warmup_seconds_ = 0, measured_seconds_ = 0;  // the steps' times so far (the ETA's mean)
 };
 
 }  // namespace minilst

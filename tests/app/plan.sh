@@ -6,8 +6,8 @@
 # run at the answer (1 and 2 ranks, four policies, a device budget less a
 # reserve), the run's measured device high-water and what its planned run holds
 # (the buffers outside the step plus the arena) are within the budget, and S + 1
-# does not fit; the device presets (--device, --device list) and the reserve;
-# bad requests exit 2 naming the flag.
+# does not fit; the device presets (--device, --device list) and the reserve; a length
+# without a device budget says so; bad requests exit 2 naming the flag.
 # Environment (set by ctest): MINILST, MINILST_SOURCE, PYTHON, MPIEXEC.
 source "$(dirname "$0")/common.sh"
 deck="$MINILST_SOURCE/inputs/tiny.yaml"
@@ -126,4 +126,11 @@ expect2 "^--reserve-mib: a reserve of 90000 MiB leaves nothing" --device h100-80
 expect2 "^--reserve-mib: expected a number of MiB in \[0, 2\^40\]" --device a100-40gb --reserve-mib -1
 expect2 "^--reserve-mib: a reserve is kept off a device" --reserve-mib 100 --host-mib 100 --max-seq-len
 expect2 "^--device excludes --device-mib" --device h200 --device-mib 1000 --max-seq-len
+# A length bounded by the activations alone says that the device was not bounded, and what it needs.
+"$MINILST" plan "$deck" --max-seq-len --activation-mib 8 > unbounded.txt 2> unbounded.err
+grep -Eq "^note: plan: no device budget .* needs [0-9.]+ MiB of device memory per rank" unbounded.err ||
+  { cat unbounded.err; echo "FAIL: --max-seq-len without a device budget said nothing of it"; exit 1; }
+"$MINILST" plan "$deck" --max-seq-len --device-mib 64 > bounded.txt 2> bounded.err
+if grep -q "no device budget" bounded.err; then echo "FAIL: a device budget called unbounded"; exit 1; fi
+echo "ok: $(head -1 unbounded.err)"
 echo "plan checks passed"

@@ -51,6 +51,10 @@ print(f"{path}: complete={f.attrs['complete']} steps_done={done} loss[{f['loss']
       f"timings/step{f['timings/step'].shape} reason='{reason}'")
 ok = (f.attrs["complete"] == "false" and done >= min_steps and f["loss"].shape[0] == done
       and f["timings/step"].shape[0] == done and word in reason)
+# one verdict in the file: a stopped run is INCOMPLETE, and its `valid` does not say PASSED
+if (f.attrs["verdict"], f.attrs["valid"]) != ("INCOMPLETE", "FAILED"):
+    print(f"FAIL: verdict {f.attrs['verdict']} with valid {f.attrs['valid']}")
+    ok = False
 sys.exit(0 if ok else 1)
 PY
 }
@@ -61,6 +65,12 @@ grep -E "stopping|RESULT" term.log
 grep -q "RESULT: INCOMPLETE (SIGTERM" term.log || { echo "FAIL: no INCOMPLETE RESULT line"; exit 1; }
 check_file term.h5 3 SIGTERM
 [[ -z $(ls term.h5*.partial 2> /dev/null) ]] || { echo "FAIL: a .partial file is left"; exit 1; }
+"$PYTHON" "$MINILST_SOURCE/analysis/summarize.py" term.h5 --csv term.csv > /dev/null
+"$PYTHON" - term.csv <<'PY' || { echo "FAIL: summarize's CSV does not call the stopped run INCOMPLETE"; exit 1; }
+import sys, pandas as pd
+row = pd.read_csv(sys.argv[1]).iloc[0]
+assert row["verdict"] == "INCOMPLETE" and "valid" not in row.index, dict(row)
+PY
 
 echo "== 2. SIGUSR1 to rank 1 alone"
 signal_run usr1 2 USR1 last 10
