@@ -72,10 +72,11 @@ MAX_VALUES = 1 << 28              # a dataset claiming more values has a corrupt
 WHOLE_NUMBER_ATTRS = ("warmup_steps", "jobsize", "ulysses", "ulysses_head_chunks", "ring", "data_parallel",
                       "sequence_parallel", "seq_len", "grad_accum", "zero_stage")
 REAL_ATTRS = ("fom", "tokens_per_step", "flops_per_step", "peak_gflops_per_rank", "nominal_peak_gflops_per_rank",
-              "tokens_per_joule", "energy_joules", "energy_joules_run", "offload_alpha")
+              "tokens_per_joule", "energy_joules", "energy_joules_run", "offload_alpha", "node_load_other_cores",
+              "node_load_steal_fraction", "node_load_average")
 REAL_ATTR_PREFIXES = ("mfu", "flops_per_step_")
 TEXT_ATTRS = ("schema", "valid", "complete", "stop_reason", "config", "reportable", "reportable_reasons",
-              "mfu_convention")
+              "mfu_convention", "mfu_peak_kind", "mfu_peak_source")
 
 
 def _decode(v):

@@ -15,7 +15,8 @@ packages=(
   nlohmann-json3-dev                                      # the JSON summary, MLPerf-style log lines
   libglpk-dev                                             # the memory planner's exact solver
   python3-torch python3-h5py python3-numpy python3-yaml   # reference and metrics checks
-  python3-matplotlib python3-pandas                       # analysis/
+  python3-matplotlib python3-pandas python3-scipy         # analysis/ (scipy: the procurement report's confidence intervals)
+  chromium                                                # tests: the procurement report's HTML rendered headless
   slurmctld slurmd slurm-client munge                     # tests: the Slurm workflow on a private localhost Slurm
   jube                                                    # benchmarks/jube: the JUBE benchmark (and its test on that Slurm)
   patchelf                                                # scripts/gpu/pack.sh: the GPU bundle's relative run paths

@@ -42,7 +42,10 @@ int run_typed(const Deck& deck, const RunContext& ctx, MetricsRecorder& recorder
   const double run_flops = recorder.metrics().flops_per_step * double(deck.run.steps) / ctx.nranks;
   const ResolvedKernels kernels =
       agree_on_kernels(deck.options.kernels, deck.run.precision, deck.model.head_dim(), ctx.comm, run_flops);
+  const CpuSample before_peak = sample_cpu();  // a busy node's rate is not stored as the host's peak
   PeakRate peak = measure_peak<T>(kernels.choice, deck.run.precision, ctx.comm);
+  const NodeLoad peak_load = node_load_since(before_peak, host_threads_per_rank(), ctx.comm, 0.3);  // unknown: quiet
+  peak.mfu = choose_mfu_peak(peak, prediction.time, kernels.choice, deck.run.precision, peak_load.excess().empty(), ctx.comm);
   StepGuard guard(deck, ctx.comm, ctx.rank, ctx.nranks, *ctx.watchdog, recorder.metrics().flops_per_step / ctx.nranks);
   PhaseTimers timers;
   Training<T> t(deck, ctx.comm, kernels.choice, double(prediction.states.at("host_optimizer")), timers);

@@ -34,6 +34,7 @@
 #include "app/driver.hpp"
 #include "app/plan_command.hpp"
 #include "app/validate_command.hpp"
+#include "core/progress.hpp"
 #include "core/parallel_config.hpp"
 #include "predict/machine_keys.hpp"
 #include "app/probe.hpp"
@@ -122,6 +123,7 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     minilst::install_plan_signal_handlers("probe");  // a signal ends it at once: nothing is written before the end
     initialize_kokkos(argc, argv);
     int code = 1;
+    const minilst::ProgressTicker progress("probe", ctx.rank == 0);  // a line every 10 s (core/progress.hpp)
     try {
       code = minilst::run_probe(command.probe, ctx.comm);
     } catch (const std::exception& e) {
@@ -144,13 +146,16 @@ int parse_and_run(int argc, char** argv, const minilst::RunContext& ctx) {
     ctx.watchdog->arm(0, "");
     minilst::install_plan_signal_handlers();
     if (!deck_error.empty() && ctx.rank == 0) std::fprintf(stderr, "error: %s\n", deck_error.c_str());
-    return !deck_error.empty() ? 2 : ctx.rank == 0 ? minilst::run_plan(deck, command.plan) : 0;
+    if (!deck_error.empty() || ctx.rank != 0) return deck_error.empty() ? 0 : 2;
+    const minilst::ProgressTicker progress("plan", true);
+    return minilst::run_plan(deck, command.plan);
   }
   if (deck_error.empty()) deck_error = minilst::fault::active().problem;  // a test-only variable's bad value
   if (const int code = minilst::agree_on_deck(deck.resolved_yaml, deck_error, ctx.comm)) return code;
 
   initialize_kokkos(argc, argv);
   int code = 1;
+  const minilst::ProgressTicker progress("verify", command.kind == Kind::verify && ctx.rank == 0);
   try {
     code = command.kind == Kind::verify
                ? minilst::run_verify(deck, ctx, {command.verify_out, command.verify_export})

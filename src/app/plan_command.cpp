@@ -16,6 +16,8 @@
 #include "predict/layout_search.hpp"
 #include "predict/machine_file.hpp"
 #include "predict/prediction.hpp"
+#include "app/run_prediction.hpp"
+#include "results/provenance.hpp"
 
 namespace minilst {
 
@@ -50,9 +52,11 @@ Json finite_or_null(double v, const std::string& key, Json& reasons) {
   return nullptr;
 }
 
-Json time_json(const StepTime& t, const MachineFile& m) {
+// path: the machine file's (named with its digest, FNV-1a of its bytes, for a report's provenance).
+Json time_json(const StepTime& t, const MachineFile& m, const std::string& path) {
   Json j, reasons = Json::object();
-  j["machine"] = {{"name", m.rates.name}, {"kind", m.kind}};
+  j["machine"] = {{"name", m.rates.name}, {"kind", m.kind}, {"file", path}, {"digest", file_digest(path)}};
+  j["mfu_peak_gflops"] = finite_or_null(t.mfu_peak_gflops, "mfu_peak_gflops", reasons);
   j["predicted_step_s"] = finite_or_null(t.step_s, "predicted_step_s", reasons);
   std::vector<std::pair<std::string, double>> phases;
   for (const Phase ph : all_of<Phase>())
@@ -93,6 +97,8 @@ std::string time_text(const StepTime& t, const MachineFile& m, int ranks) {
 void print_json(const Deck& deck, const DeckPlan& p, const PlanArgs& a, const char* note, const Json& extra) {
   const DeviceFacts* preset = a.device.empty() ? nullptr : find_device(a.device);
   Json j;
+  j["deck"] = deck.path, j["deck_digest"] = deck.problem_digest;  // what a report pairs plans and runs by
+  j["minilst_version"] = version_string(), j["created_utc"] = utc_time(false);
   j["seq_len"] = p.seq_len, j["ranks"] = p.ranks, j["data_parallel"] = p.data_parallel;
   j["tensor"] = deck.parallel.tensor, j["ulysses"] = deck.parallel.ulysses, j["ring"] = deck.parallel.ring;
   j["zero_stage"] = deck.parallel.zero;
@@ -189,7 +195,8 @@ void print_search_json(const LayoutSearch& s, const PlanArgs& a, const MachineFi
               {"mlp_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.mlp_chunks)},
               {"lm_head_chunks", effective_chunks(c.plan.local_tokens, c.plan.options.lm_head_chunks)},
               {"device_planned_bytes", c.plan.device_planned}};
-    for (const auto& [k, v] : time_json(c.time, machine).items()) l[k] = v;
+    const Json time = time_json(c.time, machine, a.machine);  // named: items() refers to it
+    for (const auto& [k, v] : time.items()) l[k] = v;
     layouts.push_back(l);
   }
   return layouts;
@@ -292,7 +299,7 @@ int run_one(const Deck& deck, const PlanArgs& a, const MachineFile* machine) {
     std::fprintf(stderr, "error: plan: --machine %s: %s\n", a.machine.c_str(), e.what());
     return 2;
   }
-  print(deck, p, a, "", time_json(t, *machine), time_text(t, *machine, p.ranks));
+  print(deck, p, a, "", time_json(t, *machine, a.machine), time_text(t, *machine, p.ranks));
   return 0;
 }
 }  // namespace

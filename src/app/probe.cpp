@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "core/progress.hpp"
 #include "app/training.hpp"
 #include "core/kernel_choice.hpp"
 #include "kernels/adamw.hpp"
@@ -535,6 +536,7 @@ struct ProbeProgress {
   bool print;
   Kokkos::Timer total{}, part{};
   void done(const char* what) {
+    progress_stage(std::string(what) + " measured; the next part");
     if (print) std::printf("probe: %s measured in %.1f s (%.1f s in all)\n", what, part.seconds(), total.seconds());
     std::fflush(stdout);
     part.reset();

@@ -41,6 +41,7 @@ inline TrainOptions train_options(const RunConfig& run) {
   TrainOptions t;
   t.seed = run.seed;
   t.init_std = run.init_std;
+  t.init_std_qk = run.init_std_qk;
   t.norm_init_noise = run.norm_init_noise;
   t.adamw.lr = run.learning_rate;
   t.adamw.weight_decay = run.weight_decay;

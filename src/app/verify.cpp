@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/progress.hpp"
 #include "predict/deck_plan.hpp"
 #include "predict/memory_model.hpp"
 #include "predict/prediction.hpp"
@@ -75,6 +76,55 @@ AttentionFactory<T> capturing(AttentionFactory<T> inner, StepCapture& out, bool 
 
 // The reference step on this rank alone: float64, every token local, the default policy
 // and kernels, the deck's weights' seed and mask; all replicas' micro-steps in order.
+// verify's inputs: where the deck leaves run.init_std_qk at 0, Wq and Wk are drawn with std
+// sqrt(3 / hidden), so that after the norm q.k / sqrt(h) has a std of about 3 (init_std_qk^2 x
+// hidden): peaked scores, whose row maxima move as a ring's key blocks arrive and make the
+// online softmax rescale. With the default 0.02 the scores' std is about 0.02^2 hidden (0.03 at
+// hidden 64): every softmax nearly flat, and a wrong rescale goes unseen.
+Deck with_peaked_scores(const Deck& deck) {
+  Deck d = deck;
+  if (d.run.init_std_qk == 0) d.run.init_std_qk = std::sqrt(3.0 / double(std::max<std::int64_t>(1, d.model.hidden)));
+  return d;
+}
+
+// How peaked the reference's attention scores are: layer 0, query head 0 (kv head 0), q_i . k_j /
+// sqrt(h) over the causal keys of up to 128 query rows spread over the sequence; their std, and the
+// share of the rows whose running maximum, the keys taken in 2R blocks in order, rises by more than
+// 1 (the softmax rescaled by e) after the row's first block.
+struct ScoreShape {
+  double std = 0, moving = 0;
+  int rows = 0;
+};
+ScoreShape score_shape(const verify::ReferenceStep& ref, const ModelConfig& m, int R) {
+  ScoreShape out;
+  if (ref.tensors.micro.empty() || ref.tensors.micro[0].empty()) return out;
+  const auto& q = ref.tensors.micro[0][0][verify::kQ];
+  const auto& k = ref.tensors.micro[0][0][verify::kK];
+  const std::size_t h = std::size_t(m.head_dim()), qw = std::size_t(m.heads) * h, kw = std::size_t(m.kv_heads) * h;
+  const std::size_t S = qw ? q.size() / qw : 0;
+  if (S < 2 || k.size() < S * kw) return out;
+  const std::size_t block = std::max<std::size_t>(1, S / std::size_t(2 * std::max(1, R)));
+  double sum = 0, sum2 = 0, n = 0;
+  int moved = 0;
+  for (std::size_t i = S / 128 + 1; i < S; i += S / 128 + 1) {
+    double running = -HUGE_VAL;
+    bool rose = false;
+    for (std::size_t j = 0; j <= i; ++j) {
+      double s = 0;
+      for (std::size_t c = 0; c < h; ++c) s += q[i * qw + c] * k[j * kw + c];
+      s /= std::sqrt(double(h));
+      sum += s, sum2 += s * s, n += 1;
+      if (j >= block && s > running + 1 && running > -HUGE_VAL) rose = true;
+      running = std::max(running, s);
+    }
+    moved += rose;
+    ++out.rows;
+  }
+  out.std = n > 1 ? std::sqrt(std::max(0.0, sum2 / n - (sum / n) * (sum / n))) : 0;
+  out.moving = out.rows ? double(moved) / out.rows : 0;
+  return out;
+}
+
 verify::ReferenceStep reference_step(const Deck& deck, int replicas) {
   verify::ReferenceStep ref;
   for (int d = 0; d < replicas; ++d)
@@ -184,6 +234,7 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
     return 2;
   }
   const int D = t.par.dp_size();
+  progress_stage("the layout's step on " + std::to_string(ctx.nranks) + " rank(s)");
   double loss = t.trainer.compute_gradients(t.par.shard(batches_of(deck, 0, t.par.dp_index())), 1.0 / D);
   loss = reduce_step(t.trainer, t.par, loss, &timers);
   const auto grads = t.trainer.states().gathered_gradients();
@@ -196,7 +247,9 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
 
   int code = 0;
   if (root) {
+    progress_stage("the single-rank float64 reference step");
     const auto ref = reference_step(deck, D);
+    progress_stage("comparing every tensor with the reference");
     const auto tol = verify::tolerance_of(deck.run.precision);
     const auto rows = compare(run, loss, grads, ref, deck.model, tol, lse);
     const auto first = std::find_if(rows.begin(), rows.end(), [](const CheckRow& r) { return !r.ok(); });
@@ -212,6 +265,12 @@ int verify_typed(const Deck& deck, const RunContext& ctx, const VerifyArgs& args
     s.ranks = ctx.nranks;
     std::printf("verify: %s, %d rank(s), %s, policy %s: %zu tensors against the single-rank float64 reference\n",
                 s.layout.c_str(), ctx.nranks, s.precision.c_str(), name_of(deck.options.policy).c_str(), rows.size());
+    const ScoreShape shape = score_shape(ref, deck.model, g.R());
+    s.score_std = shape.std, s.moving_max = shape.moving;
+    std::printf("verify: inputs: Wq, Wk drawn with std %.4g (run.init_std_qk); attention scores (layer 0, head 0, %d "
+                "rows) of std %.3g; rows whose running maximum rises by more than 1 after their first key block: "
+                "%.0f%%\n", deck.run.init_std_qk > 0 ? deck.run.init_std_qk : deck.run.init_std, shape.rows, shape.std,
+                100 * shape.moving);
     print_table(rows);
     if (first != rows.end())
       std::printf("verify: FAILED: the first tensor that differs is %s (rel_err %.3e > tol %.1e)\n",
@@ -325,10 +384,11 @@ int run_verify(const Deck& deck, const RunContext& ctx, const VerifyArgs& args) 
     if (ctx.rank == 0) std::fprintf(stderr, "error: %s\n", problem.c_str());
     return 2;
   }
+  const Deck peaked = with_peaked_scores(deck);  // the run's and the reference's inputs
   switch (deck.run.precision) {
-    case Precision::float32: return verify_typed<float>(deck, ctx, args, out_path);
-    case Precision::float64: return verify_typed<double>(deck, ctx, args, out_path);
-    case Precision::bf16: return verify_typed<bf16>(deck, ctx, args, out_path);
+    case Precision::float32: return verify_typed<float>(peaked, ctx, args, out_path);
+    case Precision::float64: return verify_typed<double>(peaked, ctx, args, out_path);
+    case Precision::bf16: return verify_typed<bf16>(peaked, ctx, args, out_path);
   }
   return 2;
 }

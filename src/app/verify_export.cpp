@@ -34,6 +34,8 @@ void summary_attrs(hid_t f, const VerifySummary& s) {
   h5::attr(f, "precision", s.precision);
   h5::attr(f, "ranks", std::int64_t(s.ranks));
   h5::attr(f, "first_failure", s.first_failure);
+  h5::attr(f, "score_std", s.score_std);  // how peaked the inputs were (verify.cpp: score_shape)
+  h5::attr(f, "moving_max_fraction", s.moving_max);
   h5::attr(f, "config", s.config_yaml);
 }
 

@@ -26,6 +26,7 @@ struct CheckRow {
 struct VerifySummary {
   std::string verdict, layout, precision, first_failure, config_yaml;
   int ranks = 1;
+  double score_std = 0, moving_max = 0;  // the reference's attention scores: std, rows whose maximum moves
 };
 
 void write_table(const std::string& path, const std::vector<CheckRow>& rows, const VerifySummary& s);

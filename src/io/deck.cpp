@@ -183,6 +183,10 @@ std::vector<KeySpec> run_keys() {
            [](Deck& d) -> auto& { return d.run.weight_decay; }),
     number("run.init_std", "0.02", 0, HUGE_VAL, "std of the normal init of weight matrices",
            [](Deck& d) -> auto& { return d.run.init_std; }),
+    number("run.init_std_qk", "0", 0, HUGE_VAL,
+           "std of the normal init of Wq and Wk (0: run.init_std); minilst verify sets sqrt(3 / model.hidden) where it "
+           "is 0, so that attention scores are peaked (std about 3) and the ring's online softmax rescales",
+           [](Deck& d) -> auto& { return d.run.init_std_qk; }),
     number("run.norm_init_noise", "0", 0, HUGE_VAL, "norm weights start at 1 + normal(0, this) (0: ones)",
            [](Deck& d) -> auto& { return d.run.norm_init_noise; }),
     number("run.time_limit_s", "0", 0, 1e9,
@@ -603,14 +607,15 @@ std::map<std::string, std::string> keys_in_file(const std::string& path) {
 // The keys that define the problem (RUN_RULES.md): changing one changes the loss curve.
 bool defines_problem(const KeySpec& spec) {
   static const std::set<std::string> run = {"seq_len", "grad_accum", "seed", "documents", "learning_rate",
-                                            "weight_decay", "init_std", "norm_init_noise"};
+                                            "weight_decay", "init_std", "init_std_qk", "norm_init_noise"};
   return spec.section == "model" || (spec.section == "run" && run.count(spec.key));
 }
 
 // Keys added after decks carried reference digests: mixed in only when set, so that a deck
 // without them keeps its digest.
 bool mixed_only_when_set(const std::string& name) {
-  return name == "model.sliding_window" || name == "model.sliding_window_layers" || name == "run.documents";
+  return name == "model.sliding_window" || name == "model.sliding_window_layers" || name == "run.documents" ||
+         name == "run.init_std_qk";
 }
 
 // The window's layers as the problem sees them: the layers selected ("0 2"), "" when the
@@ -630,7 +635,8 @@ std::string problem_digest(const std::map<std::string, Value>& v) {
   for (const auto& spec : schema()) {
     if (!defines_problem(spec)) continue;
     const Value& x = v.at(spec.name());
-    if (mixed_only_when_set(spec.name()) && (spec.kind == Kind::Int ? x.i == 0 : x.text.empty())) continue;
+    const bool unset = spec.kind == Kind::Int ? x.i == 0 : spec.kind == Kind::Float ? x.f == 0 : x.text.empty();
+    if (mixed_only_when_set(spec.name()) && unset) continue;
     digest.add(spec.name() + "=" + (spec.kind == Kind::Int ? std::to_string(x.i) : x.text) + ";");
   }
   return digest.hex();

@@ -31,6 +31,7 @@ struct RunConfig {
   std::uint64_t seed = 0;
   std::string documents;  // run.documents: the packed documents' lengths or distribution ("" = one)
   double learning_rate = 0, weight_decay = 0, init_std = 0, norm_init_noise = 0;
+  double init_std_qk = 0;  // Wq's and Wk's init std (0: init_std); verify raises it (peaked attention scores)
   double time_limit_s = 0;  // stop cleanly before this budget (0: none)
   double watchdog_s = 0;    // end the rank when no step finishes for this long (0: auto)
   std::string tier = "baseline";  // run.tier: the procurement tier the run claims (RUN_RULES.md)

@@ -43,7 +43,12 @@ void draw_initial_chunk(const TensorSlot& slot, std::size_t chunk, const TrainOp
   const std::uint64_t tensor_seed = init.seed ^ (std::hash<std::string>{}(slot.name) * 0x9E3779B97F4A7C15ull);
   std::mt19937_64 rng(chunk == 0 ? tensor_seed : tensor_seed ^ (chunk * 0xD1B54A32D192ED03ull));
   const bool is_norm = slot.shape.size() == 1;
-  const double sd = is_norm ? init.norm_init_noise : init.init_std;
+  const auto ends_with = [&](const char* tail) {
+    const std::string t = tail;
+    return slot.name.size() >= t.size() && slot.name.compare(slot.name.size() - t.size(), t.size(), t) == 0;
+  };
+  const bool qk = ends_with("wq") || ends_with("wk");
+  const double sd = is_norm ? init.norm_init_noise : qk && init.init_std_qk > 0 ? init.init_std_qk : init.init_std;
   std::normal_distribution<double> normal(0.0, sd);
   const std::size_t k0 = chunk * kInitChunk, k1 = std::min(n, k0 + kInitChunk);
   const std::size_t b = slot.split_begin, w = slot.split_dim < 0 ? 0 : slot.shape[slot.split_dim];

@@ -51,6 +51,7 @@ namespace minilst {
 struct TrainOptions {
   std::uint64_t seed = 1234;
   double init_std = 0.02;
+  double init_std_qk = 0;  // Wq's and Wk's (0: init_std; verify: peaked attention scores)
   double norm_init_noise = 0.0;
   kernels::AdamWHyper adamw;
 };

@@ -1,3 +1,4 @@
+#include "core/progress.hpp"
 #include "predict/layout_search.hpp"
 
 #include <algorithm>
@@ -73,8 +74,11 @@ LayoutSearch search_layouts(const Deck& deck, int ranks, const Budgets& budgets,
   LayoutSearch s;
   const std::int64_t S = deck.run.seq_len;
   std::vector<LayoutCandidate> fit;
-  for (Deck& d : layouts_of(deck, ranks, machine.ranks_per_node)) {
+  std::vector<Deck> layouts = layouts_of(deck, ranks, machine.ranks_per_node);
+  for (Deck& d : layouts) {
     ++s.tried;
+    progress_stage("layout search: layout " + std::to_string(s.tried) + " of " + std::to_string(layouts.size()) +
+                   " at S = " + std::to_string(S));
     std::string why;
     DeckPlan p = plan_deck(d, S, {ranks, false, false}, why);
     if (!why.empty()) {
@@ -133,6 +137,7 @@ LongestRun longest_run_of(const Deck& deck, int ranks, const Budgets& budgets, b
   if (!(r.fits = r.plan.fits(budgets))) return r;
   const auto fits_at = [&](std::int64_t S) {
     std::string why;
+    progress_stage("longest sequence: planning S = " + std::to_string(S));
     const DeckPlan p = plan_deck(deck, S, options, why);
     if (why.empty()) return p.fits(budgets);
     if (r.bound.empty()) r.bound = "run.seq_len = " + std::to_string(S) + " is refused: " + why;

@@ -273,8 +273,9 @@ double MachineRates::attention_padding(Precision p, AttentionPass pass, int head
   return kernels::AttnTiles(head_dim, heads_per_kv).padding() / kernels::AttnTiles(h1, attention_heads_per_kv).padding();
 }
 
-LinkRate MachineRates::link(LinkOp op, int ranks) const {
-  const LinkScope scope = ranks <= ranks_per_node ? LinkScope::intra_node : LinkScope::inter_node;
+LinkRate MachineRates::link(LinkOp op, int ranks, int stride) const {
+  const long span = long(ranks) * std::max(1, stride);
+  const LinkScope scope = span <= ranks_per_node ? LinkScope::intra_node : LinkScope::inter_node;
   const LinkRate r = links[scope][op];
   const std::string key = machine_key_text(MachineKey::link_gbs, {int(scope), int(op), 0});
   if (!(r.gbs > 0))

@@ -124,8 +124,10 @@ struct MachineRates {
   // second head dim's rates, else by the portable kernel's padded tiles (kernels/attention_tiles.hpp);
   // the heads per kv head's by the tiles; 1 where the file does not record the probed problem.
   double attention_padding(Precision p, AttentionPass pass, int heads_per_kv, int head_dim) const;
-  // The link of `op` among `ranks` ranks: intra_node when they fit on one node, else inter_node.
-  LinkRate link(LinkOp op, int ranks) const;
+  // The link of `op` among a group of `ranks` members `stride` ranks apart in rank order (tensor
+  // parallel innermost, then Ulysses, ring, data parallel): intra_node when the ranks * stride ranks
+  // it spans fit on one node, else inter_node (a ring of 2 behind a TP 8 group crosses nodes).
+  LinkRate link(LinkOp op, int ranks, int stride = 1) const;
 };
 
 }  // namespace minilst

@@ -91,7 +91,8 @@ AttentionPrice price_attention(const PriceContext& c) {
   };
   const double R_fwd = rate(AttentionPass::forward), R_bwd = rate(AttentionPass::backward);
   const int R = g.R(), SP = sh.parallel.sequence_parallel();
-  const LinkRate p2p = R > 1 ? c.m.link(LinkOp::p2p, sh.parallel.ulysses * R) : LinkRate{};
+  const int ring_stride = sh.parallel.tensor * sh.parallel.ulysses;  // ring neighbours' distance in rank order
+  const LinkRate p2p = R > 1 ? c.m.link(LinkOp::p2p, R, ring_stride) : LinkRate{};
   LinkRate p2p_link = p2p;
   p2p_link.sync_us = 0;
   const double hop_sync = p2p.sync_us * kMicro;
@@ -108,7 +109,7 @@ AttentionPrice price_attention(const PriceContext& c) {
     a.ring_wait_fwd = std::max(a.ring_wait_fwd, pass_f - k.busy_f[s]), a.ring_wait_bwd = std::max(a.ring_wait_bwd, pass_b - k.busy_b[s]);
   const std::vector<int> reach = R > 1 ? ring_reach(sh.layout, sh.options.mask.of_layers(false)) : std::vector<int>{};
   const auto ring = ring_layer_bytes(g.chunk(), reach, std::uint64_t(c.T), master_bytes(p));
-  const double rsa_allreduce = R > 1 && ring.allreduce > 0 ? c.m.link(LinkOp::allreduce, R).seconds(
+  const double rsa_allreduce = R > 1 && ring.allreduce > 0 ? c.m.link(LinkOp::allreduce, R, ring_stride).seconds(
                                                                   double(ring.allreduce) * g.head_chunks, 2 * g.head_chunks)
                                                             : 0.0;
   a.ring_wait_bwd += rsa_allreduce;
@@ -132,7 +133,7 @@ AlltoallPrice price_alltoall(const PriceContext& c) {
   const double N = c.g.head_chunks, kv = c.g.kv_chunked() ? N : 1;
   const double fwd = 2 * N + 2 * kv, bwd = 2 * N + 2 * kv;  // per layer: q, o + k, v; dO, dQ + dK, dV
   const double total = fwd * (recompute ? 2 : 1) + bwd + (rederive ? fwd : 0);
-  const LinkRate link = c.m.link(LinkOp::alltoall, c.g.U());
+  const LinkRate link = c.m.link(LinkOp::alltoall, c.g.U(), c.step.parallel.tensor);
   const double bytes = double(c.step.comm[CommOp::alltoall]);
   a.total = link.seconds(bytes, c.A * c.L * total);
   a.forward_share = fwd / total;

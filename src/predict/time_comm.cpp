@@ -31,24 +31,24 @@ OffloadPrice price_offload(const PriceContext& c, double forward_layer, double b
 StatesPrice price_states(const PriceContext& c, double forward, double backward) {
   StatesPrice s;
   const PricedStep& sh = c.step;
-  const int P = sh.world / sh.parallel.tensor, zero = sh.parallel.zero;  // the ranks holding one slice
+  const int T = sh.parallel.tensor, P = sh.world / T, zero = sh.parallel.zero;  // the ranks holding one slice, T apart
   if (P <= 1) return s;
   const double A = c.A, units = c.L + 2;
   const auto bytes = [&](CommOp op) { return double(sh.comm[op]); };
-  if (zero <= 1) s.allreduce = c.m.link(LinkOp::allreduce, P).seconds(bytes(CommOp::allreduce));
+  if (zero <= 1) s.allreduce = c.m.link(LinkOp::allreduce, P, T).seconds(bytes(CommOp::allreduce));
   s.comm += s.allreduce;
   if (zero >= 2) {
-    const double rs = c.m.link(LinkOp::reduce_scatter, P).seconds(bytes(CommOp::reduce_scatter), A * units);
+    const double rs = c.m.link(LinkOp::reduce_scatter, P, T).seconds(bytes(CommOp::reduce_scatter), A * units);
     s.last_reduce_scatter = rs / (A * units);
     s.grad_reduce = std::max(0.0, rs - A * backward) + s.last_reduce_scatter;
     s.comm += s.last_reduce_scatter;
   }
   if (zero == 1 || zero == 2) {
-    s.gather_after = c.m.link(LinkOp::allgather, P).seconds(bytes(CommOp::allgather), units);
+    s.gather_after = c.m.link(LinkOp::allgather, P, T).seconds(bytes(CommOp::allgather), units);
     s.comm += s.gather_after;
   }
   if (zero == 3) {
-    const double ag = c.m.link(LinkOp::allgather, P).seconds(bytes(CommOp::allgather), A * 2 * units);
+    const double ag = c.m.link(LinkOp::allgather, P, T).seconds(bytes(CommOp::allgather), A * 2 * units);
     s.gather_beside = std::max(0.0, ag - A * (forward + backward)) + ag / (A * 2 * units);
   }
   return s;

@@ -240,8 +240,9 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
   };
   summary.peak_gflops = local.peak_gflops;
   summary.nominal_peak_gflops = local.nominal_peak_gflops;
-  summary.mfu_known = measured_seconds > 0 && local.peak_gflops > 0;
-  summary.mfu = utilisation(local.peak_gflops);
+  summary.mfu_peak_gflops = local.mfu_peak_gflops;
+  summary.mfu_known = measured_seconds > 0 && local.mfu_peak_gflops > 0;
+  summary.mfu = utilisation(local.mfu_peak_gflops);
   summary.mfu_nominal = utilisation(local.nominal_peak_gflops);
   for (const FlopsConvention f : all_of<FlopsConvention>())
     summary.mfu_conventions[f] = local.flops_per_step > 0 ? summary.mfu * local.flops[f] / local.flops_per_step : 0.0;
@@ -256,8 +257,8 @@ RunSummary summarise_metrics(const GatheredMetrics& g, const RunMetrics& local) 
     const auto flops = local.attributes.reals.find("flops_per_step_" + name_of(phase));
     const auto& t = summary.phase_avg_per_rank[phase];
     const double seconds = std::accumulate(t.begin(), t.end(), 0.0) / double(nranks);
-    if (flops != local.attributes.reals.end() && seconds > 0 && local.peak_gflops > 0)
-      summary.mfu_phase[phase] = flops->second / seconds / (local.peak_gflops * 1e9);
+    if (flops != local.attributes.reals.end() && seconds > 0 && local.mfu_peak_gflops > 0)
+      summary.mfu_phase[phase] = flops->second / seconds / (local.mfu_peak_gflops * 1e9);
   }
   for (const CommOp op : metric_comm_ops())
     for (int r = 0; r < nranks; ++r) summary.comm_bytes[op].push_back(mean_measured(g.comm_bytes[op], r));
@@ -453,7 +454,8 @@ void write_root_attributes(hid_t f, const GatheredMetrics& g, const RunSummary& 
   for (const auto& [k, v] : local.attributes.reals) h5::attr(f, k, v);
   h5::attr(f, "tokens_per_step", local.tokens_per_step);
   h5::attr(f, "flops_per_step", local.flops_per_step);
-  h5::attr(f, "peak_gflops_per_rank", local.peak_gflops);
+  h5::attr(f, "peak_gflops_per_rank", local.peak_gflops);  // this run's GEMM rate (gemm_peak.hpp)
+  h5::attr(f, "mfu_peak_gflops_per_rank", local.mfu_peak_gflops);  // MFU's fixed peak (mfu_peak.hpp)
   if (summary.mfu_known) {  // absent: no measured step or no rate (the RESULT line then has no MFU)
     h5::attr(f, "mfu", summary.mfu);  // the model-FLOPs convention (predict/flops.hpp)
     for (const FlopsConvention c : all_of<FlopsConvention>()) {
@@ -492,7 +494,7 @@ void write_steps(hid_t f, const GatheredMetrics& g, const RunSummary& summary, c
   const hsize_t steps = hsize_t(g.nsteps);
   std::vector<double> loss, tokens_per_s, tflops, mfu;
   for (const auto& st : local.steps) loss.push_back(st.loss);
-  const double peak = local.peak_gflops * 1e9 * double(g.nranks);  // all ranks
+  const double peak = local.mfu_peak_gflops * 1e9 * double(g.nranks);  // all ranks
   for (const double slowest : summary.slowest_step_seconds) {
     tokens_per_s.push_back(slowest > 0 ? local.tokens_per_step / slowest : 0.0);
     tflops.push_back(slowest > 0 ? local.flops_per_step / slowest / 1e12 : 0.0);
@@ -501,7 +503,7 @@ void write_steps(hid_t f, const GatheredMetrics& g, const RunSummary& summary, c
   h5::write(f, "loss", loss, {steps}, "1");
   h5::write(f, "throughput/tokens_per_s", tokens_per_s, {steps}, "tokens/s (all ranks)");
   h5::write(f, "throughput/model_tflops", tflops, {steps}, "TFLOP/s (all ranks)");
-  h5::write(f, "throughput/mfu", mfu, {steps}, "1 (model FLOP/s over the measured GEMM rate, all ranks)");
+  h5::write(f, "throughput/mfu", mfu, {steps}, "1 (model FLOP/s over MFU's fixed peak, all ranks)");
 }
 
 // /attention/*: the attention work of every step and rank, and per ring hop.

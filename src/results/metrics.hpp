@@ -67,10 +67,10 @@ struct RunMetrics {
   double tokens_per_step = 0;   // global tokens of one optimizer step
   double flops_per_step = 0;    // model FLOPs of one optimizer step
   StepFlops flops{};            // ... in each of MFU's conventions (predict/flops.hpp)
-  // MFU's denominators, per rank: the dense GEMM rate of the run's precision measured
-  // in this run (kernels/gemm_rate.hpp; mean over ranks) and the device's nominal peak
-  // where it is known (0: unknown). GFLOP/s.
-  double peak_gflops = 0, nominal_peak_gflops = 0;
+  // Per rank, GFLOP/s: the dense GEMM rate of the run's precision measured in this run
+  // (kernels/gemm_rate.hpp; mean over ranks), the device's nominal peak where it is known (0:
+  // unknown), and MFU's fixed peak (results/mfu_peak.hpp: datasheet, machine file or stored host peak).
+  double peak_gflops = 0, nominal_peak_gflops = 0, mfu_peak_gflops = 0;
   RunRuleFacts rules;  // what the run rules need to know besides the steps (the build, the deck)
   // Where the steps' energy comes from ("rapl", "nvml", "rapl+nvml"), or "unavailable" with the reason in energy_note.
   std::string energy_source = "unavailable";
@@ -92,14 +92,14 @@ struct RunSummary {  // what rank 0 prints
   // ranks (1: balanced; 0: not counted).
   std::vector<double> attention_flops;
   double attention_imbalance = 0;
-  // Model FLOPs utilisation against the measured GEMM rate (0: no rate): the step's (model
-  // FLOPs of the measured steps / their time / ranks / rate) and per phase (this rank's
-  // FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
-  bool mfu_known = false;  // measured steps and a measured rate
+  // Model FLOPs utilisation against MFU's fixed peak (results/mfu_peak.hpp; 0: no peak): the
+  // step's (model FLOPs of the measured steps / their time / ranks / peak) and per phase (this
+  // rank's FLOPs of the phase / its mean time, averaged over ranks): attention, mlp, lm_head.
+  bool mfu_known = false;  // measured steps and a peak
   double mfu = 0, mfu_nominal = 0;  // the model-FLOPs convention (the RESULT line's)
-  EnumMap<FlopsConvention, double> mfu_conventions{};  // every convention, over the measured rate
+  EnumMap<FlopsConvention, double> mfu_conventions{};  // every convention, over the same peak
   EnumMap<Phase, double> mfu_phase{};  // attention, mlp, lm_head (0: not known)
-  double peak_gflops = 0, nominal_peak_gflops = 0;  // per rank (RunMetrics')
+  double peak_gflops = 0, nominal_peak_gflops = 0, mfu_peak_gflops = 0;  // per rank (RunMetrics')
   std::string reference_check = "none";   // none | PASSED | FAILED: the losses against the deck's reference
   double reference_max_rel_error = 0;     // over the steps compared
   int reference_steps = 0, reference_worst_step = 0;  // steps compared; the worst (1-based)

@@ -406,4 +406,9 @@ std::map<std::string, std::string> collect_provenance(MPI_Comm comm, int argc, c
   return p;
 }
 
+std::pair<std::string, std::string> cpu_model_and_isa() {
+  const CpuFacts c = cpu_facts();
+  return {c.model, c.isa};
+}
+
 }  // namespace minilst

@@ -17,6 +17,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 namespace minilst {
 
@@ -30,6 +31,9 @@ struct ThreadCounts {
   std::string kokkos_space;  // "Serial", "OpenMP", "Cuda", ...
 };
 ThreadCounts thread_counts();
+
+// This CPU's model name and vector ISA ("avx512+avx512_bf16+amx_bf16"), from /proc/cpuinfo.
+std::pair<std::string, std::string> cpu_model_and_isa();
 
 // "minilst <version> (git <commit>[-dirty])"
 std::string version_string();

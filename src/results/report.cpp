@@ -198,9 +198,11 @@ void print_summary(const RunSummary& s, const std::string& path) {
   else
     std::printf("  energy: unavailable (%s)\n", s.energy_note.c_str());
   if (s.mfu_known) {
-    std::printf("  MFU: %.3f of the measured GEMM rate (%.1f GFLOP/s per rank; model FLOPs: causal attention halved, "
-                "recompute not counted; hardware %.3f, square attention %.3f)", s.mfu, s.peak_gflops,
-                s.mfu_conventions[FlopsConvention::hardware], s.mfu_conventions[FlopsConvention::square]);
+    std::printf("  MFU: %.3f of the fixed peak (%.1f GFLOP/s per rank; model FLOPs: causal attention halved, "
+                "recompute not counted; hardware %.3f, square attention %.3f); this run's GEMM rate %.1f GFLOP/s "
+                "per rank (%.2f of the peak)", s.mfu, s.mfu_peak_gflops, s.mfu_conventions[FlopsConvention::hardware],
+                s.mfu_conventions[FlopsConvention::square], s.peak_gflops,
+                s.mfu_peak_gflops > 0 ? s.peak_gflops / s.mfu_peak_gflops : 0.0);
     if (s.nominal_peak_gflops > 0)
       std::printf(", %.3f of the device's nominal %.0f GFLOP/s", s.mfu_nominal, s.nominal_peak_gflops);
     const char* sep = "; per phase: ";

@@ -1,11 +1,14 @@
 #include "results/run.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "job/stop.hpp"
 #include "memory/step_arena.hpp"
+#include "parallel/node.hpp"
+#include "results/provenance.hpp"
 #include "results/mllog.hpp"
 #include "results/report.hpp"
 
@@ -24,11 +27,10 @@ void Run::print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, 
   if (!root_) return;
   minilst::print_setup(deck_, opts, kernels, prediction_.states, g, nranks_, par_.dp_size(), scalar_bytes(deck_.run.precision),
                        offload);
-  std::printf("peak for MFU: %s GEMM at %.1f GFLOP/s per rank (measured: the best of several shapes, %s on rank 0; "
-              "mean over ranks)",
-              name_of(deck_.run.precision).c_str(), peak_.gflops, peak_.shape.c_str());
-  if (peak_.nominal.gflops > 0)
-    std::printf("; %s datasheet %.0f GFLOP/s", peak_.nominal.device.c_str(), peak_.nominal.gflops);
+  std::printf("peak for MFU: %.1f GFLOP/s per rank, %s (%s); this run's %s GEMM rate %.1f GFLOP/s per rank (the best "
+              "of several shapes, %s on rank 0; mean over ranks)",
+              peak_.mfu.gflops, peak_.mfu.kind.c_str(), peak_.mfu.source.c_str(), name_of(deck_.run.precision).c_str(),
+              peak_.gflops, peak_.shape.c_str());
   std::printf("\nenergy: %s (%s)\n", energy_.source().c_str(), energy_.note().c_str());
   std::printf("%s\n", flush_policy().c_str());
   mllog("init_stop", nullptr, {}, MllogEvent::interval_end);
@@ -37,6 +39,7 @@ void Run::print_setup(const ModelOptions& opts, const ResolvedKernels& kernels, 
 
 void Run::begin_step() {
   if (!started_) run_clock_.reset(), started_ = true;
+  if (steps_begun_++ == deck_.run.warmup_steps) measure_start_ = sample_cpu(), measuring_ = true;
   timers_.clear();
   energy_.joules_since_last();  // the step's energy starts here
   wall_.reset();
@@ -117,7 +120,19 @@ void Run::record() {
   recorder_.record([&](RunMetrics& m) {
     m.peak_gflops = peak_.gflops;
     m.nominal_peak_gflops = peak_.nominal.gflops;
+    m.mfu_peak_gflops = peak_.mfu.gflops;
     m.attributes.text["peak_source"] = peak_.source;
+    m.attributes.text["mfu_peak_kind"] = peak_.mfu.kind;
+    m.attributes.text["mfu_peak_source"] = peak_.mfu.source;
+    if (load_.known) {
+      m.attributes.text["node_load"] = load_.text();
+      m.attributes.reals["node_load_other_cores"] = load_.other_cores;
+      m.attributes.reals["node_load_steal_fraction"] = load_.steal_fraction;
+      m.attributes.reals["node_load_average"] = load_.load_average;
+      m.attributes.integers["node_load_cores"] = load_.cores;
+      m.attributes.integers["node_load_cores_used"] = load_.cores_used;
+    }
+    m.rules.node_load = load_.excess();
     if (!peak_.nominal.device.empty()) m.attributes.text["device_name"] = peak_.nominal.device;
     m.energy_source = energy_.source();
     m.energy_note = energy_.note();
@@ -128,6 +143,8 @@ void Run::record() {
 
 int Run::finish(const std::string& stop_reason) {
   energy_facts_ = energy_.attributes(root_);  // rank 0 asks Slurm (sstat) where it runs in a job step
+  if (measuring_) load_ = node_load_since(measure_start_, host_threads_per_rank(), comm_);
+  if (root_ && load_.known) std::printf("node load over the measured steps: %s\n", load_.text().c_str());
   record();
   StepArena::instance().reset();  // every step buffer is gone; the arena goes before Kokkos does
   protect_results_write(true);   // no signal abandons the final write
@@ -140,6 +157,29 @@ int Run::finish(const std::string& stop_reason) {
                summary.energy_known ? nlohmann::json(summary.tokens_per_joule) : nlohmann::json());
   std::fflush(stdout);
   return code;
+}
+
+int host_threads_per_rank() {
+  const ThreadCounts t = thread_counts();
+  const bool host = t.kokkos_space == "Serial" || t.kokkos_space == "OpenMP" || t.kokkos_space == "Threads";
+  return std::max(host ? t.kokkos : 1, t.blas);
+}
+
+MfuPeak choose_mfu_peak(const PeakRate& peak, const PredictedTime& machine, const KernelChoice& kernels,
+                        Precision precision, bool node_quiet, MPI_Comm comm) {
+  char rate[48];
+  if (peak.nominal.gflops > 0) {
+    std::snprintf(rate, sizeof rate, "%.0f GFLOP/s", peak.nominal.gflops);
+    return {peak.nominal.gflops, "datasheet", peak.nominal.device + " datasheet, dense " + name_of(precision) + ": " + rate};
+  }
+  if (machine.known() && machine.time.mfu_peak_gflops > 0) {
+    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", machine.time.mfu_peak_gflops);
+    return {machine.time.mfu_peak_gflops, "machine", "machine file " + machine.machine + " (" + machine.kind + ", " +
+                                                         machine.file + ", digest " + machine.digest + "): " + rate};
+  }
+  const GemmPath path = precision == Precision::bf16 ? kernels.gemm_bf16 : kernels.gemm_fp32;
+  const std::string key = host_peak_key(name_of(precision), name_of(path), host_threads_per_rank(), node_ranks(comm).size);
+  return host_mfu_peak(peak.gflops, key, node_quiet, comm);
 }
 
 }  // namespace minilst

@@ -22,25 +22,37 @@
 #include "core/phases.hpp"
 #include "io/deck.hpp"
 #include "job/energy_meter.hpp"
+#include "job/node_load.hpp"
 #include "job/node_resources.hpp"
 #include "kernels/gemm_rate.hpp"
 #include "memory/copy_engine.hpp"
 #include "predict/prediction.hpp"
 #include "parallel/parallel_setup.hpp"
 #include "results/gemm_peak.hpp"
+#include "results/mfu_peak.hpp"
 #include "results/metrics_recorder.hpp"
 #include "results/run_record.hpp"
 
 namespace minilst {
 
-// MFU's denominators: the run's dense GEMM rate on each rank (mean over ranks; the best of
-// several shapes, results/gemm_peak.hpp), and the device's datasheet peak where it is known.
+// The run's dense GEMM rate on each rank (mean over ranks; the best of several shapes,
+// results/gemm_peak.hpp), the device's datasheet peak where it is known, and MFU's fixed peak.
 struct PeakRate {
   double gflops = 0;   // measured, per rank
   std::string shape;   // the product that gave rank 0's best, m x n x k
   std::string source;  // how it was measured (the metrics' peak_source)
   NominalPeak nominal;
+  MfuPeak mfu;         // what MFU divides by (choose_mfu_peak)
 };
+
+// Collective: MFU's fixed peak (results/mfu_peak.hpp): the datasheet's, the machine file's
+// (run --machine), else this host's stored peak; `node_quiet`: the node was not busy while
+// `peak` was measured (a busy node's rate is not stored).
+MfuPeak choose_mfu_peak(const PeakRate& peak, const PredictedTime& machine, const KernelChoice& kernels,
+                        Precision precision, bool node_quiet, MPI_Comm comm);
+
+// Threads one rank computes with on the host (Kokkos' host space and the BLAS; 1 for a device's ranks).
+int host_threads_per_rank();
 
 // Collective: the rate of the run's precision T through the run's GEMM path.
 template <class T>
@@ -114,6 +126,10 @@ class Run {
   Kokkos::Timer run_clock_;    // since the first step began (the step line's elapsed time)
   bool started_ = false;
   double warmup_seconds_ = 0, measured_seconds_ = 0;  // the steps' times so far (the ETA's mean)
+  long steps_begun_ = 0;
+  CpuSample measure_start_;  // the node's CPU ticks as the first measured step began
+  bool measuring_ = false;   // a measured step began (the same on every rank)
+  NodeLoad load_;            // the node's load over the measured steps (finish)
 };
 
 }  // namespace minilst

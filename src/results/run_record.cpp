@@ -89,7 +89,7 @@ void record_memory(RunMetrics& m, const Deck& deck, ParallelSetup& par, const Ru
 }
 
 // The measured steps' MFU as the metrics file computes it (each step timed on its slowest
-// rank, against ranks x the measured peak), for the run rules; -1 where no step was measured
+// rank, against ranks x MFU's peak), for the run rules; -1 where no step was measured
 // or no rate is known. Collective over comm.
 double measured_mfu(const RunMetrics& m, MPI_Comm comm) {
   int nranks = 1, nsteps = int(m.steps.size());
@@ -103,8 +103,8 @@ double measured_mfu(const RunMetrics& m, MPI_Comm comm) {
   const int first = std::min(m.warmup_steps, nsteps);
   double seconds = 0;
   for (int s = first; s < nsteps; ++s) seconds += slowest[std::size_t(s)];
-  if (seconds <= 0 || m.peak_gflops <= 0) return -1;
-  return m.flops_per_step * double(nsteps - first) / seconds / (double(nranks) * m.peak_gflops * 1e9);
+  if (seconds <= 0 || m.mfu_peak_gflops <= 0) return -1;
+  return m.flops_per_step * double(nsteps - first) / seconds / (double(nranks) * m.mfu_peak_gflops * 1e9);
 }
 
 // The run rules' facts known once the run is recorded: ranks sharing a core, the MFU.

@@ -44,6 +44,7 @@ Reportability check_run_rules(const RunRuleFacts& f) {
     why.push_back(text);
   }
   if (!f.shared_cores.empty()) why.push_back("ranks share a CPU core (" + f.shared_cores + ")");
+  if (!f.node_load.empty()) why.push_back(f.node_load);
   if (f.mfu > kMaxReportableMfu) {
     char text[96];
     std::snprintf(text, sizeof text, "MFU %.3f above 1 (the peak GEMM rate was measured too low)", f.mfu);

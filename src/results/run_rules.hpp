@@ -29,11 +29,14 @@ struct RunRuleFacts {
   int warmup_steps = 0;
   // Known once the ranks' placement is gathered (results/provenance.hpp).
   std::string shared_cores;          // "" or which ranks may run on one CPU core (cores_shared_note)
+  // Known at the end: "" or why the node's load over the measured steps makes the run unreportable
+  // (job/node_load.hpp: other processes' CPU time, steal).
+  std::string node_load;
   // Known at the end.
   bool valid = false, complete = false;
   int measured_steps = 0, steps_done = 0;
   std::string reference_check = "none";  // none | PASSED | FAILED
-  double mfu = -1;                   // the measured steps' MFU against the measured peak (< 0: unknown)
+  double mfu = -1;                   // the measured steps' MFU against MFU's peak (< 0: unknown)
 };
 
 struct Reportability {

@@ -6,6 +6,8 @@
 - system C: a JUBE run's directory (the metrics file below it, once, though the check step links to it);
 - the CSV's numbers against the files: demonstrated = the median FOM of the VALID runs, projected per rank =
   predicted_tokens_per_s / ranks, ratio = demonstrated / projected;
+- one name per system: a run inside a Slurm job (cluster clusterD, host nodeD) and one outside it on the same
+  host are one system, clusterD;
 - a file that is no plan: exit 2 naming it.
 """
 import csv
@@ -58,17 +60,20 @@ def main(tmp):
     os.makedirs(f"{jube}/000002_check/work")
     fom_c = write_run(f"{jube}/000001_run/work/metrics.h5", [0.3, 0.1, 0.1], cores_of_rank=two, host="sysC")
     os.symlink("../../000001_run/work", f"{jube}/000002_check/work/run")
+    os.makedirs(f"{tmp}/d")
+    write_run(f"{tmp}/d/in_job.h5", [0.3, 0.1, 0.1], cores_of_rank=two, host="nodeD", extra={"SLURM_CLUSTER_NAME": "clusterD"})
+    write_run(f"{tmp}/d/outside.h5", [0.3, 0.1, 0.1], cores_of_rank=two, host="nodeD")
     plan_a = plan(f"{tmp}/tiny.json", predicted=(0.08, 800.0))
     plan_b = plan(f"{tmp}/planb.json")
 
     cmd = [sys.executable, REPORT, "--plan", plan_a, "--plan", f"sysB:tiny={plan_b}", "--runs", f"{tmp}/a",
-           "--runs", f"{tmp}/logs/job.out", "--runs", f"{tmp}/b", "--runs", jube, "--csv", f"{tmp}/out.csv"]
+           "--runs", f"{tmp}/logs/job.out", "--runs", f"{tmp}/b", "--runs", jube, "--runs", f"{tmp}/d", "--csv", f"{tmp}/out.csv"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     print(out.stdout, out.stderr)
     if out.returncode != 0:
         fail(f"exit {out.returncode}")
     rows = {r["system"]: r for r in csv.DictReader(open(f"{tmp}/out.csv"))}
-    if set(rows) != {"sysA", "sysB", "sysC"}:
+    if set(rows) != {"sysA", "sysB", "sysC", "clusterD"}:
         fail(f"expected one row per system, got {sorted(rows)}")
     a, b = rows["sysA"], rows["sysB"]
     demo = statistics.median(foms)
@@ -85,6 +90,7 @@ def main(tmp):
         ("B: demonstrated", math.isclose(float(b["demonstrated_tokens_per_s_per_rank"]), fom_b, rel_tol=1e-9)),
         ("C: a JUBE run's file, found below its directory once", (rows["sysC"]["valid_runs"], rows["sysC"]["failed_runs"])
          == ("1", "0") and math.isclose(float(rows["sysC"]["demonstrated_tokens_per_s_per_rank"]), fom_c, rel_tol=1e-9)),
+        ("D: a host inside and outside Slurm is one system", rows["clusterD"]["valid_runs"] == "2"),
         ("markdown table", "| system | deck | ranks |" in out.stdout and "| sysB | tiny |" in out.stdout),
         ("note on the plan without a prediction", "1 plan(s) carry no prediction" in out.stdout),
     ]

@@ -15,3 +15,8 @@ set_tests_properties(analysis_compare_noise PROPERTIES TIMEOUT 60)
 minilst_add_script_test(NAME analysis_procurement_report LABELS "app"
   COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/procurement_report_check.py)
 set_tests_properties(analysis_procurement_report PROPERTIES TIMEOUT 60)
+# benchmarks/reframe/minilst_check.py under a stand-in for the ReFrame API it uses, with ReFrame's
+# reference lookup: a FOM below an impossible reference fails (the check can fail).
+minilst_add_script_test(NAME analysis_reframe_check LABELS "app"
+  COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reframe_check.py)
+set_tests_properties(analysis_reframe_check PROPERTIES TIMEOUT 60)

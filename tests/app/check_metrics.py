@@ -61,12 +61,15 @@ def read(path):
     slowest = t["step"][w:].max(axis=1)
     check(np.isclose(float(a["fom"]), float(a["tokens_per_step"]) / ranks / slowest.mean()),
           f"{path}: fom = tokens per step / ranks / mean measured step time")
-    # MFU: the measured GEMM rate per rank, the step's model FLOP/s over ranks x rate, per step and in total
-    peak = float(a["peak_gflops_per_rank"]) * 1e9
+    # MFU: over its fixed peak per rank (results/mfu_peak.hpp; the run's own GEMM rate beside it), the step's
+    # model FLOP/s over ranks x peak, per step and in total
+    check(float(a["peak_gflops_per_rank"]) > 0 and str(a["mfu_peak_kind"]) in ("datasheet", "machine", "host", "run")
+          and str(a["mfu_peak_source"]), f"{path}: the run's GEMM rate and MFU's peak with its kind and source")
+    peak = float(a["mfu_peak_gflops_per_rank"]) * 1e9
     mfu = float(f.attrs["mfu"])
     expected = float(a["flops_per_step"]) * len(slowest) / slowest.sum() / (ranks * peak) if peak > 0 else 0
     check(peak > 0 and 0 < mfu < 2 and np.isclose(mfu, expected, rtol=1e-9),
-          f"{path}: mfu {mfu:.4f} = model FLOP/s / (ranks x measured {peak / 1e9:.1f} GFLOP/s)")
+          f"{path}: mfu {mfu:.4f} = model FLOP/s / (ranks x MFU's peak {peak / 1e9:.1f} GFLOP/s)")
     check(f["throughput/mfu"].shape == (steps,) and np.allclose(f["throughput/mfu"][w:],
           float(a["flops_per_step"]) / slowest / (ranks * peak)), f"{path}: /throughput/mfu per step")
     check(all(0 < float(a.get(f"mfu_{p}", -1)) < 2 for p in ("attention", "mlp", "lm_head")), f"{path}: per-phase MFU")

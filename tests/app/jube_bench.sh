@@ -2,7 +2,9 @@
 # benchmarks/jube/run.sh (the JUBE spec benchmarks/jube/minilst.yaml) as Slurm jobs on a private
 # localhost Slurm (tests/slurm/local_slurm.sh), with references written here for this host:
 #  1. passing: inputs/tiny.yaml on 1 rank (local) and 2 ranks (Ulysses), references far below any
-#     machine's FOM: both VALID, both checks PASS, run.sh exits 0, the table names each point;
+#     machine's FOM, launched by the spec's own default launcher on a Slurm whose MpiDefault is none
+#     (the 2-rank job is one MPI job only where the launcher names the PMI plugin): both VALID, both
+#     checks PASS, run.sh exits 0, the table names each point;
 #  2. failing: tiny with its reference set impossibly high (FOM below it beyond the tolerance) and the
 #     default deck with a wrong seed (its reference answer not reproduced: INVALID): run.sh exits 1,
 #     each row FAIL with its own reason;
@@ -13,7 +15,8 @@ source "$MINILST_SOURCE/tests/slurm/local_slurm.sh"
 command -v jube > /dev/null || skip "no jube (Debian: jube; scripts/setup.sh installs it)"
 start_local_slurm
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export MINILST MINILST_SYSTEM=testhost MINILST_LAUNCH="mpiexec --oversubscribe" MINILST_TIME=5
+export MINILST MINILST_SYSTEM=testhost MINILST_TIME=5
+grep -qx "MpiDefault=none" "$SLURM_CONF" || { echo "FAIL: the test Slurm does not set MpiDefault=none"; exit 1; }
 bench=$MINILST_SOURCE/benchmarks/jube
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -33,6 +36,7 @@ done
 grep -q "ranks=2 " pass/000000/*_run/work/minilst.log || fail "no 2-rank RESULT line"
 
 echo "== 2. checks that fail: a reference out of reach, an INVALID run"
+export MINILST_LAUNCH="mpiexec --oversubscribe"  # the default launcher ran in 1; these runs are one rank each
 printf '%s\n' "testhost tiny 1 local 1e12 0.5 impossibly high" "testhost default 1 local 1 0.5 far below" > fail.tsv
 rc=0
 MINILST_REFERENCES=$PWD/fail.tsv MINILST_DECKS=tiny,default MINILST_POINTS=1:local \

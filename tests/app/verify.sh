@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# minilst verify: PASSED on a certified layout, FAILED naming the first broken tensor under
-# each test-only fault, clear refusals, and the export checked by PyTorch (tests/app/verify.cmake).
+# minilst verify: PASSED on a certified layout with peaked inputs (Wq, Wk wider: attention scores of
+# std about 3, whose row maxima move across the key blocks), FAILED naming the first broken tensor
+# under each test-only fault, clear refusals, and the export checked by PyTorch (tests/app/verify.cmake).
 source "$(dirname "$0")/common.sh"
 mpi=("${MPIEXEC:-mpiexec}" -n 4 --oversubscribe)
 deck="$MINILST_SOURCE/inputs/tiny.yaml"
@@ -34,8 +35,12 @@ with h5py.File(sys.argv[1], "r") as f:
     n = len(t["rel_err"])
     assert n == len(t["tensor"]) == len(t["tol"]) == len(t["ok"]) == len(t["layer"]) > 20, n
     assert all(t["ok"][()]) and max(t["rel_err"][()]) <= 1e-10 and all(t["tol"][()] == 1e-10)
+    # peaked inputs (run.init_std_qk left at 0): scores of std about 3, row maxima that move
+    assert f.attrs["score_std"] > 1.5 and f.attrs["moving_max_fraction"] > 0.05, (f.attrs["score_std"], f.attrs["moving_max_fraction"])
 print(f"table file: {n} rows, all within 1e-10")
 PY
+grep -Eq "^verify: inputs: Wq, Wk drawn with std [0-9.]+ \(run.init_std_qk\); attention scores .* of std [2-9]" pass.log \
+  || { cat pass.log; echo "FAIL: verify's inputs are not peaked"; exit 1; }
 
 # (v) head-chunked Ulysses over all four ranks (8 query heads, 2 kv heads replicated: every chunk
 # reads the member's one kv head) with the documents and window: certified; a count that does not
