@@ -20,6 +20,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
 backends=${MINILST_TEST_BACKENDS:-serial openmp cuda}
+# ctest's parallel level: the machine's cores, counted here, before env.sh sets OMP_NUM_THREADS (GNU
+# nproc honours it: counted after, every stage ran one test at a time)
+jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 vendor=$(realpath -m "${MINILST_VENDOR:-$root/../shared/vendor}")
 status=0
 # The library compiled in batches of files (MINILST_UNITY_CORE, CMakeLists.txt): shorter builds
@@ -31,7 +34,7 @@ for backend in $backends; do
   case $backend in
     serial)
       bash "$root/scripts/build.sh" "${unity[@]}"
-      (source "$root/scripts/env.sh"; cd "$root/build" && ctest --output-on-failure --timeout 3000 -j "$(nproc)" -LE cuda "$@") \
+      (source "$root/scripts/env.sh"; cd "$root/build" && ctest --output-on-failure --timeout 3000 -j "$jobs" -LE cuda "$@") \
         || status=1
       ;;
     openmp)
@@ -42,7 +45,7 @@ for backend in $backends; do
       prefix=$(MINILST_VENDOR=$vendor bash "$root/scripts/build_kokkos.sh" --backend openmp | tail -n 1)
       KOKKOS_PREFIX=$prefix BUILD_DIR=build-omp bash "$root/scripts/build.sh" "${unity[@]}"
       (export MINILST_THREADS=2; source "$root/scripts/env.sh"; cd "$root/build-omp" &&
-        ctest --output-on-failure --timeout 3000 -j "$(nproc)" -L "unit|parallel|reference" "$@") || status=1
+        ctest --output-on-failure --timeout 3000 -j "$jobs" -L "unit|parallel|reference" "$@") || status=1
       ;;
     cuda)
       [[ -f $root/build/CTestTestfile.cmake ]] || bash "$root/scripts/build.sh" "${unity[@]}"

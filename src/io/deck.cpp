@@ -334,7 +334,7 @@ std::vector<KeySpec> reference_keys() {
            [](Deck& d) -> auto& { return d.reference.rtol; }),
     row("reference.problem", "", Kind::Text, 0, 0, {},
         "digest of the problem the losses were computed for (model.*, run.seq_len, grad_accum, seed, learning_rate, "
-        "weight_decay, init_std, norm_init_noise; scripts/reference_losses.sh prints it): a run whose problem differs "
+        "weight_decay, init_std, init_std_qk, norm_init_noise; scripts/reference_losses.sh prints it): a run whose problem differs "
         "is not reportable; \"\" = not checked",
         [](Deck& d, const Value& x) { d.reference.problem = x.text; }),
   };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The procurement report end to end (docs/procurement.md): this host probed once (2 ranks, small
-# sizes; its progress lines checked), 3 repeats of 2 decks (tiny, default) on 1 and 2 ranks, plans of each point on the probe's
-# machine file and on the shipped H100 machine file, then analysis/procurement_report.py:
+# sizes; its progress lines checked), 3 repeats of 2 decks (tiny, default at S = 256) on 1 and 2 ranks,
+# plans of each point on the probe's machine file and on the shipped H100 machine file, then
+# analysis/procurement_report.py:
 #   - Markdown, CSV and HTML from one call; each measured row has 3 runs, min <= median <= max and a
 #     95% confidence interval that scipy recomputes from the metrics files; the projected range is the
 #     plan's tokens/s per rank widened by the time model's stated error; MFU in its three labelled
@@ -29,6 +30,8 @@ for deck in tiny default; do
   for n in 1 2; do
     if ((n == 1)); then sets=(--set parallel.ulysses=1 --set parallel.ring=1); else sets=(--set parallel.ulysses=2 --set parallel.ring=1); fi
     sets+=(--set run.steps=4 --set run.warmup_steps=1)
+    # default at a quarter of its length (the test's time), without its reference (computed at 1024)
+    [[ $deck == default ]] && sets+=(--set run.seq_len=256 --set reference.losses= --set reference.problem=)
     for i in 1 2 3; do
       launch $n "$MINILST" run "$MINILST_SOURCE/inputs/$deck.yaml" "${sets[@]}" --set output.metrics=runs/${deck}_${n}_$i.h5 \
         > runs/${deck}_${n}_$i.log 2>&1 || { cat runs/${deck}_${n}_$i.log; fail "run $deck $n $i"; }
@@ -82,7 +85,9 @@ for deck in ("tiny", "default"):
             check(math.isclose(f(f"mfu_{c}"), statistics.median(mfus), rel_tol=1e-9)
                   and math.isclose(f(f"projected_mfu_{c}"), plan["predicted_mfu_conventions"][c], rel_tol=1e-9),
                   f"{deck} {n}: MFU {c}, measured and projected")
-        check(r["mfu_peak"] == "host" and r["bound"] != "-" and r["projected_bound"] != "-", f"{deck} {n}: MFU's peak, the bounding phases")
+        # the host's stored peak, or this run's rate where another test kept the node busy while it was measured
+        check(r["mfu_peak"] in ("host", "host, run", "run") and r["bound"] != "-" and r["projected_bound"] != "-",
+              f"{deck} {n}: MFU's peak ({r['mfu_peak']}), the bounding phases")
 h100 = [x for x in rows if x["system"] == "h100-sxm-8gpu-ib400"]
 check(len(h100) == 4 and all(float(x["projected_tokens_per_s_per_rank"]) > 0 and x["valid_runs"] == "0" for x in h100),
       "the H100 machine file's projections, one row per point")
