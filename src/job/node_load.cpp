@@ -8,8 +8,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "parallel/node.hpp"
-
 namespace minilst {
 
 namespace {
@@ -67,9 +65,10 @@ CpuSample sample_cpu() {
 
 NodeLoad node_load_since(const CpuSample& start, int threads_per_rank, MPI_Comm comm, double min_seconds) {
   const CpuSample now = sample_cpu();
-  const NodeRanks here = node_ranks(comm);
   MPI_Comm node;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int node_size = 1;
+  MPI_Comm_size(node, &node_size);
   // the node's ranks' own ticks, summed; whether every rank could read /proc
   double mine[2] = {start.known && now.known ? now.self - start.self : 0.0, start.known && now.known ? 0.0 : 1.0};
   double ranks[2] = {0, 0};
@@ -77,21 +76,21 @@ NodeLoad node_load_since(const CpuSample& start, int threads_per_rank, MPI_Comm 
   MPI_Comm_free(&node);
   const double tick = double(sysconf(_SC_CLK_TCK));
   const double wall = now.wall - start.wall, total = now.total - start.total;
-  // per node: other cores, steal, load average (every rank of a node computes the same; the max over all ranks)
-  double local[4] = {-1, 0, 0, 0};
+  // per node: other cores, steal, load average, cores used, 1 where not sampled (every rank of a node
+  // computes the same; the max over all ranks)
+  double local[5] = {0, 0, 0, 0, 1};
   if (ranks[1] == 0 && wall >= min_seconds && wall > 0 && total > 0 && tick > 0) {
     const double others = (now.busy - start.busy) - ranks[0];
     local[0] = std::max(0.0, others / tick / wall);
     local[1] = (now.steal - start.steal) / total;
     local[2] = load_average_1min();
-    local[3] = double(here.size * std::max(1, threads_per_rank));
+    local[3] = double(node_size * std::max(1, threads_per_rank));
+    local[4] = 0;
   }
-  double worst[4];
-  MPI_Allreduce(local, worst, 4, MPI_DOUBLE, MPI_MAX, comm);
+  double worst[5];
+  MPI_Allreduce(local, worst, 5, MPI_DOUBLE, MPI_MAX, comm);
   NodeLoad load;
-  double unknown = local[0] < 0 ? 1.0 : 0.0, any_unknown = 0;
-  MPI_Allreduce(&unknown, &any_unknown, 1, MPI_DOUBLE, MPI_MAX, comm);
-  if (any_unknown > 0) return load;
+  if (worst[4] > 0) return load;
   load.known = true;
   load.other_cores = worst[0];
   load.steal_fraction = worst[1];

@@ -20,3 +20,8 @@ set_tests_properties(analysis_procurement_report PROPERTIES TIMEOUT 60)
 minilst_add_script_test(NAME analysis_reframe_check LABELS "app"
   COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reframe_check.py)
 set_tests_properties(analysis_reframe_check PROPERTIES TIMEOUT 60)
+# analysis/longest_account.py: MEMO's longest rows counted term by term bracket MEMO's own lengths (fits at the
+# paper's, not at the next), the count's model states agree with miniLST's plan, the script prints every table.
+minilst_add_script_test(NAME analysis_longest_account LABELS "app"
+  COMMAND ${MINILST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/longest_account_check.py)
+set_tests_properties(analysis_longest_account PROPERTIES TIMEOUT 120)
