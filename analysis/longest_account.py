@@ -258,10 +258,10 @@ def memo_host_table():
               f"{MEMO_HOST_BYTES / GIB:,.0f} |")
 
 
-def memo_minilst(p, model, S, tp, cp, kind, longest):
+def memo_minilst(p, model, S, tp, cp, kind):
     """miniLST's plan of the row's layout (TP x a zigzag ring of CP, ZeRO 1, the model in miniLST's
-    Llama form: seed_papers.memo_shape): the device bytes at S (states, the step arena) and, with
-    longest, the longest S within the A800's budget less plan's reserve and the model states."""
+    Llama form: seed_papers.memo_shape): the device bytes at S (the states, the rest) and the longest S
+    within the A800's budget less plan's reserve and the model states."""
     sets = [f"{k}={v}" for k, v in memo_shape(model, tp).items()] + [
         f"parallel.tensor={tp}", f"parallel.ring={cp}", "parallel.ulysses=1", "parallel.zero=1",
         "memory.optimizer_offload=false", "run.precision=bf16"]
@@ -271,7 +271,7 @@ def memo_minilst(p, model, S, tp, cp, kind, longest):
     mb = at["memory_bytes"]
     states = mb["weights"] + mb["gradients"] + mb["optimizer"]
     budget = A800_BYTES / MIB - at["reserve_mib"] - states / MIB
-    fit = p.plan("inputs/llama2_7b.yaml", sets, ["--max-seq-len", "--activation-mib", f"{budget:.2f}"], ranks)["seq_len"] if longest else 0
+    fit = p.plan("inputs/llama2_7b.yaml", sets, ["--max-seq-len", "--activation-mib", f"{budget:.2f}"], ranks)["seq_len"]
     return states, at["device_planned_bytes"] - states, fit
 
 
@@ -281,7 +281,7 @@ def memo_table(p):
           "| the same at the next S | the device |")
     print("|---|---|---|---|---|---|---|---|")
     for label, model, k, nxt, mark, tp, cp, dp, kind in MEMO_ROWS:
-        states, rest, fit = memo_minilst(p, model, k, tp, cp, kind, True)
+        states, rest, fit = memo_minilst(p, model, k, tp, cp, kind)
         at, after = (memo_count(model, x, tp, cp, dp, kind) for x in (k, nxt))
         terms = " + ".join(f"{v / GIB:.1f}" for v in at.values())
         print(f"| {label} | TP {tp} x CP {cp} x DP {dp} | {k}K ({nxt}K: {mark}) | {fit:,} ({fit / (k * K):.2f}x) | "

@@ -34,7 +34,7 @@ for label, model, k, nxt, mark, tp, cp, dp, kind in la.MEMO_ROWS:
     check(at <= la.A800_BYTES < after,
           f"{label}: MEMO's count {at / la.GIB:.1f} GiB at {k}K fits the A800's {la.A800_BYTES / la.GIB:.1f}, "
           f"{after / la.GIB:.1f} GiB at {nxt}K does not")
-    states, rest, longest = la.memo_minilst(p, model, k, tp, cp, kind, True)
+    states, rest, longest = la.memo_minilst(p, model, k, tp, cp, kind)
     counted = la.memo_count(model, k, tp, cp, dp, kind)["states"]
     check(abs(states / counted - 1) < 0.05,
           f"{label}: model states, miniLST's plan {states / la.GIB:.2f} GiB against Megatron's count {counted / la.GIB:.2f}")
