@@ -121,41 +121,41 @@ MEMO_HOST_ROWS = [  # label, model, paper S, the next S (out of host memory ther
 ]
 
 
+def memo_dims(model):
+    """MEMO's Table 2 row as numbers: layers, h, h_ffn, heads, vocabulary."""
+    return tuple(int(c) for c in MEMO_TABLE2.rows[model])
+
+
 def memo_gpt_params(model, tp):
     """Parameters of MEMO's GPT (its Table 2): per layer the QKV and output projections and the two
     GeLU MLP matrices with their biases and two LayerNorms; the embedding padded Megatron-style to a
     multiple of 128 tp rows, shared with the output layer; the final LayerNorm."""
-    L, h, f, _, _ = (int(c) for c in MEMO_TABLE2.rows[model])
+    L, h, f, _, _ = memo_dims(model)
     V = memo_shape(model, tp)["model.vocab"]
     return L * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + V * h + 2 * h
 
 
-def memo_count(model, S, tp, cp, dp, kind, alpha=0.0):
+def memo_count(model, S, tp, cp, dp, kind):
     """Bytes per GPU MEMO's Megatron-based system holds at its peak (the loss), by term:
     states: bf16 weights, fp32 main gradients, ZeRO-1's fp32 master weights and Adam moments over the
       DP x CP ranks, all over TP: (2 + 4 + 12 / (DP CP)) / TP bytes a parameter;
     layer inputs: full recomputation keeps every layer's input, [s / TP, h] bf16 under Megatron's
       sequence parallelism (MEMO itself offloads them);
     skeletal buffers: a layer's skeletal activations, 16 s h half-precision values over TP (MEMO's
-      Figure 5), in buffers allocated before training: one for full recomputation; for MEMO at
-      alpha 0 the input and the attention output double-buffered for their copies and one buffer for
-      the recomputed rest (14 s h); at alpha > 0 two whole buffers;
+      Figure 5), in buffers allocated before training: one for full recomputation; for MEMO (its
+      longest rows run at alpha 0) the input and the attention output double-buffered for their
+      copies and one buffer for the recomputed rest (14 s h);
     loss: Megatron's vocabulary-parallel cross-entropy upcasts the [s, V / TP] logits to fp32 beside
       the bf16 ones (and in the backward keeps the fp32 softmax beside the bf16 gradient): 6 bytes an entry;
     head input: the output layer's input kept for its weight gradient, [s / TP, h] bf16.
     s = S / CP tokens per GPU. A layer's transient tensors (planned by MEMO's MIP, sized nowhere in
     the paper), NCCL's buffers and the CUDA context are not counted: the total is a floor."""
-    L, h = (int(c) for c in MEMO_TABLE2.rows[model][:2])
+    L, h = memo_dims(model)[:2]
     V = memo_shape(model, tp)["model.vocab"]
     s = S * K // cp
     layer_skeletal = 32 * s * h / tp  # 16 s h values, 2 bytes each
     inputs_attn = 4 * s * h / tp  # the input and the attention output: 1 s h value each
-    if kind == "recompute":
-        skeletal = layer_skeletal
-    elif alpha == 0:
-        skeletal = 2 * inputs_attn + (layer_skeletal - inputs_attn)
-    else:
-        skeletal = 2 * layer_skeletal
+    skeletal = layer_skeletal if kind == "recompute" else layer_skeletal + inputs_attn
     return {"states": memo_gpt_params(model, tp) * (2 + 4 + 12 / (dp * cp)) / tp,
             "layer inputs": L * 2 * s * h / tp if kind == "recompute" else 0.0,
             "skeletal buffers": skeletal,
@@ -166,7 +166,7 @@ def memo_count(model, S, tp, cp, dp, kind, alpha=0.0):
 def memo_host(model, S, tp, cp, alpha):
     """Host bytes of one 8-GPU node under MEMO's swapping (its constraint (3)): the layers but the last
     two each keep the input, the attention output and alpha of the rest on the host, per GPU."""
-    L, h = (int(c) for c in MEMO_TABLE2.rows[model][:2])
+    L, h = memo_dims(model)[:2]
     s = S * K // cp
     return 8 * (L - 2) * (4 + 28 * alpha) * s * h / tp
 
@@ -248,7 +248,7 @@ def memo_host_table():
           "(each GPU's layer block rounded up to a power of two) | the same at the next S | the node |")
     print("|---|---|---|---|---|---|")
     for label, model, k, nxt, tp, cp, alpha in MEMO_HOST_ROWS:
-        L = int(MEMO_TABLE2.rows[model][0])
+        L = memo_dims(model)[0]
         cells = []
         for x in (k, nxt):
             total = memo_host(model, x, tp, cp, alpha)
