@@ -8,21 +8,24 @@
 # phase's, and the share within 15%) and writes runs/bench/predict_<UTC time>/ (machine
 # files, metrics, logs, predicted_vs_measured.png). Each run uses the attention kernel and GEMM
 # paths its probe timed (the provenance of gemm_gflops.<precision>).
-#   scripts/bench/predict_sweep.sh [--steps 4] [--only REGEX] [--probe-once]
+#   scripts/bench/predict_sweep.sh [--steps 6] [--only REGEX] [--probe-once [--probe-ranks 2]]
 # --only runs the configurations whose name matches (e.g. '^n1_'). --probe-once: one probe with
 # the probe's defaults on 2 ranks prices every configuration of 1 and 2 ranks (decks it was not
-# probed for: other head dims, policies, layouts; the 4-rank ones are left out). OPENBLAS_NUM_THREADS=1 per
+# probed for: other head dims, policies, layouts; the 4-rank ones are left out); --probe-ranks 1:
+# on one rank, pricing the 1-rank ones (a 1-rank file has no links for more). OPENBLAS_NUM_THREADS=1 per
 # rank. MINILST=path/to/minilst skips the set-up and the build; OUT=dir names the output directory.
 source "$(dirname "$0")/common.sh"
-steps=4 only=. once=0
+steps=6 only=. once=0 once_ranks=2
 while (($#)); do
   case $1 in
     --steps) steps=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --probe-once) once=1; shift ;;
+    --probe-ranks) once_ranks=$2; shift 2 ;;
     *) echo "predict_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+[[ $once_ranks =~ ^[12]$ ]] || { echo "predict_sweep.sh: --probe-ranks must be 1 or 2, not '$once_ranks'" >&2; exit 2; }
 bench_dir predict
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 in=$root/inputs
@@ -68,8 +71,8 @@ for line in "${runs[@]}"; do
   [[ $name =~ $only ]] || continue
   machine=$out/probe_n${ranks}_h$hd.yaml probe_ranks=$ranks probe_args=(--head-dim "$hd")
   if ((once)); then
-    ((ranks <= 2)) || continue
-    machine=$out/probe_once.yaml probe_ranks=2 probe_args=()
+    ((ranks <= once_ranks)) || continue
+    machine=$out/probe_once.yaml probe_ranks=$once_ranks probe_args=()
   fi
   if [[ -z ${probed[$machine]:-} ]]; then
     run_on "$probe_ranks" "$minilst" probe --out "$machine" "${probe_args[@]}" > "$machine.log" 2>&1 ||

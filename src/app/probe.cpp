@@ -49,23 +49,35 @@ std::string windows(int repeats) {
   return "the median of " + std::to_string(repeats) + " windows of back-to-back calls (>= 50 ms each)";
 }
 
+// The figures of several kernels, their windows taking turns (a, b, c, a, b, c, ...): a slow
+// spell of the host then falls on one window of each rather than on every window of one, and
+// their ratios (one head dim's rate over another's) hold. Each kernel's median window.
+std::vector<double> median_seconds_each(int repeats, const std::vector<std::function<void()>>& fs) {
+  for (const auto& f : fs) f();
+  std::vector<std::vector<double>> t(fs.size());
+  for (int r = 0; r < repeats; ++r)
+    for (std::size_t i = 0; i < fs.size(); ++i) {
+      ExecSpace().fence();
+      Kokkos::Timer timer;
+      int calls = 0;
+      do {
+        fs[i]();
+        ExecSpace().fence();
+        ++calls;
+      } while (timer.seconds() < kWindowSeconds);
+      t[i].push_back(timer.seconds() / calls);
+    }
+  std::vector<double> medians;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
+}
+
 template <class F>
 double median_seconds(int repeats, F&& f) {
-  f();
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    ExecSpace().fence();
-    Kokkos::Timer timer;
-    int calls = 0;
-    do {
-      f();
-      ExecSpace().fence();
-      ++calls;
-    } while (timer.seconds() < kWindowSeconds);
-    t.push_back(timer.seconds() / calls);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_seconds_each(repeats, {std::function<void()>(f)})[0];
 }
 
 // C [m, n] = op_a(A) op_b(B) through the run's GEMM path (kernels::gemm_optimized): seconds, median.
@@ -132,57 +144,75 @@ void probe_gemm(MachineFile& m, Precision prec, const KernelChoice& choice, cons
                                         "over their summed medians (each " + windows(a.repeats) + ") after a warm-up; mean over ranks";
 }
 
-// The rates (GFLOP/s forward, backward) of causal attention at head dim h, 4 heads over 2 kv.
-struct AttentionRates {
-  double forward = 0, backward = 0;
-};
-template <class T>
-AttentionRates time_attention(const KernelChoice& choice, const ProbeArgs& a, int S, int heads, int kv_heads, int h,
-                              MPI_Comm comm) {
-  using Acc = accum_t<T>;
-  const int Hh = heads * h, Gh = kv_heads * h;
-  Mat<T> q("probe_q", S, Hh), k("probe_k", S, Gh), v("probe_v", S, Gh), o("probe_o", S, Hh), d_o("probe_do", S, Hh);
-  Mat<T> dq("probe_dq", S, Hh), dk("probe_dk", S, Gh), dv("probe_dv", S, Gh);
-  Mat<Acc> lse("probe_lse", S, heads), delta("probe_delta", S, heads);
-  Vec<std::int64_t> pos("probe_pos", S);
-  const Vec<const std::int64_t> causal;  // every query sees from position 0
-  Kokkos::parallel_for("probe_iota", Kokkos::RangePolicy<ExecSpace>(0, S), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
-  for (const auto* t : {&q, &k, &v, &d_o}) Kokkos::deep_copy(*t, T(0.01f));
-  const double fwd = median_seconds(a.repeats, [&] { kernels::attention_forward<T>(choice, o, lse, q, k, v, pos, causal, pos, h); });
-  const double bwd = median_seconds(a.repeats, [&] {
-    kernels::attention_backward<T>(choice, dq, dk, dv, delta, d_o, o, lse, q, k, v, pos, causal, pos, h);
-  });
-  return {mean_over(comm, attention_flops_forward(S, Hh) / fwd / 1e9),
-          mean_over(comm, attention_flops_backward(S, Hh) / bwd / 1e9)};
+// pos(i) = i (a free function: nvcc takes no device lambda in a constructor)
+void fill_positions(const Vec<std::int64_t>& pos) {
+  Kokkos::parallel_for("probe_iota", Kokkos::RangePolicy<ExecSpace>(0, int(pos.extent(0))), KOKKOS_LAMBDA(const int i) { pos(i) = i; });
 }
+
+// Causal attention's operands at head dim h: S tokens, `heads` query heads over `kv_heads`.
+template <class T>
+struct AttentionOperands {
+  int h;
+  Mat<T> q, k, v, o, d_o, dq, dk, dv;
+  Mat<accum_t<T>> lse, delta;
+  Vec<std::int64_t> pos;
+  AttentionOperands(int S, int heads, int kv_heads, int head_dim)
+      : h(head_dim), q("probe_q", S, heads * h), k("probe_k", S, kv_heads * h), v("probe_v", S, kv_heads * h),
+        o("probe_o", S, heads * h), d_o("probe_do", S, heads * h), dq("probe_dq", S, heads * h),
+        dk("probe_dk", S, kv_heads * h), dv("probe_dv", S, kv_heads * h), lse("probe_lse", S, heads),
+        delta("probe_delta", S, heads), pos("probe_pos", S) {
+    fill_positions(pos);
+    for (const auto* t : {&q, &k, &v, &d_o}) Kokkos::deep_copy(*t, T(0.01f));
+  }
+  void forward(const KernelChoice& choice) {
+    const Vec<const std::int64_t> causal;  // every query sees from position 0
+    kernels::attention_forward<T>(choice, o, lse, q, k, v, pos, causal, pos, h);
+  }
+  void backward(const KernelChoice& choice) {
+    const Vec<const std::int64_t> causal;
+    kernels::attention_backward<T>(choice, dq, dk, dv, delta, d_o, o, lse, q, k, v, pos, causal, pos, h);
+  }
+};
 
 // The probe's head dim (--head-dim) and a second one (half of it, or twice one below 32), so that
 // the file prices decks of other head dims (MachineRates::attention_padding).
 int second_head_dim(int h) { return h >= 32 ? h / 2 : 2 * h; }
 
+// Causal attention forward and backward at the probe's head dim and, where the same kernel runs
+// it (a tensor-core kernel may refuse it), the second: 4 heads over 2 kv, the four kernels'
+// windows taking turns (median_seconds_each), useful GFLOP/s.
 template <class T>
 void probe_attention(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
   const int S = sizeof(T) == 8 ? std::max(16, 2 * a.size) : 4 * a.size, heads = 4, kv_heads = 2, h = a.head_dim;
-  const AttentionRates at = time_attention<T>(choice, a, S, heads, kv_heads, h, comm);
+  const int h2 = second_head_dim(h);
+  const bool second = attention_kernel_name(choice_for(prec, h2), prec) == attention_kernel_name(choice, prec);
+  std::vector<AttentionOperands<T>> dims;
+  dims.emplace_back(S, heads, kv_heads, h);
+  if (second) dims.emplace_back(S, heads, kv_heads, h2);
+  std::vector<std::function<void()>> calls;
+  for (auto& d : dims) {
+    calls.push_back([&] { d.forward(choice); });
+    calls.push_back([&] { d.backward(choice); });
+  }
+  const int repeats = std::max(5, a.repeats);
+  const std::vector<double> seconds = median_seconds_each(repeats, calls);
+  const auto rate = [&](double flops, double s) { return mean_over(comm, flops / s / 1e9); };
   m.rates.attention_heads_per_kv = heads / kv_heads;
   m.rates.attention_head_dim = h;
   m.rates.attention_kernel[prec] = attention_kernel_name(choice, prec);
-  m.rates.attention_gflops[prec][AttentionPass::forward] = at.forward;
-  m.rates.attention_gflops[prec][AttentionPass::backward] = at.backward;
-  // the second head dim only where the same kernel runs it (a tensor-core kernel may refuse it)
-  const int h2 = second_head_dim(h);
-  if (attention_kernel_name(choice_for(prec, h2), prec) != m.rates.attention_kernel[prec]) return;
-  const AttentionRates at2 = time_attention<T>(choice, a, S, heads, kv_heads, h2, comm);
-  m.rates.attention_second_head_dim = h2;
-  m.rates.attention_second_gflops[prec][AttentionPass::forward] = at2.forward;
-  m.rates.attention_second_gflops[prec][AttentionPass::backward] = at2.backward;
+  m.rates.attention_gflops[prec][AttentionPass::forward] = rate(attention_flops_forward(S, heads * h), seconds[0]);
+  m.rates.attention_gflops[prec][AttentionPass::backward] = rate(attention_flops_backward(S, heads * h), seconds[1]);
   const auto what = [&](int dim) {
     return "measured: causal attention forward and backward, " + attention_kernel_name(choice, prec) + ", S = " +
            std::to_string(S) + ", " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) + " kv), head dim " +
-           std::to_string(dim) + ", useful FLOPs (4 and 10 per causal pair and head dim), " + windows(a.repeats) +
-           "; mean over ranks";
+           std::to_string(dim) + ", useful FLOPs (4 and 10 per causal pair and head dim), " + windows(repeats) +
+           (second ? ", taking turns with the other head dim's" : "") + "; mean over ranks";
   };
   m.provenance[machine_key_prefix(MachineKey::attention_gflops, {int(prec), 0, 0}, 2)] = what(h);
+  if (!second) return;
+  m.rates.attention_second_head_dim = h2;
+  m.rates.attention_second_gflops[prec][AttentionPass::forward] = rate(attention_flops_forward(S, heads * h2), seconds[2]);
+  m.rates.attention_second_gflops[prec][AttentionPass::backward] = rate(attention_flops_backward(S, heads * h2), seconds[3]);
   m.provenance[machine_key_prefix(MachineKey::attention_second_gflops, {int(prec), 0, 0}, 2)] = what(h2);
 }
 
@@ -221,61 +251,6 @@ void probe_elementwise(MachineFile& m, const KernelChoice& choice, const ProbeAr
   m.provenance[machine_key_text(MachineKey::op_overhead_us)] = "measured: the same kernel on one row of 16, fenced, " + windows(5) + "; mean over ranks";
 }
 
-// The calibration step (step_scale): a small training step (2 layers, hidden 256 or the head
-// dim's multiple, 2 query heads per kv head, the attention probe's S) through the run's own
-// code (train_step), on every rank at once, each rank its own one-rank problem (so the ranks
-// load the machine as a run's ranks do); each phase's median over kCalibrationSteps after a
-// warm-up step, each phase family over the same family priced from the rates measured above
-// (time_model.hpp), the slowest rank's (a run's ranks meet at every exchange, so a step goes at
-// the slowest one's pace). What the isolated figures miss (operands coming from other kernels
-// rather than a warm cache, dispatch, the small kernels between the timed ones, ranks that
-// share cores unevenly) is then in the file.
-constexpr int kCalibrationSteps = 2, kCalibrationRounds = 3;
-// Each phase's median over kCalibrationSteps steps of one round (after one warm-up step); the
-// caller keeps, per phase family, the median round (a round the machine's other work disturbed
-// does not count).
-template <class T>
-std::vector<PhaseSeconds> calibration_rounds(const Deck& deck, const KernelChoice& choice) {
-  struct ArenaReset {  // the arena is the process's: released before Kokkos is finalized
-    ~ArenaReset() { StepArena::instance().reset(); }
-  } arena_reset;
-  StepArena::instance().configure(deck.memory.plan, deck.memory.solver);
-  PhaseTimers timers;
-  Training<T> t(deck, MPI_COMM_SELF, choice, 0.0, timers);
-  std::vector<PhaseSeconds> rounds;
-  long step = 0;
-  timers.clear();
-  train_step(t, deck, step++, timers, MPI_COMM_SELF, false, [](StepResult&) {});  // the warm-up
-  for (int round = 0; round < kCalibrationRounds; ++round) {
-    EnumMap<Phase, std::vector<double>> times;  // each phase's seconds in each measured step
-    for (int i = 0; i < kCalibrationSteps; ++i, ++step) {
-      timers.clear();
-      train_step(t, deck, step, timers, MPI_COMM_SELF, false, [](StepResult&) {});
-      for (const Phase ph : all_of<Phase>()) times[ph].push_back(timers.get(ph));
-    }
-    PhaseSeconds median;
-    for (const Phase ph : all_of<Phase>()) {
-      auto& v = times[ph];
-      std::sort(v.begin(), v.end());
-      median[ph] = v[(v.size() - 1) / 2];  // the lower median (of two: the shorter step)
-    }
-    rounds.push_back(median);
-  }
-  return rounds;
-}
-
-// Per phase family, the median over the rounds (a round the machine's other work disturbed does not count).
-EnumMap<PhaseFamily, double> median_family_seconds(const std::vector<PhaseSeconds>& rounds) {
-  EnumMap<PhaseFamily, double> out{};
-  for (const PhaseFamily family : all_of<PhaseFamily>()) {
-    std::vector<double> v;
-    for (const auto& r : rounds) v.push_back(family_seconds(r)[family]);
-    std::sort(v.begin(), v.end());
-    out[family] = v[v.size() / 2];
-  }
-  return out;
-}
-
 // A barrier the waiting ranks sleep in (MPI_Barrier may spin and take a core from the rank at work).
 void idle_barrier(MPI_Comm comm) {
   MPI_Request request;
@@ -288,52 +263,158 @@ void idle_barrier(MPI_Comm comm) {
   }
 }
 
+// The calibration step (step_scale): a small training step (2 layers, hidden 256 or the head
+// dim's multiple, 2 query heads per kv head, the attention probe's S) through the run's own
+// code (train_step), each rank its own one-rank problem, each phase family's time over the
+// same family priced from the rates measured above (time_model.hpp). What the isolated figures
+// miss (operands coming from other kernels rather than a warm cache, dispatch, the small kernels
+// between the timed ones, ranks that share cores unevenly) is then in the file.
+//
+// The step is timed in kCalibrationRounds rounds of kCalibrationSteps steps, each round a fresh
+// model and one warm-up step. The precisions' rounds take turns (float, bf16, double, float, ...),
+// and on a node of two or more ranks each busy round (every rank at work, each step started
+// together, each step's time the slowest rank's: a run's ranks meet at every exchange) is
+// followed by the same round on rank 0 alone (step_scale_alone: a run of fewer ranks than the
+// node holds shares less and goes faster, MachineRates::at_busy_ranks). So the calibration of
+// each precision spans the whole calibration's time, and a slow spell of the host (a VM's
+// neighbours, invisible to the guest) falls on one round of each rather than on every round of
+// one; each family's figure is the median over the timed steps.
+constexpr int kCalibrationSteps = 2, kCalibrationRounds = 5;
+using FamilySeconds = EnumMap<PhaseFamily, double>;
+
+// One round: a fresh model of `deck`, one warm-up step (it also plans the step's memory), then
+// kCalibrationSteps timed steps, each started together by the ranks of `lockstep` (MPI_COMM_NULL:
+// none). Each timed step's seconds per phase family.
 template <class T>
-void calibrate_step(MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a, MPI_Comm comm) {
+std::vector<FamilySeconds> calibration_round(const Deck& deck, const KernelChoice& choice, MPI_Comm lockstep) {
+  struct ArenaReset {  // the arena is the process's: released before Kokkos is finalized
+    ~ArenaReset() { StepArena::instance().reset(); }
+  } arena_reset;
+  StepArena::instance().configure(deck.memory.plan, deck.memory.solver);
+  PhaseTimers timers;
+  Training<T> t(deck, MPI_COMM_SELF, choice, 0.0, timers);
+  long step = 0;
+  timers.clear();
+  train_step(t, deck, step++, timers, MPI_COMM_SELF, false, [](StepResult&) {});  // the warm-up
+  std::vector<FamilySeconds> steps;
+  for (int i = 0; i < kCalibrationSteps; ++i, ++step) {
+    if (lockstep != MPI_COMM_NULL) idle_barrier(lockstep);
+    timers.clear();
+    train_step(t, deck, step, timers, MPI_COMM_SELF, false, [](StepResult&) {});
+    PhaseSeconds phases{};
+    for (const Phase ph : all_of<Phase>()) phases[ph] = timers.get(ph);
+    steps.push_back(family_seconds(phases));
+  }
+  return steps;
+}
+
+// One precision's calibration: its deck and kernels, its families priced from the rates measured
+// so far, and its timed steps (busy: every rank at work; alone: rank 0 while the others idle).
+struct Calibration {
+  Precision prec;
+  KernelChoice choice;
+  Deck deck;
+  FamilySeconds predicted{};
+  std::vector<FamilySeconds> busy, alone;
+  std::string step_text;  // the step in words, for the provenance
+
+  std::vector<FamilySeconds> round(MPI_Comm lockstep) const {
+    switch (prec) {
+      case Precision::float32: return calibration_round<float>(deck, choice, lockstep);
+      case Precision::bf16: return calibration_round<bf16>(deck, choice, lockstep);
+      case Precision::float64: return calibration_round<double>(deck, choice, lockstep);
+    }
+    throw std::logic_error("calibration: unknown precision");
+  }
+};
+
+Calibration calibration_of(const MachineFile& m, Precision prec, const KernelChoice& choice, const ProbeArgs& a) {
   const int h = a.head_dim, heads = std::max(4, 2 * ((128 + h - 1) / h)), hidden = heads * h;
-  const int S = sizeof(T) == 8 ? std::max(64, 2 * a.size) : 4 * a.size;
+  const int S = prec == Precision::float64 ? std::max(64, 2 * a.size) : 4 * a.size;
   const auto n = [](long v) { return std::to_string(v); };
-  const int steps = 1 + kCalibrationRounds * kCalibrationSteps;
-  const Deck deck = built_in_deck({"model.hidden=" + n(hidden), "model.layers=2", "model.heads=" + n(heads),
-                                   "model.kv_heads=" + n(heads / 2), "model.intermediate=" + n((43 * hidden / 16 + 15) / 16 * 16),
-                                   "model.vocab=4096", "run.seq_len=" + n(S), "run.steps=" + n(steps),
-                                   "run.warmup_steps=1", "run.precision=" + name_of(prec)});
-  const std::vector<PhaseSeconds> rounds = calibration_rounds<T>(deck, choice);
+  const int steps = 1 + kCalibrationSteps;
+  Calibration c{prec, choice,
+                built_in_deck({"model.hidden=" + n(hidden), "model.layers=2", "model.heads=" + n(heads),
+                               "model.kv_heads=" + n(heads / 2), "model.intermediate=" + n((43 * hidden / 16 + 15) / 16 * 16),
+                               "model.vocab=4096", "run.seq_len=" + n(S), "run.steps=" + n(steps),
+                               "run.warmup_steps=1", "run.precision=" + name_of(prec)})};
   MachineRates raw = m.rates;
   raw.step_scale[prec] = {};
   std::string error;
-  const DeckPlan plan = plan_deck(deck, deck.run.seq_len, {1, false, false}, error);
+  const DeckPlan plan = plan_deck(c.deck, c.deck.run.seq_len, {1, false, false}, error);
   if (!error.empty()) throw std::runtime_error("calibration step: " + error);
-  const auto predicted = family_seconds(price_plan(deck, plan, raw).phases);
-  const auto timed = median_family_seconds(rounds);
-  // the slowest rank's: a run's ranks meet at every exchange, so its step goes at the slowest one's pace
+  c.predicted = family_seconds(price_plan(c.deck, plan, raw).phases);
+  c.step_text = "a training step (2 layers, hidden " + n(hidden) + ", " + n(heads) + " heads, " + n(heads / 2) +
+                " kv, S = " + n(S) + ", vocab 4096, " + name_of(prec) + ")";
+  return c;
+}
+
+// Each step's time per family, the slowest rank's (a run's ranks meet at every exchange, so a
+// step goes at the slowest one's pace).
+void keep_slowest_rank(std::vector<FamilySeconds>& steps, MPI_Comm comm) {
+  std::vector<double> flat;
+  for (const auto& s : steps) flat.insert(flat.end(), s.values.begin(), s.values.end());
+  MPI_Allreduce(MPI_IN_PLACE, flat.data(), int(flat.size()), MPI_DOUBLE, MPI_MAX, comm);
+  auto it = flat.begin();
+  for (auto& s : steps)
+    for (auto& v : s.values) v = *it++;
+}
+
+// Per family: the median over the timed steps over the same family priced from the rates.
+FamilySeconds step_scale_of(const Calibration& c, const std::vector<FamilySeconds>& steps) {
+  FamilySeconds scale{};
   for (const PhaseFamily family : all_of<PhaseFamily>()) {
-    double ratio = timed[family] / std::max(predicted[family], 1e-12);
-    MPI_Allreduce(MPI_IN_PLACE, &ratio, 1, MPI_DOUBLE, MPI_MAX, comm);
-    m.rates.step_scale[prec][family] = ratio;
+    std::vector<double> v;
+    for (const auto& s : steps) v.push_back(s[family]);
+    std::sort(v.begin(), v.end());
+    const double median = (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
+    scale[family] = median / std::max(c.predicted[family], 1e-12);
   }
-  const std::string step = "a training step (2 layers, hidden " + n(hidden) + ", " + n(heads) + " heads, " + n(heads / 2) +
-                           " kv, S = " + n(S) + ", vocab 4096, " + name_of(prec) + ")";
-  const std::string rounds_text = n(kCalibrationRounds) + " rounds of " + n(kCalibrationSteps) +
-                                  " steps after one, each phase's lower median in a round; each phase family's time (the "
-                                  "median round's) over the same family priced from this file's rates";
-  m.provenance[machine_key_prefix(MachineKey::step_scale, {int(prec), 0, 0}, 2)] =
-      "measured: " + step + " on every rank at once, " + rounds_text + "; the slowest rank's";
-  if (m.rates.ranks_per_node < 2) return;
-  // the same step on rank 0 while the node's other ranks idle: a run of fewer ranks than the node holds
-  // shares less (memory bandwidth, caches) and goes faster (MachineRates::at_busy_ranks)
+  return scale;
+}
+
+void record_calibration(MachineFile& m, const Calibration& c, bool alone, MPI_Comm comm) {
+  const auto n = [](long v) { return std::to_string(v); };
+  const std::string how = n(kCalibrationRounds) + " rounds of " + n(kCalibrationSteps) +
+                          " steps (each after a fresh model and one warm-up step), taking turns with the other "
+                          "precisions' rounds" + (alone ? " and the one-rank rounds" : "") +
+                          "; each phase family's median over the timed steps over the same family priced from this "
+                          "file's rates";
+  m.rates.step_scale[c.prec] = step_scale_of(c, c.busy);
+  m.provenance[machine_key_prefix(MachineKey::step_scale, {int(c.prec), 0, 0}, 2)] =
+      "measured: " + c.step_text + " on every rank at once, the ranks starting each step together and each step's time " +
+      "the slowest rank's, " + how;
+  if (!alone) return;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  std::vector<PhaseSeconds> alone;
-  if (rank == 0) alone = calibration_rounds<T>(deck, choice);
-  idle_barrier(comm);
-  for (const PhaseFamily family : all_of<PhaseFamily>()) {
-    double ratio = rank == 0 ? median_family_seconds(alone)[family] / std::max(predicted[family], 1e-12) : 0;
-    MPI_Bcast(&ratio, 1, MPI_DOUBLE, 0, comm);
-    m.rates.step_scale_alone[prec][family] = ratio;
-  }
-  m.provenance[machine_key_prefix(MachineKey::step_scale_alone, {int(prec), 0, 0}, 2)] =
-      "measured: " + step + " on rank 0 while the other ranks idle, " + rounds_text;
+  FamilySeconds scale = rank == 0 ? step_scale_of(c, c.alone) : FamilySeconds{};
+  MPI_Bcast(scale.values.data(), int(scale.values.size()), MPI_DOUBLE, 0, comm);
+  m.rates.step_scale_alone[c.prec] = scale;
+  m.provenance[machine_key_prefix(MachineKey::step_scale_alone, {int(c.prec), 0, 0}, 2)] =
+      "measured: " + c.step_text + " on rank 0 while the other ranks idle, " + how;
+}
+
+// Every precision's calibration, the rounds taking turns (see the top of this part).
+void calibrate_steps(MachineFile& m, const std::vector<std::pair<Precision, KernelChoice>>& kinds, const ProbeArgs& a,
+                     MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const bool alone = m.rates.ranks_per_node >= 2;
+  std::vector<Calibration> calibrations;
+  for (const auto& [prec, choice] : kinds) calibrations.push_back(calibration_of(m, prec, choice, a));
+  for (int round = 0; round < kCalibrationRounds; ++round)
+    for (auto& c : calibrations) {
+      auto steps = c.round(comm);
+      keep_slowest_rank(steps, comm);
+      c.busy.insert(c.busy.end(), steps.begin(), steps.end());
+      if (!alone) continue;
+      if (rank == 0) {
+        const auto solo = c.round(MPI_COMM_NULL);
+        c.alone.insert(c.alone.end(), solo.begin(), solo.end());
+      }
+      idle_barrier(comm);
+    }
+  for (const auto& c : calibrations) record_calibration(m, c, alone, comm);
 }
 
 // The copy engine's link: device <-> host (a host build: one memory, memcpy between two allocations).
@@ -580,9 +661,7 @@ MachineFile measure_machine(const ProbeArgs& a, MPI_Comm world, bool stop_on_slo
   probe_host_link(m, a, world);
   progress.done("bandwidths and call overhead");
   MPI_Barrier(world);
-  calibrate_step<float>(m, Precision::float32, f32, a, world);
-  calibrate_step<bf16>(m, Precision::bf16, b16, a, world);
-  calibrate_step<double>(m, Precision::float64, f64, a, world);
+  calibrate_steps(m, {{Precision::float32, f32}, {Precision::bf16, b16}, {Precision::float64, f64}}, a, world);
   progress.done("calibration steps");
 
   // Plausibility: the ISA's nominal per core x the rank's threads (or a GPU's floor).
