@@ -10,7 +10,11 @@ Each RUN is one of
 
 For each run: the measured seconds per phase are the busiest rank's mean over the measured
 steps (the `Max time/rank` attribute of /timings/<phase>, docs/metrics.md); the error is
-predicted / measured - 1. Prints one row per run (the step and each phase that either side
+predicted / measured - 1. Runs given the same NAME (rounds of one configuration, as
+scripts/bench/predict_sweep.sh runs them) are read as one: each phase's median over the rounds,
+predicted and measured, and the measured step's spread over the rounds (slowest / fastest); the
+share within the tolerance is then printed again for the runs whose rounds agree within --steady
+(default 1.10: the machine held still while they ran). Prints one row per run (the step and each phase that either side
 puts above 2% of the step), the share of runs whose step is within the tolerance, and writes a
 scatter plot (predicted against measured step time, log-log, the +-tolerance band) when --png
 is given. Exit 0 (a report, not a check); 1 when a file has no prediction or cannot be read.
@@ -91,20 +95,46 @@ def read_run(spec):
         sys.exit(f"error: {spec}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
 
 
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def combine_rounds(rows):
+    """[(name, predicted, measured, rounds, spread)]: the rows sharing a name as one, in the order
+    the names first appear: each phase (those every round has) its median over the rounds; spread:
+    the slowest round's measured step over the fastest's."""
+    groups = {}
+    for name, pred, meas in rows:
+        groups.setdefault(name, []).append((pred, meas))
+    combined = []
+    for name, runs in groups.items():
+        def phases(side):
+            keys = [k for k in runs[0][side] if all(k in r[side] for r in runs)]
+            return {k: median([r[side][k] for r in runs]) for k in keys}
+        steps = [meas["step"] for _, meas in runs]
+        combined.append((name, phases(0), phases(1), len(runs), max(steps) / min(steps)))
+    return combined
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="NAME=PLAN.json,METRICS.h5, NAME=METRICS.h5 or METRICS.h5")
     ap.add_argument("--png", help="write the scatter plot here")
     ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--steady", type=float, default=1.10,
+                    help="with rounds: the share within the tolerance again over the runs whose measured "
+                         "steps' spread (slowest / fastest round) is at most this")
     a = ap.parse_args()
     if getattr(a, 'png', None) and output_problem(a.png, '--png'):  # checked before any work
         sys.exit(f"predicted_vs_measured.py: error: {output_problem(a.png, '--png')}")
-    rows = []
-    for spec in a.runs:
-        rows.append(read_run(spec))
+    rows = combine_rounds([read_run(spec) for spec in a.runs])
+    rounds = max(r[3] for r in rows) > 1
     within = 0
-    print(f"{'run':28s} {'step pred':>10s} {'meas':>9s} {'err':>7s}  phases (pred/meas - 1, those above 2% of the step)")
-    for name, pred, meas in rows:
+    print(f"{'run':28s} {'step pred':>10s} {'meas':>9s} {'err':>7s}" + (f" {'rounds':>12s}" if rounds else "") +
+          "  phases (pred/meas - 1, those above 2% of the step)")
+    for name, pred, meas, n_rounds, spread in rows:
         step_p, step_m = pred["step"], meas["step"]
         err = step_p / step_m - 1
         within += abs(err) <= a.tolerance
@@ -116,18 +146,22 @@ def main():
             if max(p, m) < 0.02 * step_m:
                 continue
             parts.append(f"{k} {p / m - 1:+.0%}" if m > 0 else f"{k} pred {p:.3g}s/meas 0")
-        print(f"{name:28s} {step_p:10.4g} {step_m:9.4g} {err:+7.1%}  " + ", ".join(parts))
+        spread_text = f" {n_rounds:>3d}, x{spread:<6.2f}" if rounds else ""
+        print(f"{name:28s} {step_p:10.4g} {step_m:9.4g} {err:+7.1%}{spread_text}  " + ", ".join(parts))
     n = len(rows)
     print(f"within {a.tolerance:.0%}: {within} of {n} runs ({within / n:.0%})")
+    if rounds:
+        steady = [abs(p["step"] / m["step"] - 1) <= a.tolerance for _, p, m, k, spread in rows if k > 1 and spread <= a.steady]
+        print(f"within {a.tolerance:.0%} where the rounds agree within x{a.steady:.2f}: {sum(steady)} of {len(steady)} runs")
     if a.png:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(5.5, 5))
-        xs = [m["step"] for _, _, m in rows]
-        ys = [p["step"] for _, p, _ in rows]
+        xs = [m["step"] for _, _, m, _, _ in rows]
+        ys = [p["step"] for _, p, _, _, _ in rows]
         ax.scatter(xs, ys)
-        for (name, _, _), x, y in zip(rows, xs, ys):
+        for (name, *_), x, y in zip(rows, xs, ys):
             ax.annotate(name, (x, y), fontsize=6)
         lo, hi = min(xs + ys) / 1.5, max(xs + ys) * 1.5
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)

@@ -180,6 +180,24 @@ if ! { grep -q "^self1 " table.txt && grep -q "^ring " table.txt && grep -q "^on
        grep -q "of 3 runs" table.txt && [[ -s self.png ]]; }; then
   echo "FAIL: predicted_vs_measured.py"; cat table.txt; exit 1
 fi
+# rounds of one configuration (the same NAME) read as one row: each side's median, the measured spread
+"$PYTHON" "$MINILST_SOURCE/analysis/predicted_vs_measured.py" r=self1.h5 r=self2.h5 r=self1.h5 > rounds.txt
+"$PYTHON" - <<'PY'
+import h5py
+step = {}
+for f in ("self1.h5", "self2.h5"):
+    with h5py.File(f, "r") as h:
+        step[f] = (float(h["predicted/step"][()]), float(h["timings/step"].attrs["Max time/rank"]))
+rows = [l.split() for l in open("rounds.txt") if l.startswith("r ")]
+assert len(rows) == 1 and "of 1 runs" in open("rounds.txt").read(), open("rounds.txt").read()
+pred, meas, n, spread = float(rows[0][1]), float(rows[0][2]), rows[0][4], float(rows[0][5].lstrip("x"))
+want_spread = max(m for _, m in step.values()) / min(m for _, m in step.values())
+assert abs(pred / step["self1.h5"][0] - 1) < 1e-3 and abs(meas / step["self1.h5"][1] - 1) < 1e-3, (pred, meas, step)
+assert n == "3," and abs(spread - want_spread) < 0.006, (n, spread, want_spread)
+steady = [l for l in open("rounds.txt") if "where the rounds agree within x1.10" in l]
+assert len(steady) == 1 and steady[0].rstrip().endswith(f"of {int(spread <= 1.10)} runs"), (steady, spread)
+print(f"rounds: the median of 3 rounds, spread x{spread}")
+PY
 if "$PYTHON" "$MINILST_SOURCE/analysis/predicted_vs_measured.py" plain.h5 > noprediction.txt 2>&1; then
   echo "FAIL: a metrics file without a prediction accepted"; exit 1
 fi
