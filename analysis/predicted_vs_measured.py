@@ -12,10 +12,10 @@ For each run: the measured seconds per phase are the busiest rank's mean over th
 steps (the `Max time/rank` attribute of /timings/<phase>, docs/metrics.md); the error is
 predicted / measured - 1. Runs given the same NAME (rounds of one configuration, as
 scripts/bench/predict_sweep.sh runs them) are read as one: each phase's median over the rounds,
-predicted and measured, and the measured step's spread over the rounds (slowest / fastest); the
-share within the tolerance is then printed again for the runs whose rounds agree within --steady
-(default 1.10: the machine held still while they ran). Prints one row per run (the step and each phase that either side
-puts above 2% of the step), the share of runs whose step is within the tolerance, and writes a
+predicted and measured, and the measured step's spread over the rounds (slowest / fastest).
+Prints one row per run (the step and each phase that either side puts above 2% of the step), the
+share of runs whose step is within the tolerance (with rounds, again over the runs whose rounds
+agree within --steady, default 1.10: the machine held still while they ran), and writes a
 scatter plot (predicted against measured step time, log-log, the +-tolerance band) when --png
 is given. Exit 0 (a report, not a check); 1 when a file has no prediction or cannot be read.
 """

@@ -156,7 +156,7 @@ for ((round = 1; round <= rounds; round++)); do
     if [[ ${line%% *} =~ $only ]]; then run_config "$round" "$line"; fi
   done
 done
-((${#specs[@]})) || { echo "predict_sweep.sh: no configuration matches --only '$only'" >&2; exit 2; }
+((${#specs[@]})) || { echo "predict_sweep.sh: no configuration to run: none matches --only '$only'$( ((once)) && echo " among those of at most $once_ranks rank(s)")" >&2; exit 2; }
 "$py" "$root/analysis/predicted_vs_measured.py" "${specs[@]}" --png "$out/predicted_vs_measured.png"
 if ((reprobe)); then
   reprobe_specs

@@ -195,7 +195,7 @@ want_spread = max(m for _, m in step.values()) / min(m for _, m in step.values()
 assert abs(pred / step["self1.h5"][0] - 1) < 1e-3 and abs(meas / step["self1.h5"][1] - 1) < 1e-3, (pred, meas, step)
 assert n == "3," and abs(spread - want_spread) < 0.006, (n, spread, want_spread)
 steady = [l for l in open("rounds.txt") if "where the rounds agree within x1.10" in l]
-assert len(steady) == 1 and steady[0].rstrip().endswith(f"of {int(spread <= 1.10)} runs"), (steady, spread)
+assert len(steady) == 1 and steady[0].rstrip().endswith(f"of {int(want_spread <= 1.10)} runs"), (steady, want_spread)
 print(f"rounds: the median of 3 rounds, spread x{spread}")
 PY
 if "$PYTHON" "$MINILST_SOURCE/analysis/predicted_vs_measured.py" plain.h5 > noprediction.txt 2>&1; then
