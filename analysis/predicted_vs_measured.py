@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,12 +96,6 @@ def read_run(spec):
         sys.exit(f"error: {spec}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
 
 
-def median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
 def combine_rounds(rows):
     """[(name, predicted, measured, rounds, spread)]: the rows sharing a name as one, in the order
     the names first appear: each phase (those every round has) its median over the rounds; spread:
@@ -112,7 +107,7 @@ def combine_rounds(rows):
     for name, runs in groups.items():
         def phases(side):
             keys = [k for k in runs[0][side] if all(k in r[side] for r in runs)]
-            return {k: median([r[side][k] for r in runs]) for k in keys}
+            return {k: statistics.median(r[side][k] for r in runs) for k in keys}
         steps = [meas["step"] for _, meas in runs]
         combined.append((name, phases(0), phases(1), len(runs), max(steps) / min(steps)))
     return combined
